@@ -1,0 +1,74 @@
+package analysis
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// Batch analyses a set of traces as one window: every trace is assembled,
+// the window state is the sum of all of them, and every trace is then
+// evaluated against that state. workers ≤ 0 means one per CPU. The result
+// does not depend on the order of traces or on workers.
+func Batch(traces [][]graph.Span, cfg Config, workers int) (*Document, *State, []*graph.Trace) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, len(traces)))
+	assembled := make([]*graph.Trace, len(traces))
+	states := make([]*State, workers)
+	parallel(len(traces), workers, func(w, lo, hi int) {
+		var a graph.Assembler
+		st := NewState()
+		for i := lo; i < hi; i++ {
+			assembled[i] = a.Assemble(traces[i])
+			st.Add(assembled[i], 1)
+		}
+		states[w] = st
+	})
+	state := NewState()
+	for _, st := range states {
+		if st != nil {
+			state.Merge(st, 1)
+		}
+	}
+	reports := make([]*Report, workers)
+	parallel(len(assembled), workers, func(w, lo, hi int) {
+		ev := NewEvaluator(cfg)
+		rep := NewReport()
+		for i := lo; i < hi; i++ {
+			tr := ev.Evaluate(assembled[i], state)
+			rep.Add(&tr)
+		}
+		reports[w] = rep
+	})
+	rep := NewReport()
+	for _, r := range reports {
+		if r != nil {
+			rep.Merge(r)
+		}
+	}
+	return rep.Document(state, cfg), state, assembled
+}
+
+// parallel splits [0, n) into workers contiguous chunks and runs fn on each.
+func parallel(n, workers int, fn func(w, lo, hi int)) {
+	if n == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min(n, (w+1)*chunk)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(w, lo, hi)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,129 @@
+package analysis
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// stateJSON is the serialised form of a State: maps with struct keys become
+// sorted lists, so the encoding is deterministic.
+type stateJSON struct {
+	Version    int              `json:"version"`
+	Traces     int64            `json:"traces"`
+	Edges      []edgeJSON       `json:"edges"`
+	Nodes      []nodeJSON       `json:"nodes"`
+	Propagated []propagatedJSON `json:"propagated"`
+	APIs       []apiJSON        `json:"apis"`
+}
+
+type edgeJSON struct {
+	Caller string          `json:"caller"`
+	Callee graph.Node      `json:"callee"`
+	Stats  graph.EdgeStats `json:"stats"`
+}
+
+type nodeJSON struct {
+	Node  graph.Node      `json:"node"`
+	Stats graph.NodeStats `json:"stats"`
+}
+
+type propagatedJSON struct {
+	Pair   graph.Pair `json:"pair"`
+	Claims [4]int64   `json:"claims"`
+}
+
+type pairJSON struct {
+	Pair  graph.Pair      `json:"pair"`
+	Stats graph.EdgeStats `json:"stats"`
+}
+
+type apiJSON struct {
+	API    string     `json:"api"`
+	Traces int64      `json:"traces"`
+	Nodes  []nodeJSON `json:"nodes"`
+	Edges  []pairJSON `json:"edges"`
+}
+
+const stateVersion = 1
+
+// MarshalJSON encodes the state deterministically.
+func (s *State) MarshalJSON() ([]byte, error) {
+	out := stateJSON{Version: stateVersion, Traces: s.Traces}
+	for k, v := range s.Edges {
+		out.Edges = append(out.Edges, edgeJSON{Caller: k.Caller, Callee: k.Callee, Stats: *v})
+	}
+	slices.SortFunc(out.Edges, func(x, y edgeJSON) int {
+		return cmp.Or(cmp.Compare(x.Caller, y.Caller), compareNodes(x.Callee, y.Callee))
+	})
+	out.Nodes = nodesJSON(s.Nodes)
+	for k, v := range s.Propagated {
+		out.Propagated = append(out.Propagated, propagatedJSON{Pair: k, Claims: *v})
+	}
+	slices.SortFunc(out.Propagated, func(x, y propagatedJSON) int { return comparePairs(x.Pair, y.Pair) })
+	for k, g := range s.APIs {
+		a := apiJSON{API: k, Traces: g.Traces, Nodes: nodesJSON(g.Nodes)}
+		for p, v := range g.Edges {
+			a.Edges = append(a.Edges, pairJSON{Pair: p, Stats: *v})
+		}
+		slices.SortFunc(a.Edges, func(x, y pairJSON) int { return comparePairs(x.Pair, y.Pair) })
+		out.APIs = append(out.APIs, a)
+	}
+	slices.SortFunc(out.APIs, func(x, y apiJSON) int { return cmp.Compare(x.API, y.API) })
+	return json.Marshal(out)
+}
+
+func nodesJSON(m map[graph.Node]*graph.NodeStats) []nodeJSON {
+	out := make([]nodeJSON, 0, len(m))
+	for k, v := range m {
+		out = append(out, nodeJSON{Node: k, Stats: *v})
+	}
+	slices.SortFunc(out, func(x, y nodeJSON) int { return compareNodes(x.Node, y.Node) })
+	return out
+}
+
+func comparePairs(x, y graph.Pair) int {
+	return cmp.Or(compareNodes(x.From, y.From), compareNodes(x.To, y.To))
+}
+
+// UnmarshalJSON decodes a state encoded by MarshalJSON, replacing s.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var in stateJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("analysis: decode state: %w", err)
+	}
+	if in.Version != stateVersion {
+		return fmt.Errorf("analysis: decode state: version %d, want %d", in.Version, stateVersion)
+	}
+	*s = *NewState()
+	s.Traces = in.Traces
+	for _, e := range in.Edges {
+		st := e.Stats
+		s.Edges[graph.Edge{Caller: e.Caller, Callee: e.Callee}] = &st
+	}
+	for _, n := range in.Nodes {
+		st := n.Stats
+		s.Nodes[n.Node] = &st
+	}
+	for _, p := range in.Propagated {
+		c := p.Claims
+		s.Propagated[p.Pair] = &c
+	}
+	for _, a := range in.APIs {
+		g := graph.NewAPIGraph(a.API)
+		g.Traces = a.Traces
+		for _, n := range a.Nodes {
+			st := n.Stats
+			g.Nodes[n.Node] = &st
+		}
+		for _, e := range a.Edges {
+			st := e.Stats
+			g.Edges[e.Pair] = &st
+		}
+		s.APIs[a.API] = g
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package analysis
+
+import (
+	"slices"
+
+	"github.com/stormradius/stormradius/attribution"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/radius"
+)
+
+// Config holds the analysis rules. The zero value means SPEC defaults.
+type Config struct {
+	Attribution attribution.Config
+	// SpeaksClaims: a node speaks claims when at least this fraction of its
+	// failed responses carried a valid claim (default 0.5).
+	SpeaksClaims float64
+}
+
+func (c Config) speaks() float64 {
+	if c.SpeaksClaims <= 0 {
+		return 0.5
+	}
+	return c.SpeaksClaims
+}
+
+// TraceResult is everything the analysis says about one trace, given a
+// window State.
+type TraceResult struct {
+	TraceID graph.TraceID
+	// API is the trace's root API, "" for a fragment trace.
+	API   string
+	Start int64
+	Spans int
+	// Fragments counts the trace's fragment roots.
+	Fragments int
+	// Events are the failure events; Radius is their largest radius.
+	Events []Event
+	Radius int
+	Owners []radius.OwnerStat
+	// Suppressed counts suppressed retries.
+	Suppressed int64
+	// Hops and Counterfactual count requests as served and as a naive
+	// replay would have served them.
+	Hops, Counterfactual int64
+	Services             []ServiceResult
+}
+
+// Failed reports whether the trace had a failure event.
+func (r *TraceResult) Failed() bool { return len(r.Events) > 0 }
+
+// Spurious returns the requests error ownership prevented.
+func (r *TraceResult) Spurious() int64 { return r.Counterfactual - r.Hops }
+
+// Event is one failure event.
+type Event struct {
+	Owner  graph.Node
+	Hop    int32
+	Radius int
+	Chain  int
+	Start  int64
+}
+
+// ServiceResult is what one trace says about one service.
+type ServiceResult struct {
+	Service string
+	Virtual bool
+	// Claims audits the service's failed hops.
+	Claims attribution.Counts
+	// Misattributed and NaiveMisattributed count misattributed errors with
+	// and without failure memory; Eligible counts failed hops with a failed
+	// fail-open call (the rate's denominator).
+	Misattributed, NaiveMisattributed, Eligible int64
+	// Mismatches counts responses whose claim differed between the
+	// service's SERVER span and its caller's CLIENT span.
+	Mismatches int64
+	// ContextDrops counts fragment roots emitted by the service.
+	ContextDrops int64
+	// OwnedFailures counts failure events the service owns.
+	OwnedFailures int64
+	// Requests and Counterfactual count the service's hops as served and
+	// under a naive replay.
+	Requests, Counterfactual int64
+}
+
+// Evaluator evaluates traces against a State. It reuses scratch memory and
+// is not safe for concurrent use; use one per goroutine.
+type Evaluator struct {
+	cfg      Config
+	calls    []radius.CallInfo
+	failOpen []bool
+	owner    []bool
+	verdicts []attribution.Verdict
+	radius   radius.Analyzer
+}
+
+// NewEvaluator returns an Evaluator with the given rules.
+func NewEvaluator(cfg Config) *Evaluator { return &Evaluator{cfg: cfg} }
+
+// Evaluate analyses trace t against window state s.
+func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
+	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: len(t.Spans), Fragments: t.Fragments}
+	e.calls = grow(e.calls, len(t.Calls))
+	e.failOpen = grow(e.failOpen, len(t.Calls))
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		es := s.Edges[graph.Edge{Caller: t.Hops[c.Caller].Service, Callee: graph.Node{Service: c.CalleeService, Operation: c.CalleeOperation}}]
+		open, _ := e.cfg.Attribution.CallFailOpen(c, es)
+		info := radius.CallInfo{FailOpen: open, MaxAttempts: int32(c.Attempts())}
+		if es != nil {
+			info.RetryEnabled = es.RetryEnabled()
+			info.MaxAttempts = max(info.MaxAttempts, int32(es.MaxAttempts()))
+		}
+		if info.RetryEnabled {
+			info.MaxAttempts = max(info.MaxAttempts, 2)
+		}
+		e.calls[i] = info
+		e.failOpen[i] = open
+	}
+	e.verdicts = attribution.Attribute(t, e.failOpen, e.verdicts)
+	e.owner = grow(e.owner, len(t.Hops))
+	for i := range e.verdicts {
+		e.owner[i] = e.verdicts[i].Owner
+	}
+	rr := e.radius.Analyze(t, e.calls, e.owner)
+	r.Radius = int(rr.Radius)
+	r.Owners = rr.Owners
+	r.Suppressed = rr.Suppressed
+	r.Hops, r.Counterfactual = rr.Hops, rr.Counterfactual
+	r.Events = make([]Event, len(rr.Events))
+	for i, ev := range rr.Events {
+		h := &t.Hops[ev.Owner]
+		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
+	}
+	e.services(t, &rr, &r)
+	return r
+}
+
+// services fills the per-service results of a trace.
+func (e *Evaluator) services(t *graph.Trace, rr *radius.Result, r *TraceResult) {
+	// A service is virtual when all its hops are: virtual nodes only.
+	svc := func(name string, virtual bool) *ServiceResult {
+		i, ok := slices.BinarySearchFunc(r.Services, name, func(s ServiceResult, n string) int {
+			switch {
+			case s.Service < n:
+				return -1
+			case s.Service > n:
+				return 1
+			}
+			return 0
+		})
+		if !ok {
+			r.Services = slices.Insert(r.Services, i, ServiceResult{Service: name, Virtual: virtual})
+		}
+		s := &r.Services[i]
+		if !virtual {
+			s.Virtual = false
+		}
+		return s
+	}
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		v := &e.verdicts[i]
+		s := svc(h.Service, h.Virtual)
+		if h.Root && h.Fragment {
+			s.ContextDrops++
+		}
+		if v.Owner {
+			s.OwnedFailures++
+		}
+		if !h.Failed || h.Virtual {
+			continue
+		}
+		s.Claims[v.Audit]++
+		if v.FailedOpen > 0 {
+			s.Eligible++
+		}
+		if v.Misattributed {
+			s.Misattributed++
+		}
+		if v.NaiveMisattributed {
+			s.NaiveMisattributed++
+		}
+	}
+	for i := range t.Attempts {
+		if at := &t.Attempts[i]; at.Mismatch {
+			svc(t.Hops[at.Callee].Service, true).Mismatches++
+		}
+	}
+	for _, l := range rr.Loads {
+		s := svc(l.Service, true)
+		s.Requests, s.Counterfactual = l.Actual, l.Counterfactual
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}

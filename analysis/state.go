@@ -1,0 +1,187 @@
+// Package analysis puts the analyses together, for a batch of traces (a
+// file) as for a stream of them (one trace at a time, as ingest delivers
+// them).
+//
+// The split that makes both work: a trace's assembly (graph.Trace) is a
+// fact that depends on no other trace; a State sums what the window has
+// seen (failure memory, retry-enabled edges, max attempts per edge, claims
+// nodes answer, per-API call graphs) and is made only of counts, so it
+// updates incrementally, merges across instances, subtracts a trace that is
+// re-opened by late spans, and serialises. Every window-dependent figure is
+// derived from the two by Evaluate, so a result never depends on the order
+// in which traces arrived. The package is pure: no I/O, no globals.
+package analysis
+
+import (
+	"github.com/stormradius/stormradius/graph"
+)
+
+// State is what a window of traces has seen, as counts.
+type State struct {
+	// Edges holds the failure memory and retry stats of every dependency
+	// (caller service → callee service and operation).
+	Edges map[graph.Edge]*graph.EdgeStats
+	// Nodes counts the hops of every node and the claims its failures
+	// answered.
+	Nodes map[graph.Node]*graph.NodeStats
+	// Propagated counts, for failed hops of Pair.From that had a failed call
+	// to Pair.To, the claims they answered (indexed by graph.Claim): how a
+	// node answers errors it propagates.
+	Propagated map[graph.Pair]*[4]int64
+	// APIs holds the call graph of every root API.
+	APIs map[string]*graph.APIGraph
+	// Traces counts the traces added.
+	Traces int64
+}
+
+// NewState returns an empty State.
+func NewState() *State {
+	return &State{
+		Edges:      map[graph.Edge]*graph.EdgeStats{},
+		Nodes:      map[graph.Node]*graph.NodeStats{},
+		Propagated: map[graph.Pair]*[4]int64{},
+		APIs:       map[string]*graph.APIGraph{},
+	}
+}
+
+// Add adds trace t to the state (sign +1), or removes it again (sign -1).
+func (s *State) Add(t *graph.Trace, sign int64) {
+	s.Traces += sign
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		k := graph.Edge{Caller: t.Hops[c.Caller].Service, Callee: graph.Node{Service: c.CalleeService, Operation: c.CalleeOperation}}
+		es := s.Edges[k]
+		if es == nil {
+			es = &graph.EdgeStats{}
+			s.Edges[k] = es
+		}
+		es.Observe(t, c, sign)
+	}
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		key := h.Key()
+		ns := s.Nodes[key]
+		if ns == nil {
+			ns = &graph.NodeStats{}
+			s.Nodes[key] = ns
+		}
+		ns.Hops += sign
+		if !h.Failed {
+			continue
+		}
+		ns.Failed += sign
+		claim := t.ObservedClaim(int32(i)) & 3
+		ns.FailedBy[claim] += sign
+		// Tally the answer once per distinct callee among failed calls.
+		for c := h.CallStart; c < h.CallEnd; c++ {
+			call := &t.Calls[c]
+			if !call.Failed || seenEarlier(t, h, c) {
+				continue
+			}
+			p := graph.Pair{From: key, To: graph.Node{Service: call.CalleeService, Operation: call.CalleeOperation}}
+			tally := s.Propagated[p]
+			if tally == nil {
+				tally = &[4]int64{}
+				s.Propagated[p] = tally
+			}
+			tally[claim] += sign
+		}
+	}
+	if api := t.API(); api != "" {
+		g := s.APIs[api]
+		if g == nil {
+			g = graph.NewAPIGraph(api)
+			s.APIs[api] = g
+		}
+		g.Add(t, sign)
+		if g.Traces == 0 {
+			delete(s.APIs, api)
+		}
+	}
+	if sign < 0 {
+		s.prune()
+	}
+}
+
+// seenEarlier reports whether a failed call of h before c has c's callee.
+func seenEarlier(t *graph.Trace, h *graph.Hop, c int32) bool {
+	call := &t.Calls[c]
+	for e := h.CallStart; e < c; e++ {
+		o := &t.Calls[e]
+		if o.Failed && o.CalleeService == call.CalleeService && o.CalleeOperation == call.CalleeOperation {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge adds sign × o to s (sign +1 merges, -1 subtracts).
+func (s *State) Merge(o *State, sign int64) {
+	s.Traces += sign * o.Traces
+	for k, v := range o.Edges {
+		es := s.Edges[k]
+		if es == nil {
+			es = &graph.EdgeStats{}
+			s.Edges[k] = es
+		}
+		es.Merge(v, sign)
+	}
+	for k, v := range o.Nodes {
+		ns := s.Nodes[k]
+		if ns == nil {
+			ns = &graph.NodeStats{}
+			s.Nodes[k] = ns
+		}
+		ns.Merge(v, sign)
+	}
+	for k, v := range o.Propagated {
+		tally := s.Propagated[k]
+		if tally == nil {
+			tally = &[4]int64{}
+			s.Propagated[k] = tally
+		}
+		for i := range tally {
+			tally[i] += sign * v[i]
+		}
+	}
+	for k, v := range o.APIs {
+		g := s.APIs[k]
+		if g == nil {
+			g = graph.NewAPIGraph(k)
+			s.APIs[k] = g
+		}
+		g.Merge(v, sign)
+		if g.Traces == 0 && len(g.Nodes) == 0 {
+			delete(s.APIs, k)
+		}
+	}
+	if sign < 0 {
+		s.prune()
+	}
+}
+
+// Clone returns a deep copy of s.
+func (s *State) Clone() *State {
+	c := NewState()
+	c.Merge(s, 1)
+	return c
+}
+
+// prune drops entries whose counts all went back to zero.
+func (s *State) prune() {
+	for k, v := range s.Edges {
+		if v.IsZero() {
+			delete(s.Edges, k)
+		}
+	}
+	for k, v := range s.Nodes {
+		if *v == (graph.NodeStats{}) {
+			delete(s.Nodes, k)
+		}
+	}
+	for k, v := range s.Propagated {
+		if *v == ([4]int64{}) {
+			delete(s.Propagated, k)
+		}
+	}
+}

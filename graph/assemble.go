@@ -1,0 +1,621 @@
+package graph
+
+import (
+	"bytes"
+	"slices"
+)
+
+// maxRetryCandidates bounds how many open failed calls a new attempt is
+// matched against when retries are inferred from timing, so that a hop with
+// thousands of parallel failing calls stays linear.
+const maxRetryCandidates = 64
+
+// Assembler builds Traces from spans (SPEC §3). It keeps scratch memory
+// between calls and is not safe for concurrent use: use one per goroutine.
+// The zero value is ready to use.
+type Assembler struct {
+	index    map[SpanID]int32
+	parent   []int32
+	orphan   []bool
+	state    []uint8
+	path     []int32
+	childOff []int32
+	children []int32
+	order    []int32
+	clientBe []bool
+	stack    []int32
+	pend     []pending
+	callOf   []int32
+	calls    []pendingCall
+	open     []int32
+}
+
+// pending is an attempt collected for a hop, before it is grouped into calls.
+type pending struct {
+	svc, op   string
+	callee    int32
+	client    int32
+	start     int64
+	end       int64
+	tie       SpanID
+	target    uint64
+	resend    int32
+	hasResend bool
+	failed    bool
+}
+
+// pendingCall is a call being grouped: the first and last of its attempts
+// in pend, chained through callOf.
+type pendingCall struct {
+	first, last int32
+}
+
+// Assemble builds the trace made of spans, which must all belong to one
+// trace. It takes ownership of spans: they are deduplicated in place and the
+// returned Trace keeps the compacted slice. Any input is accepted: cycles,
+// self-parents, missing parents and duplicate ids produce fragments, never a
+// panic or a loop.
+func (a *Assembler) Assemble(spans []Span) *Trace {
+	t := &Trace{Root: -1}
+	if len(spans) == 0 {
+		return t
+	}
+	t.ID = spans[0].TraceID
+	spans = a.dedup(t, spans)
+	t.Spans = spans
+	a.link(spans)
+	a.breakCycles(spans)
+	a.buildChildren(spans)
+	a.buildHops(t)
+	a.finish(t)
+	return t
+}
+
+// dedup drops spans whose id was already seen, keeping, whatever the input
+// order, the one that sorts first under preferSpan.
+func (a *Assembler) dedup(t *Trace, spans []Span) []Span {
+	if a.index == nil {
+		a.index = make(map[SpanID]int32, len(spans))
+	} else {
+		clear(a.index)
+	}
+	n := 0
+	for i := range spans {
+		s := &spans[i]
+		if s.End < s.Start {
+			s.End = s.Start
+		}
+		if !s.SpanID.IsZero() {
+			if j, ok := a.index[s.SpanID]; ok {
+				if preferSpan(s, &spans[j]) {
+					spans[j] = *s
+				}
+				t.Duplicates++
+				continue
+			}
+			a.index[s.SpanID] = int32(n)
+		}
+		if n != i {
+			spans[n] = *s
+		}
+		n++
+	}
+	return spans[:n]
+}
+
+// preferSpan reports whether a should replace b, its duplicate: a total
+// order on the fields that matter, so that the survivor does not depend on
+// arrival order.
+func preferSpan(a, b *Span) bool {
+	switch {
+	case a.End != b.End:
+		return a.End > b.End
+	case a.Start != b.Start:
+		return a.Start < b.Start
+	case a.Failed != b.Failed:
+		return a.Failed
+	case a.Claim != b.Claim:
+		return a.Claim > b.Claim
+	case a.Kind != b.Kind:
+		return a.Kind > b.Kind
+	case a.ParentID != b.ParentID:
+		return bytes.Compare(a.ParentID[:], b.ParentID[:]) < 0
+	case a.Service != b.Service:
+		return a.Service < b.Service
+	}
+	return a.Name < b.Name
+}
+
+// link resolves parent ids. A parent id that is absent from the trace, or
+// the span's own id, makes the span an orphan: a fragment root.
+func (a *Assembler) link(spans []Span) {
+	n := len(spans)
+	a.parent = grow(a.parent, n)
+	a.orphan = grow(a.orphan, n)
+	for i := range spans {
+		a.parent[i] = -1
+		a.orphan[i] = false
+		p := spans[i].ParentID
+		if p.IsZero() {
+			continue
+		}
+		j, ok := a.index[p]
+		if !ok || int(j) == i {
+			a.orphan[i] = true
+			continue
+		}
+		a.parent[i] = j
+	}
+}
+
+// breakCycles cuts every parent cycle at its span with the smallest id,
+// which becomes an orphan.
+func (a *Assembler) breakCycles(spans []Span) {
+	n := len(spans)
+	a.state = grow(a.state, n)
+	clear(a.state)
+	for i := 0; i < n; i++ {
+		if a.state[i] != 0 {
+			continue
+		}
+		path := a.path[:0]
+		j := int32(i)
+		for j >= 0 && a.state[j] == 0 {
+			a.state[j] = 1
+			path = append(path, j)
+			j = a.parent[j]
+		}
+		if j >= 0 && a.state[j] == 1 {
+			k := slices.Index(path, j)
+			m := path[k]
+			for _, v := range path[k+1:] {
+				if bytes.Compare(spans[v].SpanID[:], spans[m].SpanID[:]) < 0 {
+					m = v
+				}
+			}
+			a.parent[m] = -1
+			a.orphan[m] = true
+		}
+		for _, v := range path {
+			a.state[v] = 2
+		}
+		a.path = path
+	}
+}
+
+// buildChildren lays the children of every span out contiguously, each list
+// sorted by start time then span id, computes a parents-first order of all
+// spans and, bottom-up, which spans have a CLIENT span below them (through
+// anything but SERVER spans).
+func (a *Assembler) buildChildren(spans []Span) {
+	n := len(spans)
+	a.childOff = grow(a.childOff, n+1)
+	clear(a.childOff)
+	for i := 0; i < n; i++ {
+		if p := a.parent[i]; p >= 0 {
+			a.childOff[p+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		a.childOff[i] += a.childOff[i-1]
+	}
+	a.children = grow(a.children, n)
+	fill := a.path[:0]
+	fill = append(fill, a.childOff[:n]...)
+	roots := a.order[:0]
+	for i := 0; i < n; i++ {
+		if p := a.parent[i]; p >= 0 {
+			a.children[fill[p]] = int32(i)
+			fill[p]++
+		} else {
+			roots = append(roots, int32(i))
+		}
+	}
+	a.path = fill
+	bySpan := func(x, y int32) int { return compareSpans(&spans[x], &spans[y]) }
+	for i := 0; i < n; i++ {
+		if c := a.children[a.childOff[i]:a.childOff[i+1]]; len(c) > 1 {
+			sortSmall(c, bySpan)
+		}
+	}
+	sortSmall(roots, bySpan)
+	// Parents-first order: roots, then children breadth-first.
+	order := roots
+	for k := 0; k < len(order); k++ {
+		s := order[k]
+		order = append(order, a.children[a.childOff[s]:a.childOff[s+1]]...)
+	}
+	a.order = order
+	a.clientBe = grow(a.clientBe, n)
+	for k := len(order) - 1; k >= 0; k-- {
+		s := order[k]
+		below := false
+		for _, c := range a.children[a.childOff[s]:a.childOff[s+1]] {
+			if spans[c].Kind == KindClient || (spans[c].Kind != KindServer && a.clientBe[c]) {
+				below = true
+				break
+			}
+		}
+		a.clientBe[s] = below
+	}
+}
+
+// compareSpans orders spans by start time, then span id.
+func compareSpans(x, y *Span) int {
+	switch {
+	case x.Start < y.Start:
+		return -1
+	case x.Start > y.Start:
+		return 1
+	}
+	return bytes.Compare(x.SpanID[:], y.SpanID[:])
+}
+
+// sortSmall sorts s with cmp, by insertion for the short lists that
+// dominate (most spans have a handful of children).
+func sortSmall(s []int32, cmp func(x, y int32) int) {
+	if len(s) > 12 {
+		slices.SortFunc(s, cmp)
+		return
+	}
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && cmp(s[j-1], s[j]) > 0; j-- {
+			s[j-1], s[j] = s[j], s[j-1]
+		}
+	}
+}
+
+func (a *Assembler) kids(s int32) []int32 {
+	return a.children[a.childOff[s]:a.childOff[s+1]]
+}
+
+// buildHops makes the hop forest: tree roots first, then every hop's
+// attempts, breadth-first, so that callers precede callees.
+func (a *Assembler) buildHops(t *Trace) {
+	spans := t.Spans
+	t.Hops = make([]Hop, 0, len(spans)/2+1)
+	for _, s := range a.order {
+		if a.parent[s] >= 0 {
+			break // a.order lists roots first
+		}
+		h := a.newHop(t, s)
+		hop := &t.Hops[h]
+		hop.Root = true
+		k := spans[s].Kind
+		hop.Fragment = a.orphan[s] || k == KindClient || k == KindInternal
+		t.Roots = append(t.Roots, h)
+	}
+	for h := int32(0); int(h) < len(t.Hops); h++ {
+		if t.Hops[h].Virtual {
+			continue
+		}
+		a.collect(t, h)
+		a.group(t, h)
+	}
+}
+
+func (a *Assembler) newHop(t *Trace, s int32) int32 {
+	sp := &t.Spans[s]
+	t.Hops = append(t.Hops, Hop{
+		Span:      s,
+		Service:   sp.Service,
+		Operation: sp.Operation,
+		Version:   sp.Version,
+		Start:     sp.Start,
+		End:       sp.End,
+		Failed:    sp.Failed,
+		Claim:     sp.Claim,
+		In:        -1,
+	})
+	return int32(len(t.Hops) - 1)
+}
+
+// collect gathers the attempts hop h made: CLIENT spans below its span
+// (through INTERNAL and other non-hop spans) and SERVER spans reached
+// without a CLIENT span. A hop whose own span is a CLIENT span (a fragment
+// root) makes the attempt that span records.
+func (a *Assembler) collect(t *Trace, h int32) {
+	a.pend = a.pend[:0]
+	stack := a.stack[:0]
+	root := t.Hops[h].Span
+	if t.Spans[root].Kind == KindClient {
+		stack = a.client(t, h, root, stack)
+	} else {
+		stack = pushReversed(stack, a.kids(root))
+	}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch t.Spans[s].Kind {
+		case KindServer:
+			a.addPending(t, -1, a.newHop(t, s))
+		case KindConsumer:
+			d := a.newHop(t, s)
+			t.Hops[d].Detached = true
+		case KindClient:
+			stack = a.client(t, h, s, stack)
+		default:
+			stack = pushReversed(stack, a.kids(s))
+		}
+	}
+	a.stack = stack
+}
+
+// pushReversed pushes kids so that they pop in start order.
+func pushReversed(stack, kids []int32) []int32 {
+	for i := len(kids) - 1; i >= 0; i-- {
+		stack = append(stack, kids[i])
+	}
+	return stack
+}
+
+// client handles CLIENT span c of hop h: an attempt to its SERVER child, or
+// to a virtual node when it has none. A CLIENT span that only wraps other
+// CLIENT spans (a logical call around its transport attempts) is
+// transparent.
+func (a *Assembler) client(t *Trace, h, c int32, stack []int32) []int32 {
+	kids := a.kids(c)
+	server := int32(-1)
+	for i := len(kids) - 1; i >= 0; i-- {
+		if t.Spans[kids[i]].Kind != KindServer {
+			stack = append(stack, kids[i])
+		}
+	}
+	for _, k := range kids {
+		if t.Spans[k].Kind != KindServer {
+			continue
+		}
+		if server < 0 {
+			server = k
+		} else {
+			a.addPending(t, -1, a.newHop(t, k))
+		}
+	}
+	switch {
+	case server >= 0:
+		a.addPending(t, c, a.newHop(t, server))
+	case a.clientBe[c]:
+		// transparent wrapper: its CLIENT descendants are the attempts
+	default:
+		sp := &t.Spans[c]
+		v := a.newHop(t, c)
+		hop := &t.Hops[v]
+		hop.Virtual = true
+		hop.Service = sp.Peer
+		if hop.Service == "" {
+			hop.Service = "unknown"
+		}
+		hop.Operation = sp.Name
+		hop.Claim = ClaimMissing
+		a.addPending(t, c, v)
+	}
+	return stack
+}
+
+func (a *Assembler) addPending(t *Trace, client, callee int32) {
+	hop := &t.Hops[callee]
+	p := pending{
+		svc:    hop.Service,
+		op:     hop.Operation,
+		callee: callee,
+		client: client,
+		start:  hop.Start,
+		end:    hop.End,
+		failed: hop.Failed,
+		tie:    t.Spans[hop.Span].SpanID,
+	}
+	if client >= 0 {
+		cs := &t.Spans[client]
+		p.start, p.end, p.tie = cs.Start, cs.End, cs.SpanID
+		p.target = cs.Target
+		p.resend, p.hasResend = cs.Resend, cs.HasResend
+	}
+	a.pend = append(a.pend, p)
+}
+
+// group turns hop h's pending attempts into calls (SPEC §3) and appends them
+// to the trace.
+func (a *Assembler) group(t *Trace, h int32) {
+	pend := a.pend
+	t.Hops[h].CallStart = int32(len(t.Calls))
+	t.Hops[h].CallEnd = int32(len(t.Calls))
+	if len(pend) == 0 {
+		return
+	}
+	slices.SortFunc(pend, func(x, y pending) int {
+		if x.svc != y.svc {
+			if x.svc < y.svc {
+				return -1
+			}
+			return 1
+		}
+		if x.op != y.op {
+			if x.op < y.op {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case x.start < y.start:
+			return -1
+		case x.start > y.start:
+			return 1
+		}
+		return bytes.Compare(x.tie[:], y.tie[:])
+	})
+	a.callOf = grow(a.callOf, len(pend))
+	a.calls = a.calls[:0]
+	for lo := 0; lo < len(pend); {
+		hi := lo + 1
+		exact := pend[lo].hasResend
+		for hi < len(pend) && pend[hi].svc == pend[lo].svc && pend[hi].op == pend[lo].op {
+			exact = exact || pend[hi].hasResend
+			hi++
+		}
+		if exact {
+			a.groupExact(lo, hi)
+		} else {
+			a.groupByTiming(lo, hi)
+		}
+		lo = hi
+	}
+	calls := a.calls
+	slices.SortFunc(calls, func(x, y pendingCall) int {
+		px, py := &pend[x.first], &pend[y.first]
+		switch {
+		case px.start < py.start:
+			return -1
+		case px.start > py.start:
+			return 1
+		}
+		return bytes.Compare(px.tie[:], py.tie[:])
+	})
+	for ci := range calls {
+		c := &calls[ci]
+		callIdx := int32(len(t.Calls))
+		aStart := int32(len(t.Attempts))
+		call := Call{Caller: h, AttemptStart: aStart}
+		for p := c.first; p >= 0; p = a.next(p) {
+			pe := &pend[p]
+			at := Attempt{
+				Call:   callIdx,
+				Index:  int32(len(t.Attempts)) - aStart,
+				Callee: pe.callee,
+				Client: pe.client,
+				Start:  pe.start,
+				End:    pe.end,
+				Failed: pe.failed,
+			}
+			callee := &t.Hops[pe.callee]
+			server := callee.Claim
+			if callee.Virtual {
+				server = ClaimMissing
+			}
+			at.Claim = server
+			if pe.client >= 0 {
+				cs := &t.Spans[pe.client]
+				at.Claim, at.Mismatch = effectiveClaim(cs.Claim, server)
+				at.Criteria, at.Suppressed, at.FailOpen = cs.CriteriaSatisfied, cs.Suppressed, cs.FailOpen
+			}
+			callee.In = int32(len(t.Attempts))
+			t.Attempts = append(t.Attempts, at)
+			call.Criteria = call.Criteria || at.Criteria
+			call.Suppressed = call.Suppressed || at.Suppressed
+			if at.FailOpen == True || (at.FailOpen == False && call.FailOpen == Unset) {
+				call.FailOpen = at.FailOpen
+			}
+		}
+		call.AttemptEnd = int32(len(t.Attempts))
+		last := &t.Attempts[call.AttemptEnd-1]
+		call.Failed, call.Claim = last.Failed, last.Claim
+		first := &t.Hops[t.Attempts[aStart].Callee]
+		call.CalleeService, call.CalleeOperation, call.Virtual = first.Service, first.Operation, first.Virtual
+		t.Calls = append(t.Calls, call)
+	}
+	t.Hops[h].CallEnd = int32(len(t.Calls))
+}
+
+// next returns the pending attempt that follows p in its call, or -1. The
+// chain is kept in callOf: callOf[p] is the next attempt's index + 1.
+func (a *Assembler) next(p int32) int32 { return a.callOf[p] - 1 }
+
+// groupExact groups pend[lo:hi] by resend number: a resend number of 0 (or
+// none) starts a new call, any other continues the latest call.
+func (a *Assembler) groupExact(lo, hi int) {
+	cur := -1
+	for p := lo; p < hi; p++ {
+		a.callOf[p] = 0
+		if a.pend[p].resend <= 0 || cur < 0 {
+			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p)})
+			cur = len(a.calls) - 1
+			continue
+		}
+		c := &a.calls[cur]
+		a.callOf[c.last] = int32(p) + 1
+		c.last = int32(p)
+	}
+}
+
+// groupByTiming groups pend[lo:hi] (one callee, by start time) without
+// resend numbers: an attempt that starts after a failed attempt of the same
+// callee ended continues that attempt's call, unless both name a target
+// (url.full, db.query.text) and the targets differ. Among several such
+// calls it continues the one whose last attempt ended latest. Overlapping
+// attempts are never retries of each other.
+func (a *Assembler) groupByTiming(lo, hi int) {
+	open := a.open[:0] // calls whose last attempt failed, oldest first
+	for p := lo; p < hi; p++ {
+		a.callOf[p] = 0
+		pe := &a.pend[p]
+		best := -1 // position in open
+		var bestEnd int64
+		floor := max(0, len(open)-maxRetryCandidates)
+		for k := len(open) - 1; k >= floor; k-- {
+			last := &a.pend[a.calls[open[k]].last]
+			if last.end > pe.start || (last.target != 0 && pe.target != 0 && last.target != pe.target) {
+				continue
+			}
+			// Latest end wins; on a tie the older call (scanned later) wins.
+			if best < 0 || last.end >= bestEnd {
+				best, bestEnd = k, last.end
+			}
+		}
+		if best < 0 {
+			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p)})
+			if pe.failed {
+				open = append(open, int32(len(a.calls)-1))
+			}
+			continue
+		}
+		c := &a.calls[open[best]]
+		a.callOf[c.last] = int32(p) + 1
+		c.last = int32(p)
+		if !pe.failed {
+			open = slices.Delete(open, best, best+1)
+		}
+	}
+	a.open = open
+}
+
+// effectiveClaim combines the claim a CLIENT span received with the one the
+// callee's SERVER span returned: the CLIENT side is trusted when valid.
+func effectiveClaim(client, server Claim) (Claim, bool) {
+	switch {
+	case client.Valid():
+		return client, server.Valid() && server != client
+	case server.Valid():
+		return server, false
+	case client == ClaimInvalid || server == ClaimInvalid:
+		return ClaimInvalid, false
+	}
+	return ClaimMissing, false
+}
+
+// finish computes First and Depth top-down and picks the primary root.
+func (a *Assembler) finish(t *Trace) {
+	for i := range t.Hops {
+		hop := &t.Hops[i]
+		if hop.In < 0 {
+			hop.First = true
+			continue
+		}
+		at := &t.Attempts[hop.In]
+		parent := &t.Hops[t.Calls[at.Call].Caller]
+		hop.First = parent.First && at.Index == 0
+		hop.Depth = parent.Depth + 1
+	}
+	for _, r := range t.Roots {
+		if t.Hops[r].Fragment {
+			t.Fragments++
+		} else if t.Root < 0 {
+			t.Root = r
+		}
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}

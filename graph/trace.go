@@ -1,0 +1,163 @@
+package graph
+
+// Trace is one assembled trace: its spans turned into a forest of hops
+// (services handling requests), attempts (one request from a hop to a
+// callee) and calls (the attempts of one logical request, i.e. a first
+// attempt and its retries). Everything a per-trace analysis needs is here;
+// nothing in it depends on other traces.
+//
+// Hops are stored parents-first: the caller of hop i always has a smaller
+// index, so top-down passes iterate forwards and bottom-up passes backwards.
+type Trace struct {
+	ID    TraceID
+	Spans []Span // distinct spans, deduplicated by span id
+
+	Hops     []Hop
+	Calls    []Call
+	Attempts []Attempt
+
+	// Roots are the hops that root a tree of the trace, earliest first.
+	Roots []int32
+	// Root is the primary root: the earliest root that is not a fragment,
+	// or -1 when every root is a fragment.
+	Root int32
+
+	Duplicates int // spans dropped as duplicates of an earlier span id
+	Fragments  int // tree roots that are fragments (SPEC §3)
+}
+
+// Hop is one service handling one request: a SERVER span, the root span of
+// a tree (of any kind), or a virtual node (an uninstrumented callee).
+type Hop struct {
+	Span      int32 // index in Trace.Spans; for a virtual node, its CLIENT span
+	Service   string
+	Operation string
+	Version   string
+	Start     int64
+	End       int64
+
+	Failed  bool
+	Virtual bool // uninstrumented callee seen only through a CLIENT span
+	Claim   Claim
+
+	// Root marks the root of a tree; Fragment a root that is a fragment
+	// (CLIENT or INTERNAL root, or a parent that is not in the trace).
+	// Detached marks a CONSUMER hop: reached asynchronously, so it has no
+	// incoming attempt and its errors do not propagate to the producer.
+	Root     bool
+	Fragment bool
+	Detached bool
+
+	// In is the attempt that reached this hop, -1 for roots and detached hops.
+	In int32
+	// First reports the hop was reached through first attempts only at
+	// every level from its root.
+	First bool
+	Depth int32
+
+	// CallStart and CallEnd delimit the hop's calls in Trace.Calls.
+	CallStart, CallEnd int32
+}
+
+// Key returns the hop's node identity in call graphs.
+func (h *Hop) Key() Node { return Node{Service: h.Service, Operation: h.Operation} }
+
+// Call is the attempts one hop made to one callee (service, operation) for
+// one logical request.
+type Call struct {
+	Caller          int32 // hop
+	CalleeService   string
+	CalleeOperation string
+
+	// AttemptStart and AttemptEnd delimit the call's attempts in
+	// Trace.Attempts, in start order.
+	AttemptStart, AttemptEnd int32
+
+	Failed     bool  // the last attempt failed
+	Claim      Claim // the claim of the last response
+	Criteria   bool  // an attempt carried retry.criteria_satisfied=true
+	Suppressed bool  // an attempt carried retry.suppressed=true
+	FailOpen   Tri   // dependency.fail_open as declared by an attempt
+	Virtual    bool  // the callee is a virtual node
+}
+
+// Attempts returns the number of attempts of the call.
+func (c *Call) Attempts() int { return int(c.AttemptEnd - c.AttemptStart) }
+
+// Retried reports whether the call has two attempts or more.
+func (c *Call) Retried() bool { return c.AttemptEnd-c.AttemptStart >= 2 }
+
+// Last returns the index of the call's last attempt.
+func (c *Call) Last() int32 { return c.AttemptEnd - 1 }
+
+// Attempt is one request from a hop to a callee.
+type Attempt struct {
+	Call   int32 // index in Trace.Calls
+	Index  int32 // position in its call: 0 for the first attempt
+	Callee int32 // hop; a virtual hop when the callee is uninstrumented
+	Client int32 // CLIENT span index, -1 when a SERVER span was called directly
+	Start  int64
+	End    int64
+
+	Failed   bool
+	Claim    Claim // the claim received (CLIENT side trusted over SERVER side)
+	Mismatch bool  // both sides carried a valid claim and they differ
+
+	Criteria   bool
+	Suppressed bool
+	FailOpen   Tri
+}
+
+// Node is a vertex of a call graph: one operation of one service.
+type Node struct {
+	Service   string `json:"service"`
+	Operation string `json:"operation"`
+}
+
+// String returns "service operation".
+func (n Node) String() string {
+	if n.Operation == "" {
+		return n.Service
+	}
+	return n.Service + " " + n.Operation
+}
+
+// API returns the root API ("service operation") of the trace, or "" when
+// the trace is a fragment.
+func (t *Trace) API() string {
+	if t.Root < 0 {
+		return ""
+	}
+	return t.Hops[t.Root].Key().String()
+}
+
+// Caller returns the hop that made the attempt reaching hop h, or -1.
+func (t *Trace) Caller(h int32) int32 {
+	in := t.Hops[h].In
+	if in < 0 {
+		return -1
+	}
+	return t.Calls[t.Attempts[in].Call].Caller
+}
+
+// ObservedClaim returns the claim hop h was seen to answer: what its caller
+// received when a CLIENT span recorded it, else what its own span carried.
+func (t *Trace) ObservedClaim(h int32) Claim {
+	hop := &t.Hops[h]
+	if hop.In >= 0 {
+		return t.Attempts[hop.In].Claim
+	}
+	return hop.Claim
+}
+
+// Start returns the start of the trace's earliest span, 0 when empty.
+func (t *Trace) Start() int64 {
+	var s int64
+	for i := range t.Roots {
+		h := &t.Hops[t.Roots[i]]
+		if i == 0 || h.Start < s {
+			s = h.Start
+		}
+	}
+	return s
+}
