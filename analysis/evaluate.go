@@ -167,7 +167,7 @@ func (e *Evaluator) services(t *graph.Trace, rr *radius.Result, r *TraceResult) 
 		if v.Owner {
 			s.OwnedFailures++
 		}
-		if !h.Failed || h.Virtual {
+		if !h.Failed || !h.Audited() {
 			continue
 		}
 		s.Claims[v.Audit]++

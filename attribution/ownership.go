@@ -6,7 +6,8 @@ import "github.com/stormradius/stormradius/graph"
 type Audit uint8
 
 // Audit verdicts. AuditNone is for hops that are not audited: hops that did
-// not fail, and virtual nodes, which do not speak claims.
+// not fail, virtual nodes, which do not speak claims, and CLIENT-span
+// fragment roots, whose answer is in another trace.
 const (
 	AuditNone Audit = iota
 	AuditCorrect
@@ -85,7 +86,7 @@ func Attribute(t *graph.Trace, failOpen []bool, out []Verdict) []Verdict {
 		default:
 			v.Expected = graph.ClaimClaimed // at least once: let somebody retry
 		}
-		if h.Virtual {
+		if !h.Audited() {
 			out = append(out, v)
 			continue
 		}

@@ -282,6 +282,7 @@ func (a *Assembler) buildHops(t *Trace) {
 		hop := &t.Hops[h]
 		hop.Root = true
 		k := spans[s].Kind
+		hop.Client = k == KindClient
 		hop.Fragment = a.orphan[s] || k == KindClient || k == KindInternal
 		t.Roots = append(t.Roots, h)
 	}

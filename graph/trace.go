@@ -38,7 +38,11 @@ type Hop struct {
 
 	Failed  bool
 	Virtual bool // uninstrumented callee seen only through a CLIENT span
-	Claim   Claim
+	// Client marks a root hop whose span is a CLIENT span (a fragment left
+	// by a context drop): it stands for the calling service, but what that
+	// service answered its own caller is not in this trace.
+	Client bool
+	Claim  Claim
 
 	// Root marks the root of a tree; Fragment a root that is a fragment
 	// (CLIENT or INTERNAL root, or a parent that is not in the trace).
@@ -144,11 +148,18 @@ func (t *Trace) Caller(h int32) int32 {
 // received when a CLIENT span recorded it, else what its own span carried.
 func (t *Trace) ObservedClaim(h int32) Claim {
 	hop := &t.Hops[h]
-	if hop.In >= 0 {
+	switch {
+	case hop.In >= 0:
 		return t.Attempts[hop.In].Claim
+	case hop.Client:
+		return ClaimMissing // its span carries what it received, not what it answered
 	}
 	return hop.Claim
 }
+
+// Audited reports whether hop h's answers are audited: an instrumented
+// service's hop, not a virtual node nor a CLIENT-span fragment root.
+func (h *Hop) Audited() bool { return !h.Virtual && !h.Client }
 
 // Start returns the start of the trace's earliest span, 0 when empty.
 func (t *Trace) Start() int64 {

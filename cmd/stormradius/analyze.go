@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/flagenv"
+)
+
+func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("analyze", stderr)
+	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
+	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
+	workers := fs.Int("workers", 0, "analysis goroutines (0: one per CPU)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE...")
+		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest (the collector's")
+		fmt.Fprintln(stderr, "file exporter) or binary protobuf, optionally gzip-compressed; '-' reads stdin.")
+		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if err := flagenv.Apply(fs); err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
+		return exitUsage
+	}
+	if *format != "json" && *format != "table" {
+		fmt.Fprintf(stderr, "stormradius analyze: unknown --format %q (want json or table)\n", *format)
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	in := readInputs(ctx, fs.Args(), *claimHeader, os.Stdin, stderr)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
+		return exitFail
+	}
+	if in.failed == len(fs.Args()) {
+		fmt.Fprintln(stderr, "stormradius analyze: no input could be read")
+		return exitFail
+	}
+	doc, _, _ := analysis.Batch(graph.GroupTraces(in.spans), analysis.Config{}, *workers)
+	var err error
+	if *format == "table" {
+		err = doc.WriteTable(stdout)
+	} else {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(doc)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: write output: %v\n", err)
+		return exitFail
+	}
+	if in.bad > 0 || in.failed > 0 {
+		fmt.Fprintf(stderr, "stormradius analyze: %d bad request(s), %d unreadable file(s): the report covers the rest\n", in.bad, in.failed)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,80 @@
+// Command stormradius measures how far retry storms travel through a
+// service mesh, from OpenTelemetry traces.
+//
+//	stormradius analyze [--format json|table] FILE...
+//	stormradius whatif --chain A,B,C --fail C --retries 1 --budget 0.1 --policy naive
+//	stormradius whatif --traces FILE... --api "svc op" --fail SERVICE
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // bad input, or a gate that did not pass
+	exitUsage = 2 // bad command line, or an error that prevented an answer
+)
+
+// errUsage marks command-line errors.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+var commands = []command{
+	{"analyze", "analyse OTLP trace files and print the storm radius report", runAnalyze},
+	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "stormradius: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: stormradius COMMAND [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'stormradius COMMAND -h' for a command's flags. Every flag can also be set")
+	fmt.Fprintln(w, "with STORMRADIUS_<FLAG> (upper case, '-' as '_').")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("stormradius "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
