@@ -57,13 +57,14 @@ func (w *Window) add(t *graph.Trace, sign int64) {
 }
 
 // State returns the sum of the minutes in the window that ends at end
-// (unix nanoseconds): the minutes that start after end − Size.
+// (unix nanoseconds): the minutes from the one holding end − Size to the one
+// holding end.
 func (w *Window) State(end int64) *State {
 	out := NewState()
 	lo, hi := bucketOf(end-int64(w.size())), bucketOf(end)
 	keys := make([]int64, 0, len(w.buckets))
 	for k := range w.buckets {
-		if k > lo && k <= hi {
+		if k >= lo && k <= hi {
 			keys = append(keys, k)
 		}
 	}
@@ -79,7 +80,7 @@ func (w *Window) State(end int64) *State {
 func (w *Window) Expire(end int64) {
 	lo := bucketOf(end - int64(w.size()))
 	for k := range w.buckets {
-		if k <= lo {
+		if k < lo {
 			delete(w.buckets, k)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/flagenv"
 )
 
@@ -48,7 +47,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "stormradius analyze: no input could be read")
 		return exitFail
 	}
-	doc, _, _ := analysis.Batch(graph.GroupTraces(in.spans), analysis.Config{}, *workers)
+	doc, _, _ := analysis.Batch(in.traces.Traces(), analysis.Config{}, *workers)
 	var err error
 	if *format == "table" {
 		err = doc.WriteTable(stdout)

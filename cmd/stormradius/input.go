@@ -19,7 +19,7 @@ const progressThreshold = 32 << 20
 
 // loaded is what readInputs read from the trace files.
 type loaded struct {
-	spans    []graph.Span
+	traces   graph.Grouper
 	bad      int // bad lines or messages, reported
 	failed   int // files that could not be read (wholly or from some point)
 	files    int
@@ -52,7 +52,7 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 		dec.Progress = prog.update
 		st, err := dec.ReadFile(r, name,
 			func(spans []graph.Span) error {
-				out.spans = append(out.spans, spans...)
+				out.traces.Add(spans)
 				return ctx.Err()
 			},
 			func(err error) {

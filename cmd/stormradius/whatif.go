@@ -104,7 +104,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintln(stderr, "stormradius whatif: no trace file could be read")
 			return exitFail
 		}
-		_, state, _ := analysis.Batch(graph.GroupTraces(in.spans), analysis.Config{}, 0)
+		_, state, _ := analysis.Batch(in.traces.Traces(), analysis.Config{}, 0)
 		model, nodes, err = state.WhatIfModel(*api, analysis.Config{})
 		if err != nil {
 			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)

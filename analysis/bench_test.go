@@ -1,0 +1,171 @@
+package analysis_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/sim"
+)
+
+// The benchmark corpus: a simulated mesh of 4 APIs, call paths 25 hops
+// deep, fan-out 3, mixed HTTP/gRPC, fail-open edges, virtual stores and
+// ownership middleware; deep services go down for ~30% of traces. About
+// 1.1M spans, as OTLP JSON lines and as length-prefixed protobuf.
+type benchCorpus struct {
+	json, proto []byte
+	spans       int
+	traces      [][]graph.Span
+}
+
+var (
+	corpusOnce sync.Once
+	bc         benchCorpus
+)
+
+func benchScenario() sim.Scenario {
+	sc := sim.Mesh(sim.MeshConfig{Seed: 7, APIs: 4, Depth: 25, Fanout: 3, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.002,
+		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
+	sc.Traces = 7000
+	sc.Faults = []sim.Fault{
+		{Service: "svc-20-1", Rate: 0.2, Persistent: true},
+		{Service: "svc-12-2", Rate: 0.1, Persistent: true},
+		{Service: "svc-6-0", Rate: 0.05, Persistent: true},
+	}
+	return sc
+}
+
+func loadCorpus(b *testing.B) *benchCorpus {
+	corpusOnce.Do(func() {
+		var j, p bytes.Buffer
+		st, err := sim.Write(benchScenario(), &j, sim.JSONLines)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sim.Write(benchScenario(), &p, sim.Proto); err != nil {
+			b.Fatal(err)
+		}
+		bc.json, bc.proto, bc.spans = j.Bytes(), p.Bytes(), st.Spans
+		dec := ingest.NewDecoder(ingest.DecoderConfig{})
+		var spans []graph.Span
+		if _, err := dec.ReadFile(bytes.NewReader(bc.proto), "corpus", func(s []graph.Span) error {
+			spans = append(spans, s...)
+			return nil
+		}, nil); err != nil {
+			b.Fatal(err)
+		}
+		bc.traces = graph.GroupTraces(spans)
+	})
+	return &bc
+}
+
+func reportSpans(b *testing.B, spans int) {
+	b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+}
+
+// BenchmarkAssemble: trace assembly alone, one core.
+func BenchmarkAssemble(b *testing.B) {
+	c := loadCorpus(b)
+	var a graph.Assembler
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, tr := range c.traces {
+			a.Assemble(tr)
+		}
+	}
+	reportSpans(b, c.spans)
+}
+
+// BenchmarkAssembleAnalyse: assembly, window state, per-trace evaluation
+// and the report, one core (the issue's ≥ 1M spans/s target).
+func BenchmarkAssembleAnalyse(b *testing.B) {
+	c := loadCorpus(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		doc, _, _ := analysis.Batch(c.traces, analysis.Config{}, 1)
+		if doc.Fleet.FailedAPIs == 0 {
+			b.Fatal("no failures in corpus")
+		}
+	}
+	reportSpans(b, c.spans)
+}
+
+// BenchmarkPipeline compares the whole analyze pipeline (read the file,
+// decode with pdata, convert, group, assemble, analyse; one core) with
+// pdata's own unmarshal of the same bytes, measured in the same run.
+func BenchmarkPipeline(b *testing.B) {
+	c := loadCorpus(b)
+	for _, f := range []struct {
+		name string
+		data []byte
+		ref  func(b *testing.B, data []byte)
+	}{
+		{"json", c.json, pdataJSON},
+		{"proto", c.proto, pdataProto},
+	} {
+		b.Run(f.name+"/pdata-unmarshal", func(b *testing.B) {
+			b.SetBytes(int64(len(f.data)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				f.ref(b, f.data)
+			}
+			reportSpans(b, c.spans)
+		})
+		b.Run(f.name+"/analyze", func(b *testing.B) {
+			b.SetBytes(int64(len(f.data)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				dec := ingest.NewDecoder(ingest.DecoderConfig{})
+				var g graph.Grouper
+				if _, err := dec.ReadFile(bytes.NewReader(f.data), f.name, func(s []graph.Span) error {
+					g.Add(s)
+					return nil
+				}, nil); err != nil {
+					b.Fatal(err)
+				}
+				analysis.Batch(g.Traces(), analysis.Config{}, 1)
+			}
+			reportSpans(b, c.spans)
+		})
+	}
+}
+
+func pdataJSON(b *testing.B, data []byte) {
+	var u ptrace.JSONUnmarshaler
+	r := bufio.NewReaderSize(bytes.NewReader(data), 1<<20)
+	for {
+		line, err := r.ReadSlice('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if _, uerr := u.UnmarshalTraces(line); uerr != nil {
+				b.Fatal(uerr)
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func pdataProto(b *testing.B, data []byte) {
+	var u ptrace.ProtoUnmarshaler
+	for len(data) >= 4 {
+		n := binary.BigEndian.Uint32(data)
+		if _, err := u.UnmarshalTraces(data[4 : 4+n]); err != nil {
+			b.Fatal(err)
+		}
+		data = data[4+n:]
+	}
+}

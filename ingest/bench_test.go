@@ -1,0 +1,313 @@
+package ingest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// benchTraces builds a realistic synthetic request: nTraces HotROD-like
+// traces (15 spans each: HTTP, gRPC, redis and mysql calls, some retried
+// with resend numbers and claim headers), grouped by service as an SDK or a
+// collector batch would send them. Spans carry 8–15 attributes.
+func benchTraces(nTraces int) ptrace.Traces {
+	rng := rand.New(rand.NewPCG(1, 2))
+	td := ptrace.NewTraces()
+	type svc struct {
+		name    string
+		version string
+		spans   ptrace.SpanSlice
+	}
+	services := map[string]*svc{}
+	for _, n := range []string{"frontend", "customer", "driver", "route", "redis-proxy"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		ra := rs.Resource().Attributes()
+		ra.PutStr("service.name", n)
+		ra.PutStr("service.version", "1.8."+fmt.Sprint(len(n)%4))
+		ra.PutStr("service.instance.id", fmt.Sprintf("%s-7d9f8c-%d", n, len(n)))
+		ra.PutStr("host.name", "node-"+n)
+		ra.PutStr("telemetry.sdk.name", "opentelemetry")
+		ra.PutStr("telemetry.sdk.language", "go")
+		ra.PutStr("telemetry.sdk.version", "1.38.0")
+		ra.PutInt("process.pid", int64(1000+len(n)))
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp")
+		services[n] = &svc{name: n, spans: ss.Spans()}
+	}
+	var spanSeq uint64
+	newSpan := func(s string, tid pcommon.TraceID, parent pcommon.SpanID, kind ptrace.SpanKind, name string, start, dur int64) ptrace.Span {
+		spanSeq++
+		sp := services[s].spans.AppendEmpty()
+		sp.SetTraceID(tid)
+		var sid pcommon.SpanID
+		for i := range 8 {
+			sid[i] = byte(spanSeq >> (8 * i))
+		}
+		sid[7] |= 0x80
+		sp.SetSpanID(sid)
+		sp.SetParentSpanID(parent)
+		sp.SetKind(kind)
+		sp.SetName(name)
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(start + dur))
+		return sp
+	}
+	httpServer := func(sp ptrace.Span, method, route, path string, status int64, claim string) {
+		a := sp.Attributes()
+		a.PutStr("http.request.method", method)
+		a.PutStr("http.route", route)
+		a.PutStr("url.path", path)
+		a.PutStr("url.scheme", "http")
+		a.PutStr("server.address", "0.0.0.0")
+		a.PutInt("server.port", 8080)
+		a.PutStr("network.protocol.version", "1.1")
+		a.PutStr("user_agent.original", "Go-http-client/1.1")
+		a.PutStr("client.address", "10.0.3.17")
+		a.PutInt("http.response.status_code", status)
+		if claim != "" {
+			a.PutEmptySlice("http.response.header.x-error-claim").AppendEmpty().SetStr(claim)
+		}
+		if status >= 500 {
+			sp.Status().SetCode(ptrace.StatusCodeError)
+		}
+	}
+	httpClient := func(sp ptrace.Span, method, peer, url string, status int64, resend int64, claim string) {
+		a := sp.Attributes()
+		a.PutStr("http.request.method", method)
+		a.PutStr("url.full", url)
+		a.PutStr("server.address", peer)
+		a.PutInt("server.port", 8081)
+		a.PutStr("network.protocol.version", "1.1")
+		a.PutStr("network.peer.address", "10.0.4.2")
+		a.PutInt("network.peer.port", 8081)
+		a.PutInt("http.response.status_code", status)
+		if resend > 0 {
+			a.PutInt("http.request.resend_count", resend)
+			a.PutBool("retry.criteria_satisfied", true)
+		}
+		if claim != "" {
+			a.PutEmptySlice("http.response.header.x-error-claim").AppendEmpty().SetStr(claim)
+		}
+		if status >= 500 {
+			sp.Status().SetCode(ptrace.StatusCodeError)
+		}
+	}
+	grpcAttrs := func(sp ptrace.Span, code int64, client bool) {
+		a := sp.Attributes()
+		a.PutStr("rpc.system", "grpc")
+		a.PutStr("rpc.service", "driver.DriverService")
+		a.PutStr("rpc.method", "FindNearest")
+		a.PutInt("rpc.grpc.status_code", code)
+		a.PutStr("network.transport", "tcp")
+		a.PutStr("network.type", "ipv4")
+		a.PutStr("network.peer.address", "10.0.5.9")
+		a.PutInt("network.peer.port", 8082)
+		if client {
+			a.PutStr("server.address", "driver")
+			a.PutInt("server.port", 8082)
+		}
+		if code != 0 {
+			sp.Status().SetCode(ptrace.StatusCodeError)
+			sp.Status().SetMessage("driver unavailable")
+		}
+	}
+	dbAttrs := func(sp ptrace.Span, system, query string, attempt int64) {
+		a := sp.Attributes()
+		a.PutStr("db.system", system)
+		a.PutStr("db.statement", query)
+		a.PutStr("db.operation.name", "SELECT")
+		a.PutStr("db.namespace", "prod")
+		a.PutStr("server.address", system+".svc")
+		a.PutInt("server.port", 6379)
+		a.PutStr("network.peer.address", "10.0.6.1")
+		a.PutStr("network.transport", "tcp")
+		if attempt > 0 {
+			a.PutInt("retry.attempt", attempt)
+		}
+	}
+
+	t0 := int64(1_760_000_000_000_000_000)
+	for i := range nTraces {
+		var tid pcommon.TraceID
+		for j := range 16 {
+			tid[j] = byte(rng.Uint32())
+		}
+		start := t0 + int64(i)*int64(7_000_000)
+		fail := rng.IntN(10) == 0
+		claim := ""
+		status := int64(200)
+		if fail {
+			claim, status = "claimed", 503
+		}
+		root := newSpan("frontend", tid, pcommon.SpanID{}, ptrace.SpanKindServer, "GET /dispatch", start, 900_000_000)
+		httpServer(root, "GET", "/dispatch", "/dispatch", status, claim)
+
+		c := newSpan("frontend", tid, root.SpanID(), ptrace.SpanKindClient, "GET", start+1_000, 200_000_000)
+		httpClient(c, "GET", "customer", fmt.Sprintf("http://customer:8081/customer?customer=%d", 100+i%4), 200, 0, "")
+		cs := newSpan("customer", tid, c.SpanID(), ptrace.SpanKindServer, "GET /customer", start+2_000, 190_000_000)
+		httpServer(cs, "GET", "/customer", "/customer", 200, "")
+		db := newSpan("customer", tid, cs.SpanID(), ptrace.SpanKindClient, "SQL SELECT", start+3_000, 180_000_000)
+		dbAttrs(db, "mysql", "SELECT * FROM customer WHERE customer_id=?", 0)
+
+		code := int64(0)
+		if fail {
+			code = 14
+		}
+		g := newSpan("frontend", tid, root.SpanID(), ptrace.SpanKindClient, "driver.DriverService/FindNearest", start+200_000_000, 300_000_000)
+		grpcAttrs(g, code, true)
+		gs := newSpan("driver", tid, g.SpanID(), ptrace.SpanKindServer, "driver.DriverService/FindNearest", start+200_001_000, 290_000_000)
+		grpcAttrs(gs, code, false)
+		if fail {
+			gs.Attributes().PutStr("rpc.response.metadata.x-error-claim", "claimed")
+		}
+		for k := range 3 {
+			r := newSpan("driver", tid, gs.SpanID(), ptrace.SpanKindClient, "FindDriverIDs", start+200_002_000+int64(k)*10_000_000, 9_000_000)
+			dbAttrs(r, "redis", "GETDRIVER T7"+fmt.Sprint(k), int64(k))
+		}
+		for k := range 3 {
+			rc := newSpan("frontend", tid, root.SpanID(), ptrace.SpanKindClient, "GET", start+500_000_000+int64(k)*1_000, 50_000_000)
+			httpClient(rc, "GET", "route", fmt.Sprintf("http://route:8083/route?dropoff=%d&pickup=%d", k, i%7), 200, int64(k%2), "")
+			rs := newSpan("route", tid, rc.SpanID(), ptrace.SpanKindServer, "GET /route", start+500_001_000+int64(k)*1_000, 49_000_000)
+			httpServer(rs, "GET", "/route", "/route", 200, "")
+		}
+	}
+	return td
+}
+
+var (
+	benchOnce  sync.Once
+	benchTD    ptrace.Traces
+	benchProto []byte
+	benchJSON  []byte
+	benchSpans int
+)
+
+// benchCorpus is ~5,000 spans (333 traces × 15 spans) as pdata, OTLP
+// protobuf and OTLP JSON.
+func benchCorpus(b *testing.B) (ptrace.Traces, []byte, []byte, int) {
+	benchOnce.Do(func() {
+		benchTD = benchTraces(333)
+		benchSpans = benchTD.SpanCount()
+		var err error
+		if benchProto, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(benchTD); err != nil {
+			panic(err)
+		}
+		if benchJSON, err = (&ptrace.JSONMarshaler{}).MarshalTraces(benchTD); err != nil {
+			panic(err)
+		}
+	})
+	return benchTD, benchProto, benchJSON, benchSpans
+}
+
+func reportSpans(b *testing.B, spans int) {
+	b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+}
+
+func BenchmarkPdataUnmarshalProto(b *testing.B) {
+	_, pb, _, spans := benchCorpus(b)
+	b.SetBytes(int64(len(pb)))
+	b.ReportAllocs()
+	u := &ptrace.ProtoUnmarshaler{}
+	for b.Loop() {
+		if _, err := u.UnmarshalTraces(pb); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpans(b, spans)
+}
+
+func BenchmarkPdataUnmarshalJSON(b *testing.B) {
+	_, _, js, spans := benchCorpus(b)
+	b.SetBytes(int64(len(js)))
+	b.ReportAllocs()
+	u := &ptrace.JSONUnmarshaler{}
+	for b.Loop() {
+		if _, err := u.UnmarshalTraces(js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpans(b, spans)
+}
+
+func BenchmarkDecodeProto(b *testing.B) {
+	_, pb, _, spans := benchCorpus(b)
+	b.SetBytes(int64(len(pb)))
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	dst := make([]graph.Span, 0, spans)
+	var err error
+	for b.Loop() {
+		if dst, err = d.AppendRequest(dst[:0], pb, false); err != nil || len(dst) != spans {
+			b.Fatal(err, len(dst))
+		}
+	}
+	reportSpans(b, spans)
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	_, _, js, spans := benchCorpus(b)
+	b.SetBytes(int64(len(js)))
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	dst := make([]graph.Span, 0, spans)
+	var err error
+	for b.Loop() {
+		if dst, err = d.AppendRequest(dst[:0], js, true); err != nil || len(dst) != spans {
+			b.Fatal(err, len(dst))
+		}
+	}
+	reportSpans(b, spans)
+}
+
+func BenchmarkAppendTraces(b *testing.B) {
+	td, pb, _, spans := benchCorpus(b)
+	b.SetBytes(int64(len(pb)))
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	dst := make([]graph.Span, 0, spans)
+	for b.Loop() {
+		dst = d.AppendTraces(dst[:0], td)
+	}
+	if len(dst) != spans {
+		b.Fatal(len(dst))
+	}
+	reportSpans(b, spans)
+}
+
+func TestBenchCorpusShape(t *testing.T) {
+	td := benchTraces(333)
+	if n := td.SpanCount(); n < 4900 || n > 5100 {
+		t.Fatalf("%d spans, want ~5000", n)
+	}
+	spans := NewDecoder(DecoderConfig{}).AppendTraces(nil, td)
+	var failed, claims, resends int
+	for _, s := range spans {
+		if s.Failed {
+			failed++
+		}
+		if s.Claim != graph.ClaimMissing {
+			claims++
+		}
+		if s.HasResend {
+			resends++
+		}
+	}
+	if failed == 0 || claims == 0 || resends == 0 {
+		t.Fatalf("corpus lacks variety: failed=%d claims=%d resends=%d", failed, claims, resends)
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		ss := rss.At(i).ScopeSpans().At(0).Spans()
+		for j := 0; j < ss.Len(); j++ {
+			if n := ss.At(j).Attributes().Len(); n < 8 || n > 15 {
+				t.Fatalf("span with %d attributes", n)
+			}
+		}
+	}
+}

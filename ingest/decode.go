@@ -1,0 +1,642 @@
+package ingest
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// DefaultClaimHeader is the response header (HTTP) and response metadata key
+// (gRPC) that carries the error claim when DecoderConfig.ClaimHeader is empty.
+const DefaultClaimHeader = "x-error-claim"
+
+// UnknownService is the service name of spans whose resource has no
+// service.name.
+const UnknownService = "unknown_service"
+
+// UnknownPeer is the peer (callee) name of spans that carry none of the peer
+// attributes of SPEC §2.
+const UnknownPeer = "unknown"
+
+// maxInterned bounds the intern table: when it is full it is emptied and
+// refilled, so that high-cardinality span names cannot grow it forever.
+const maxInterned = 1 << 17
+
+// maxInternLen is the longest string that is interned; longer ones (rare, and
+// probably unique) are used as pdata decoded them.
+const maxInternLen = 512
+
+// DecoderConfig configures a Decoder.
+type DecoderConfig struct {
+	// ClaimHeader is the name of the header (HTTP, captured as
+	// http.response.header.<name>) and of the metadata key (gRPC, captured as
+	// rpc.response.metadata.<name>) that carry the error claim. Empty means
+	// DefaultClaimHeader. It is matched case-insensitively, and '-' matches
+	// '_' (older semantic conventions normalised header names that way).
+	ClaimHeader string
+}
+
+// Decoder converts OTLP trace data into graph.Span records, applying the span
+// conventions of SPEC §2. It interns the strings it produces (service,
+// version, operation, name, peer) so that repeated names share memory.
+//
+// A Decoder is not safe for concurrent use: use one per goroutine.
+type Decoder struct {
+	// Progress, when not nil, is called by ReadFile with the number of
+	// (compressed) bytes read so far from the file: at most about once per
+	// MiB, and once more when the file is done.
+	Progress func(bytesRead int64)
+
+	claimHeader string
+	strs        map[string]string
+	buf         []byte
+	attrs       attrSet
+
+	// ReadFile scratch.
+	spans []graph.Span
+	line  []byte
+	frame []byte
+	whole []byte
+
+	protoU ptrace.ProtoUnmarshaler
+	jsonU  ptrace.JSONUnmarshaler
+}
+
+// NewDecoder returns a Decoder configured by cfg. (A zero Decoder works too,
+// with the default configuration.)
+func NewDecoder(cfg DecoderConfig) *Decoder {
+	d := &Decoder{}
+	d.init(cfg)
+	return d
+}
+
+func (d *Decoder) init(cfg DecoderConfig) {
+	h := strings.TrimSpace(cfg.ClaimHeader)
+	if h == "" {
+		h = DefaultClaimHeader
+	}
+	b := []byte(h)
+	for i, c := range b {
+		b[i] = normHeaderByte(c)
+	}
+	d.claimHeader = string(b)
+	d.strs = make(map[string]string, 256)
+	d.buf = make([]byte, 0, 256)
+}
+
+// AppendTraces appends one graph.Span per span of td to dst and returns the
+// extended slice. It never panics, whatever td holds; a zero ptrace.Traces
+// appends nothing.
+func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span {
+	if td == (ptrace.Traces{}) {
+		return dst
+	}
+	if d.strs == nil {
+		d.init(DecoderConfig{})
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		service, version := d.resource(rs.Resource().Attributes())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			n := spans.Len()
+			dst = slices.Grow(dst, n)
+			for k := 0; k < n; k++ {
+				dst = append(dst, graph.Span{})
+				d.span(&dst[len(dst)-1], spans.At(k), service, version)
+			}
+		}
+	}
+	return dst
+}
+
+// AppendRequest decodes b, one OTLP ExportTraceServiceRequest (OTLP JSON when
+// json is true, else protobuf), and appends its spans to dst as AppendTraces
+// does. On error dst is returned unchanged.
+func (d *Decoder) AppendRequest(dst []graph.Span, b []byte, json bool) ([]graph.Span, error) {
+	var (
+		td  ptrace.Traces
+		err error
+	)
+	if json {
+		td, err = d.jsonU.UnmarshalTraces(b)
+	} else {
+		td, err = d.protoU.UnmarshalTraces(b)
+	}
+	if err != nil {
+		return dst, err
+	}
+	return d.AppendTraces(dst, td), nil
+}
+
+// resource reads service.name and service.version in one pass.
+func (d *Decoder) resource(m pcommon.Map) (service, version string) {
+	service = UnknownService
+	m.Range(func(k string, v pcommon.Value) bool {
+		switch k {
+		case "service.name":
+			if s, ok := strOf(v); ok && s != "" {
+				service = d.intern(s)
+			}
+		case "service.version":
+			if s, ok := strOf(v); ok {
+				version = d.intern(s)
+			}
+		}
+		return true
+	})
+	return service, version
+}
+
+// span fills out (a zero Span) from sp.
+func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string) {
+	out.TraceID = graph.TraceID(sp.TraceID())
+	out.SpanID = graph.SpanID(sp.SpanID())
+	out.ParentID = graph.SpanID(sp.ParentSpanID())
+	if k := sp.Kind(); k >= 0 && k <= ptrace.SpanKind(graph.KindConsumer) {
+		out.Kind = graph.Kind(k)
+	}
+	out.Service = service
+	out.Version = version
+	out.Name = d.intern(sp.Name())
+	out.Start = unixNanos(sp.StartTimestamp())
+	out.End = unixNanos(sp.EndTimestamp())
+
+	a := &d.attrs
+	d.collect(a, sp.Attributes())
+
+	out.Operation = out.Name
+	if out.Kind == graph.KindServer {
+		out.Operation = d.operation(a, out.Name)
+	}
+	out.Failed, out.StatusCode = failure(a, sp.Status().Code())
+
+	for _, s := range [...]slot{sClaimAttr, sClaimHeader, sClaimMeta} {
+		if c, ok := a.claim(s); ok {
+			out.Claim = c
+			break
+		}
+	}
+
+	n, ok := a.num(sResendCount)
+	if !ok || n < 0 {
+		n, ok = a.num(sRetryAttempt)
+	}
+	if ok && n >= 0 {
+		out.HasResend = true
+		out.Resend = int32(min(n, math.MaxInt32))
+	}
+
+	out.CriteriaSatisfied = a.tri(sCriteria) == graph.True
+	out.Suppressed = a.tri(sSuppressed) == graph.True
+	out.FailOpen = a.tri(sFailOpen)
+
+	out.Peer = UnknownPeer
+	for _, s := range [...]slot{sPeerServiceName, sPeerService, sServerAddress, sNetPeerName, sDBSystemName, sDBSystem} {
+		if v, ok := a.str(s); ok && v != "" {
+			out.Peer = d.intern(v)
+			break
+		}
+	}
+
+	for _, s := range [...]slot{sURLFull, sHTTPURL, sDBQueryText, sDBStatement} {
+		if v, ok := a.str(s); ok && v != "" {
+			out.Target = fnv1a(v)
+			break
+		}
+	}
+}
+
+// operation names a SERVER span: "METHOD route", "rpc.service/rpc.method",
+// a fully-qualified rpc.method, or the span name.
+func (d *Decoder) operation(a *attrSet, name string) string {
+	method, ok := a.str(sHTTPMethod)
+	if !ok || method == "" {
+		method, ok = a.str(sHTTPMethodOld)
+	}
+	if route, rok := a.str(sHTTPRoute); ok && rok && method != "" && route != "" {
+		d.buf = append(append(append(d.buf[:0], method...), ' '), route...)
+		return d.internBytes(d.buf)
+	}
+	rm, mok := a.str(sRPCMethod)
+	if !mok || rm == "" {
+		return name
+	}
+	// Newer conventions put the fully-qualified "pkg.Service/Method" in
+	// rpc.method (and drop rpc.service); when it already has a '/', it is
+	// the whole name even if an older rpc.service is also present.
+	if strings.IndexByte(rm, '/') >= 0 {
+		return d.intern(rm)
+	}
+	if rs, sok := a.str(sRPCService); sok && rs != "" {
+		d.buf = append(append(append(d.buf[:0], rs...), '/'), rm...)
+		return d.internBytes(d.buf)
+	}
+	return name
+}
+
+// failure applies the failure rules: HTTP status, else gRPC status, else the
+// span status. It returns the failed flag and the display status code.
+func failure(a *attrSet, status ptrace.StatusCode) (bool, int32) {
+	for _, s := range [...]slot{sHTTPStatus, sHTTPStatusOld} {
+		// Codes below 100 are not HTTP statuses (browser instrumentation
+		// records 0 for a request that got no response): treat as absent.
+		if c, ok := a.num(s); ok && c >= 100 {
+			return c >= 500, int32(min(c, math.MaxInt32))
+		}
+	}
+	for _, s := range [...]slot{sGRPCStatus, sRPCStatus} {
+		if c, ok := a.grpcCode(s); ok {
+			return grpcFailing(c), int32(1000 + c)
+		}
+	}
+	return status == ptrace.StatusCodeError, 0
+}
+
+// grpcFailing reports whether a gRPC status code is a server-side failure:
+// UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, INTERNAL,
+// UNAVAILABLE or DATA_LOSS.
+func grpcFailing(c int64) bool {
+	switch c {
+	case 2, 4, 8, 10, 13, 14, 15:
+		return true
+	}
+	return false
+}
+
+// grpcCodeNames are the gRPC status code names, indexed by code.
+var grpcCodeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+// grpcCodeByName returns the code of a gRPC status name (case-insensitive;
+// the American "CANCELED" is accepted too).
+func grpcCodeByName(s string) (int64, bool) {
+	for i, n := range grpcCodeNames {
+		if len(n) == len(s) && strings.EqualFold(n, s) {
+			return int64(i), true
+		}
+	}
+	if strings.EqualFold(s, "CANCELED") {
+		return 1, true
+	}
+	return 0, false
+}
+
+// claimOf maps a claim value: claimed/claim, unclaimed/unclaim
+// (case-insensitive, trimmed), anything else invalid.
+func claimOf(s string) graph.Claim {
+	s = strings.TrimSpace(s)
+	switch {
+	case strings.EqualFold(s, "claimed"), strings.EqualFold(s, "claim"):
+		return graph.ClaimClaimed
+	case strings.EqualFold(s, "unclaimed"), strings.EqualFold(s, "unclaim"):
+		return graph.ClaimUnclaimed
+	}
+	return graph.ClaimInvalid
+}
+
+// slot names an attribute the decoder reads.
+type slot uint8
+
+const (
+	sHTTPMethod      slot = iota // http.request.method
+	sHTTPMethodOld               // http.method
+	sHTTPRoute                   // http.route
+	sRPCService                  // rpc.service
+	sRPCMethod                   // rpc.method
+	sHTTPStatus                  // http.response.status_code
+	sHTTPStatusOld               // http.status_code
+	sGRPCStatus                  // rpc.grpc.status_code
+	sRPCStatus                   // rpc.response.status_code
+	sClaimAttr                   // error.claim
+	sClaimHeader                 // http.response.header.<claim header>
+	sClaimMeta                   // rpc.response.metadata.<claim header>
+	sResendCount                 // http.request.resend_count
+	sRetryAttempt                // retry.attempt
+	sCriteria                    // retry.criteria_satisfied
+	sSuppressed                  // retry.suppressed
+	sFailOpen                    // dependency.fail_open
+	sPeerServiceName             // service.peer.name
+	sPeerService                 // peer.service
+	sServerAddress               // server.address
+	sNetPeerName                 // net.peer.name
+	sDBSystemName                // db.system.name
+	sDBSystem                    // db.system
+	sURLFull                     // url.full
+	sHTTPURL                     // http.url
+	sDBQueryText                 // db.query.text
+	sDBStatement                 // db.statement
+	nSlots
+)
+
+// attrSet holds, per slot, the first value seen for it in one span.
+type attrSet struct {
+	has uint32 // bit s set: v[s] is valid
+	v   [nSlots]pcommon.Value
+}
+
+const (
+	headerPrefix   = "http.response.header."
+	metadataPrefix = "rpc.response.metadata."
+)
+
+// collect reads the span's attributes in one pass.
+func (d *Decoder) collect(a *attrSet, m pcommon.Map) {
+	a.has = 0
+	m.Range(func(k string, v pcommon.Value) bool {
+		if s, ok := d.slotOf(k); ok && a.has&(1<<s) == 0 {
+			a.has |= 1 << s
+			a.v[s] = v
+		}
+		return true
+	})
+}
+
+func (d *Decoder) slotOf(k string) (slot, bool) {
+	switch k {
+	case "http.request.method":
+		return sHTTPMethod, true
+	case "http.method":
+		return sHTTPMethodOld, true
+	case "http.route":
+		return sHTTPRoute, true
+	case "rpc.service":
+		return sRPCService, true
+	case "rpc.method":
+		return sRPCMethod, true
+	case "http.response.status_code":
+		return sHTTPStatus, true
+	case "http.status_code":
+		return sHTTPStatusOld, true
+	case "rpc.grpc.status_code":
+		return sGRPCStatus, true
+	case "rpc.response.status_code":
+		return sRPCStatus, true
+	case "error.claim":
+		return sClaimAttr, true
+	case "http.request.resend_count":
+		return sResendCount, true
+	case "retry.attempt":
+		return sRetryAttempt, true
+	case "retry.criteria_satisfied":
+		return sCriteria, true
+	case "retry.suppressed":
+		return sSuppressed, true
+	case "dependency.fail_open":
+		return sFailOpen, true
+	case "service.peer.name":
+		return sPeerServiceName, true
+	case "peer.service":
+		return sPeerService, true
+	case "server.address":
+		return sServerAddress, true
+	case "net.peer.name":
+		return sNetPeerName, true
+	case "db.system.name":
+		return sDBSystemName, true
+	case "db.system":
+		return sDBSystem, true
+	case "url.full":
+		return sURLFull, true
+	case "http.url":
+		return sHTTPURL, true
+	case "db.query.text":
+		return sDBQueryText, true
+	case "db.statement":
+		return sDBStatement, true
+	}
+	if strings.HasPrefix(k, headerPrefix) && headerEqual(k[len(headerPrefix):], d.claimHeader) {
+		return sClaimHeader, true
+	}
+	if strings.HasPrefix(k, metadataPrefix) && headerEqual(k[len(metadataPrefix):], d.claimHeader) {
+		return sClaimMeta, true
+	}
+	return 0, false
+}
+
+// normHeaderByte lowercases ASCII and maps '_' to '-'.
+func normHeaderByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	if c == '_' {
+		return '-'
+	}
+	return c
+}
+
+// headerEqual reports whether the header name h matches want (already
+// normalised by normHeaderByte), ignoring ASCII case and '-'/'_'.
+func headerEqual(h, want string) bool {
+	if len(h) != len(want) {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if normHeaderByte(h[i]) != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// str returns the slot's value if it is a string.
+func (a *attrSet) str(s slot) (string, bool) {
+	if a.has&(1<<s) == 0 {
+		return "", false
+	}
+	return strOf(a.v[s])
+}
+
+// num returns the slot's value as an integer: an int, a finite double
+// (truncated), or a string holding a decimal number.
+func (a *attrSet) num(s slot) (int64, bool) {
+	if a.has&(1<<s) == 0 {
+		return 0, false
+	}
+	return numOf(a.v[s])
+}
+
+// grpcCode returns the slot's value as a gRPC status code (0..16): a number,
+// a numeric string or a status name.
+func (a *attrSet) grpcCode(s slot) (int64, bool) {
+	if a.has&(1<<s) == 0 {
+		return 0, false
+	}
+	v := a.v[s]
+	c, ok := numOf(v)
+	if !ok && v.Type() == pcommon.ValueTypeStr {
+		c, ok = grpcCodeByName(strings.TrimSpace(v.Str()))
+	}
+	if !ok || c < 0 || c >= int64(len(grpcCodeNames)) {
+		return 0, false
+	}
+	return c, true
+}
+
+// tri returns the slot's value as a Tri: a bool, or the string "true" or
+// "false" (case-insensitive, trimmed); anything else is Unset.
+func (a *attrSet) tri(s slot) graph.Tri {
+	if a.has&(1<<s) == 0 {
+		return graph.Unset
+	}
+	v := a.v[s]
+	switch v.Type() {
+	case pcommon.ValueTypeBool:
+		return graph.TriOf(v.Bool())
+	case pcommon.ValueTypeStr:
+		t := strings.TrimSpace(v.Str())
+		if strings.EqualFold(t, "true") {
+			return graph.True
+		}
+		if strings.EqualFold(t, "false") {
+			return graph.False
+		}
+	}
+	return graph.Unset
+}
+
+// claim returns the claim in the slot and whether the slot is present: a
+// string, or a string array (the captured-header convention; its first
+// element counts). An empty array is absent; any other type is invalid.
+func (a *attrSet) claim(s slot) (graph.Claim, bool) {
+	if a.has&(1<<s) == 0 {
+		return graph.ClaimMissing, false
+	}
+	v := a.v[s]
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return claimOf(v.Str()), true
+	case pcommon.ValueTypeSlice:
+		sl := v.Slice()
+		if sl.Len() == 0 {
+			return graph.ClaimMissing, false
+		}
+		if e := sl.At(0); e.Type() == pcommon.ValueTypeStr {
+			return claimOf(e.Str()), true
+		}
+	case pcommon.ValueTypeEmpty:
+		return graph.ClaimMissing, false
+	}
+	return graph.ClaimInvalid, true
+}
+
+func strOf(v pcommon.Value) (string, bool) {
+	if v.Type() != pcommon.ValueTypeStr {
+		return "", false
+	}
+	return v.Str(), true
+}
+
+func numOf(v pcommon.Value) (int64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeDouble:
+		f := v.Double()
+		if f != f || f < -9e18 || f > 9e18 {
+			return 0, false
+		}
+		return int64(f), true
+	case pcommon.ValueTypeStr:
+		return parseNum(v.Str())
+	}
+	return 0, false
+}
+
+// parseNum parses an optionally signed decimal integer, optionally followed
+// by a fraction (ignored), surrounded by optional spaces. Unlike strconv it
+// never allocates, even on failure.
+func parseNum(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	var n int64
+	i := 0
+	for ; i < len(s) && '0' <= s[i] && s[i] <= '9'; i++ {
+		if n > (math.MaxInt64-9)/10 {
+			return 0, false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	if i == 0 {
+		return 0, false
+	}
+	if i < len(s) {
+		if s[i] != '.' {
+			return 0, false
+		}
+		for _, c := range []byte(s[i+1:]) {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+		}
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+func unixNanos(t pcommon.Timestamp) int64 {
+	if uint64(t) > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(t)
+}
+
+// fnv1a is the 64-bit FNV-1a hash of s.
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// intern returns the shared copy of s.
+func (d *Decoder) intern(s string) string {
+	if v, ok := d.strs[s]; ok {
+		return v
+	}
+	if len(s) > maxInternLen {
+		return s
+	}
+	if len(d.strs) >= maxInterned {
+		clear(d.strs)
+	}
+	v := strings.Clone(s)
+	d.strs[v] = v
+	return v
+}
+
+// internBytes returns the shared string equal to b; it allocates only the
+// first time a value is seen.
+func (d *Decoder) internBytes(b []byte) string {
+	if v, ok := d.strs[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	if len(v) > maxInternLen {
+		return v
+	}
+	if len(d.strs) >= maxInterned {
+		clear(d.strs)
+	}
+	d.strs[v] = v
+	return v
+}
