@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/stormradius/stormradius/attribution"
@@ -91,6 +92,13 @@ type Evaluator struct {
 	owner    []bool
 	verdicts []attribution.Verdict
 	radius   radius.Analyzer
+
+	// Service index: slot per service name, reset per trace by generation.
+	slot    map[string]int32
+	slots   []ServiceResult
+	stamp   []uint64
+	gen     uint64
+	touched []int32
 }
 
 // NewEvaluator returns an Evaluator with the given rules.
@@ -131,36 +139,47 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 		h := &t.Hops[ev.Owner]
 		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
 	}
-	e.services(t, &rr, &r)
+	e.services(t, &r)
 	return r
 }
 
-// services fills the per-service results of a trace.
-func (e *Evaluator) services(t *graph.Trace, rr *radius.Result, r *TraceResult) {
-	// A service is virtual when all its hops are: virtual nodes only.
-	svc := func(name string, virtual bool) *ServiceResult {
-		i, ok := slices.BinarySearchFunc(r.Services, name, func(s ServiceResult, n string) int {
-			switch {
-			case s.Service < n:
-				return -1
-			case s.Service > n:
-				return 1
-			}
-			return 0
-		})
-		if !ok {
-			r.Services = slices.Insert(r.Services, i, ServiceResult{Service: name, Virtual: virtual})
-		}
-		s := &r.Services[i]
-		if !virtual {
-			s.Virtual = false
-		}
-		return s
+// maxServiceSlots bounds the evaluator's service index; past it the index
+// is rebuilt, so that a stream of ever-new service names cannot grow it.
+const maxServiceSlots = 1 << 14
+
+// services fills the per-service results of a trace. Services get a slot
+// in a persistent index, so a hop costs one map lookup, and the trace's
+// results are gathered from the slots it touched.
+func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
+	if e.slot == nil || len(e.slot) > maxServiceSlots {
+		e.slot = make(map[string]int32, 64)
+		e.slots, e.stamp = e.slots[:0], e.stamp[:0]
 	}
+	touched := e.touched[:0]
+	svc := func(name string) *ServiceResult {
+		i, ok := e.slot[name]
+		if !ok {
+			i = int32(len(e.slots))
+			e.slot[name] = i
+			e.slots = append(e.slots, ServiceResult{Service: name})
+			e.stamp = append(e.stamp, 0)
+		}
+		if e.stamp[i] != e.gen {
+			e.stamp[i] = e.gen
+			e.slots[i] = ServiceResult{Service: name, Virtual: true}
+			touched = append(touched, i)
+		}
+		return &e.slots[i]
+	}
+	e.gen++
+	copies := e.radius.Copies()
 	for i := range t.Hops {
 		h := &t.Hops[i]
 		v := &e.verdicts[i]
-		s := svc(h.Service, h.Virtual)
+		s := svc(h.Service)
+		s.Virtual = s.Virtual && h.Virtual
+		s.Requests++
+		s.Counterfactual = radius.SatAdd(s.Counterfactual, copies[i])
 		if h.Root && h.Fragment {
 			s.ContextDrops++
 		}
@@ -183,13 +202,15 @@ func (e *Evaluator) services(t *graph.Trace, rr *radius.Result, r *TraceResult) 
 	}
 	for i := range t.Attempts {
 		if at := &t.Attempts[i]; at.Mismatch {
-			svc(t.Hops[at.Callee].Service, true).Mismatches++
+			svc(t.Hops[at.Callee].Service).Mismatches++
 		}
 	}
-	for _, l := range rr.Loads {
-		s := svc(l.Service, true)
-		s.Requests, s.Counterfactual = l.Actual, l.Counterfactual
+	r.Services = make([]ServiceResult, len(touched))
+	for k, i := range touched {
+		r.Services[k] = e.slots[i]
 	}
+	slices.SortFunc(r.Services, func(x, y ServiceResult) int { return cmp.Compare(x.Service, y.Service) })
+	e.touched = touched
 }
 
 func grow[T any](s []T, n int) []T {

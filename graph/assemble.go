@@ -25,6 +25,10 @@ type Assembler struct {
 	clientBe []bool
 	stack    []int32
 	pend     []pending
+	hops     []Hop
+	callsOut []Call
+	attempts []Attempt
+	roots    []int32
 	callOf   []int32
 	calls    []pendingCall
 	open     []int32
@@ -68,6 +72,15 @@ func (a *Assembler) Assemble(spans []Span) *Trace {
 	a.buildChildren(spans)
 	a.buildHops(t)
 	a.finish(t)
+	// The forest was built in scratch memory: hand the trace exact-size
+	// copies, so a trace costs one allocation per kind of record.
+	t.Hops = slices.Clone(t.Hops)
+	t.Calls = slices.Clone(t.Calls)
+	t.Attempts = slices.Clone(t.Attempts)
+	t.Roots = slices.Clone(t.Roots)
+	if t.Root >= 0 {
+		t.APIName = t.Hops[t.Root].Key().String()
+	}
 	return t
 }
 
@@ -273,7 +286,10 @@ func (a *Assembler) kids(s int32) []int32 {
 // attempts, breadth-first, so that callers precede callees.
 func (a *Assembler) buildHops(t *Trace) {
 	spans := t.Spans
-	t.Hops = make([]Hop, 0, len(spans)/2+1)
+	t.Hops, t.Calls, t.Attempts, t.Roots = a.hops[:0], a.callsOut[:0], a.attempts[:0], a.roots[:0]
+	defer func() {
+		a.hops, a.callsOut, a.attempts, a.roots = t.Hops, t.Calls, t.Attempts, t.Roots
+	}()
 	for _, s := range a.order {
 		if a.parent[s] >= 0 {
 			break // a.order lists roots first
@@ -301,7 +317,6 @@ func (a *Assembler) newHop(t *Trace, s int32) int32 {
 		Span:      s,
 		Service:   sp.Service,
 		Operation: sp.Operation,
-		Version:   sp.Version,
 		Start:     sp.Start,
 		End:       sp.End,
 		Failed:    sp.Failed,

@@ -21,6 +21,8 @@ type Trace struct {
 	// Root is the primary root: the earliest root that is not a fragment,
 	// or -1 when every root is a fragment.
 	Root int32
+	// APIName is the root API, "service operation" of Root, "" without one.
+	APIName string
 
 	Duplicates int // spans dropped as duplicates of an earlier span id
 	Fragments  int // tree roots that are fragments (SPEC §3)
@@ -32,7 +34,6 @@ type Hop struct {
 	Span      int32 // index in Trace.Spans; for a virtual node, its CLIENT span
 	Service   string
 	Operation string
-	Version   string
 	Start     int64
 	End       int64
 
@@ -128,12 +129,7 @@ func (n Node) String() string {
 
 // API returns the root API ("service operation") of the trace, or "" when
 // the trace is a fragment.
-func (t *Trace) API() string {
-	if t.Root < 0 {
-		return ""
-	}
-	return t.Hops[t.Root].Key().String()
-}
+func (t *Trace) API() string { return t.APIName }
 
 // Caller returns the hop that made the attempt reaching hop h, or -1.
 func (t *Trace) Caller(h int32) int32 {

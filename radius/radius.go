@@ -45,14 +45,6 @@ func (o OwnerStat) Amplification() float64 {
 	return float64(o.Hops) / float64(max(o.First, 1))
 }
 
-// Load compares the requests a service served with those it would have
-// served under naive retries.
-type Load struct {
-	Service        string
-	Actual         int64
-	Counterfactual int64
-}
-
 // Result is the radius analysis of one trace.
 type Result struct {
 	Events []Event
@@ -64,9 +56,9 @@ type Result struct {
 	// retry-enabled edges.
 	Suppressed int64
 	// Hops and Counterfactual count the trace's hops (virtual ones
-	// included) as they were and as a naive replay would make them.
+	// included) as they were and as a naive replay would make them; the
+	// Analyzer's Copies tells how they split over hops.
 	Hops, Counterfactual int64
-	Loads                []Load // by service, sorted
 }
 
 // Spurious returns the requests error ownership prevented in the trace.
@@ -75,9 +67,15 @@ func (r *Result) Spurious() int64 { return r.Counterfactual - r.Hops }
 // Analyzer computes per-trace radius results, reusing scratch memory. It is
 // not safe for concurrent use; the zero value is ready.
 type Analyzer struct {
-	up   []int32
-	mult []int64
+	up    []int32
+	chain []int32
+	mult  []int64
 }
+
+// Copies returns, for every hop of the trace last analysed, how many copies
+// of it the naive replay makes (1 when the replay adds none). It is valid
+// until the next Analyze.
+func (a *Analyzer) Copies() []int64 { return a.mult }
 
 // Analyze computes the radius result of t. calls[i] describes call i's
 // edge; owner[h] tells whether hop h is a failed hop that owns its error.
@@ -101,8 +99,8 @@ func (a *Analyzer) Analyze(t *graph.Trace, calls []CallInfo, owner []bool) Resul
 // computed parents first, so each event costs O(1).
 func (a *Analyzer) events(t *graph.Trace, calls []CallInfo, owner []bool, r *Result) {
 	a.up = grow(a.up, len(t.Hops))
-	chain := a.mult[:0] // reused as chain length scratch
-	chain = slices.Grow(chain, len(t.Hops))[:len(t.Hops)]
+	a.chain = grow(a.chain, len(t.Hops))
+	chain := a.chain
 	for h := range t.Hops {
 		a.up[h], chain[h] = none, 0
 		hop := &t.Hops[h]
@@ -127,13 +125,12 @@ func (a *Analyzer) events(t *graph.Trace, calls []CallInfo, owner []bool, r *Res
 		if !owner[h] {
 			continue
 		}
-		e := Event{Owner: int32(h), Radius: max(a.up[h], 0), Chain: int32(chain[h])}
+		e := Event{Owner: int32(h), Radius: max(a.up[h], 0), Chain: chain[h]}
 		if len(r.Events) == 0 || e.Radius > r.Radius {
 			r.Radius = e.Radius
 		}
 		r.Events = append(r.Events, e)
 	}
-	a.mult = chain
 }
 
 // owners counts each owner's owner hops and first-attempt owner hops.
@@ -180,19 +177,10 @@ func (a *Analyzer) counterfactual(t *graph.Trace, calls []CallInfo, r *Result) {
 			}
 		}
 	}
+	r.Hops = int64(len(t.Hops))
 	for h := range t.Hops {
-		hop := &t.Hops[h]
-		r.Hops++
-		r.Counterfactual = satAdd(r.Counterfactual, a.mult[h])
-		i := slices.IndexFunc(r.Loads, func(l Load) bool { return l.Service == hop.Service })
-		if i < 0 {
-			r.Loads = append(r.Loads, Load{Service: hop.Service})
-			i = len(r.Loads) - 1
-		}
-		r.Loads[i].Actual++
-		r.Loads[i].Counterfactual = satAdd(r.Loads[i].Counterfactual, a.mult[h])
+		r.Counterfactual = SatAdd(r.Counterfactual, a.mult[h])
 	}
-	slices.SortFunc(r.Loads, func(x, y Load) int { return compareStrings(x.Service, y.Service) })
 }
 
 // limit caps counterfactual counts: a naive replay of a deep chain grows as
@@ -209,7 +197,8 @@ func satMul(a, b int64) int64 {
 	return a * b
 }
 
-func satAdd(a, b int64) int64 {
+// SatAdd adds counterfactual counts, saturating at 2^62.
+func SatAdd(a, b int64) int64 {
 	if a > limit-b {
 		return limit
 	}

@@ -44,6 +44,8 @@ func chain(b *Trace, parent graph.SpanID, at int64, services []string, attempts 
 	return t
 }
 
+var an Analyzer
+
 func analyze(t *testing.T, spans []graph.Span, info func(c *graph.Call) CallInfo, owner func(tr *graph.Trace, h int) bool) (*graph.Trace, Result) {
 	t.Helper()
 	var a graph.Assembler
@@ -56,7 +58,6 @@ func analyze(t *testing.T, spans []graph.Span, info func(c *graph.Call) CallInfo
 	for h := range tr.Hops {
 		own[h] = owner(tr, h)
 	}
-	var an Analyzer
 	return tr, an.Analyze(tr, calls, own)
 }
 
@@ -136,10 +137,18 @@ func TestOwnershipChain(t *testing.T) {
 	if r.Counterfactual != 15 || r.Spurious() != 10 {
 		t.Errorf("counterfactual %d spurious %d, want 15 10", r.Counterfactual, r.Spurious())
 	}
+	// Copies per hop: A 1, B 2, C 4, and the two D hops: the first D stays
+	// as it was (1 copy within each C copy: 4), the last gets M_e − n = 0
+	// more: 4 — D totals 8.
 	want := map[string][2]int64{"A": {1, 1}, "B": {1, 2}, "C": {1, 4}, "D": {2, 8}}
-	for _, l := range r.Loads {
-		if w := want[l.Service]; l.Actual != w[0] || l.Counterfactual != w[1] {
-			t.Errorf("load %+v, want %v", l, w)
+	got := map[string][2]int64{}
+	for h, c := range an.Copies() {
+		g := got[tr.Hops[h].Service]
+		got[tr.Hops[h].Service] = [2]int64{g[0] + 1, g[1] + c}
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: actual/counterfactual %v, want %v", k, got[k], w)
 		}
 	}
 }
