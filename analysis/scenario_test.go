@@ -369,3 +369,74 @@ func TestScenarioPotentialRadiusDeepChain(t *testing.T) {
 		}
 	}
 }
+
+// The per-API call graph of the missing-middleware scenario (see above):
+// per trace A→B 1 call (1 attempt, failed, unclaimed), B→C 1 call (2
+// attempts, failed, missing), C→D 2 calls (2 attempts each, failed,
+// claimed). Nodes: A 1, B 1, C 2, D 4 requests.
+func TestScenarioCallGraph(t *testing.T) {
+	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, ResendAttr: true, CriteriaAttr: true}
+	svcs := sim.Chain(abcd, own)
+	svcs[2].Policy = sim.Policy{Retry: sim.RetryNaive, Retries: 1}
+	res, err := sim.Run(sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	var spans []graph.Span
+	for _, tr := range res.Traces {
+		spans = dec.AppendTraces(spans, tr.Data)
+	}
+	_, state, _ := analysis.Batch(graph.GroupTraces(spans), analysis.Config{}, 1)
+	g, err := state.Graph("A GET /A", analysis.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNodes := map[string]int64{"A": n, "B": n, "C": 2 * n, "D": 4 * n}
+	for _, nd := range g.Nodes {
+		if nd.Requests != wantNodes[nd.Service] || nd.Failed != wantNodes[nd.Service] {
+			t.Errorf("node %+v, want %d requests, all failed", nd, wantNodes[nd.Service])
+		}
+	}
+	type want struct {
+		calls, attempts, retried int64
+		by                       analysis.ClaimCounts
+		max                      int
+		retryEnabled             bool
+	}
+	wantEdges := map[string]want{
+		"A": {n, n, 0, analysis.ClaimCounts{Unclaimed: n}, 1, true}, // retry-enabled: suppressed
+		"B": {n, 2 * n, n, analysis.ClaimCounts{Missing: n}, 2, true},
+		"C": {2 * n, 4 * n, 2 * n, analysis.ClaimCounts{Claimed: 2 * n}, 2, true},
+	}
+	if len(g.Edges) != 3 {
+		t.Fatalf("%d edges", len(g.Edges))
+	}
+	for _, e := range g.Edges {
+		w := wantEdges[e.From.Service]
+		if e.Calls != w.calls || e.Attempts != w.attempts || e.Retried != w.retried || e.FailedBy != w.by ||
+			e.MaxAttempts != w.max || e.RetryEnabled != w.retryEnabled || e.FailOpen {
+			t.Errorf("edge %s->%s %+v, want %+v", e.From.Service, e.To.Service, e, w)
+		}
+	}
+	if _, err := state.Graph("nope", analysis.Config{}); err == nil {
+		t.Error("unknown API: want error")
+	}
+}
+
+// Invalid claims and claim mismatches. C answers a claim that is neither
+// claimed nor unclaimed: its 2 failed hops per trace are audited invalid,
+// and B treats the value as missing and retries C. Per trace: A, B, C, C,
+// D×4.
+func TestScenarioInvalidClaims(t *testing.T) {
+	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, ResendAttr: true, CriteriaAttr: true}
+	svcs := sim.Chain(abcd, own)
+	svcs[2].Policy.Claims = sim.ClaimsInvalid
+	_, d := run(t, sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 10})
+	if got := claims(service(t, d, "C").Claims); got != [5]int64{0, 0, 0, 0, 2 * n} {
+		t.Errorf("C claims %v, want 2n invalid", got)
+	}
+	if a := api(t, d, "A GET /A"); a.Requests != 8*n || a.MaxRadius != 2 {
+		t.Errorf("%+v", a)
+	}
+}

@@ -327,3 +327,34 @@ func TestHugeTraces(t *testing.T) {
 		t.Fatalf("fan-out: %d calls, want 100000", len(tr.Calls))
 	}
 }
+
+func TestGroupTraces(t *testing.T) {
+	mk := func(trace, span byte) graph.Span {
+		return graph.Span{TraceID: graph.TraceID{trace}, SpanID: graph.SpanID{span}}
+	}
+	spans := []graph.Span{mk(3, 1), mk(1, 1), mk(3, 2), mk(2, 1), mk(1, 2), mk(3, 3)}
+	var g graph.Grouper
+	g.Add(spans[:2])
+	g.Add(spans[2:])
+	if g.Len() != 6 {
+		t.Fatalf("len %d", g.Len())
+	}
+	groups := g.Traces()
+	want := [][]byte{{1, 2}, {1}, {1, 2, 3}} // traces 1, 2, 3, spans in arrival order
+	if len(groups) != 3 {
+		t.Fatalf("%d groups", len(groups))
+	}
+	for i, gr := range groups {
+		if len(gr) != len(want[i]) || gr[0].TraceID[0] != byte(i+1) {
+			t.Fatalf("group %d = %v", i, gr)
+		}
+		for j, s := range gr {
+			if s.SpanID[0] != want[i][j] {
+				t.Errorf("group %d span %d = %d", i, j, s.SpanID[0])
+			}
+		}
+	}
+	if g.Len() != 0 || graph.GroupTraces(nil) != nil {
+		t.Error("not emptied")
+	}
+}

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/internal/flagenv"
 )
 
-func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("analyze", stderr)
 	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
@@ -38,7 +37,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fs.Usage()
 		return exitUsage
 	}
-	in := readInputs(ctx, fs.Args(), *claimHeader, os.Stdin, stderr)
+	in := readInputs(ctx, fs.Args(), *claimHeader, stdin, stderr)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
 		return exitFail

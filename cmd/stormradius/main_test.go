@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
@@ -15,7 +16,7 @@ import (
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -139,6 +140,32 @@ func TestAnalyzeErrors(t *testing.T) {
 	}
 	if code, _, _ = runCmd(t, "nosuchcommand"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}
+
+// '-' reads stdin, here gzip-compressed protobuf framed as the collector's
+// file exporter writes it.
+func TestAnalyzeStdin(t *testing.T) {
+	res, err := sim.Run(sim.Scenario{Services: sim.Chain([]string{"A", "B"}, sim.Policy{}), Root: "A", Traces: 5, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw, gz bytes.Buffer
+	if err := res.WriteProto(&raw); err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"analyze", "-"}, &gz, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var doc struct{ Spans, Traces int }
+	json.Unmarshal(out.Bytes(), &doc)
+	// 5 traces of A (SERVER) → B (CLIENT + SERVER).
+	if doc.Traces != 5 || doc.Spans != 15 {
+		t.Errorf("traces %d spans %d, want 5 15", doc.Traces, doc.Spans)
 	}
 }
 

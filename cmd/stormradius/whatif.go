@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -32,7 +31,7 @@ type whatIfOutput struct {
 	ErrorRateAfterRetries *float64 `json:"error_rate_after_retries,omitempty"`
 }
 
-func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("whatif", stderr)
 	chain := fs.String("chain", "", "a call chain, root first: A,B,C")
 	fail := fs.String("fail", "", "the failing node(s) (chain) or service(s) (call graph), comma-separated")
@@ -99,7 +98,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *api == "" {
 			return usageErr("--traces needs --api \"service operation\"")
 		}
-		in := readInputs(ctx, traces, *claimHeader, os.Stdin, stderr)
+		in := readInputs(ctx, traces, *claimHeader, stdin, stderr)
 		if in.failed == len(traces) {
 			fmt.Fprintln(stderr, "stormradius whatif: no trace file could be read")
 			return exitFail
