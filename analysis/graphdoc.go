@@ -79,6 +79,8 @@ func (s *State) Graph(api string, cfg Config) (*GraphDoc, error) {
 		}
 		d.Edges = append(d.Edges, e)
 	}
-	slices.SortFunc(d.Edges, func(x, y GraphEdge) int { return comparePairs(graph.Pair{From: x.From, To: x.To}, graph.Pair{From: y.From, To: y.To}) })
+	slices.SortFunc(d.Edges, func(x, y GraphEdge) int {
+		return comparePairs(graph.Pair{From: x.From, To: x.To}, graph.Pair{From: y.From, To: y.To})
+	})
 	return d, nil
 }
