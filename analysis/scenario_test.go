@@ -11,9 +11,8 @@ import (
 	"github.com/stormradius/stormradius/sim"
 )
 
-// run simulates sc, decodes its OTLP output like ingest does and analyses
-// it as one batch.
-func run(t *testing.T, sc sim.Scenario) (*sim.Result, *analysis.Document) {
+// simulate runs sc and decodes its OTLP output like ingest does.
+func simulate(t testing.TB, sc sim.Scenario) (*sim.Result, []graph.Span) {
 	t.Helper()
 	res, err := sim.Run(sc)
 	if err != nil {
@@ -24,6 +23,13 @@ func run(t *testing.T, sc sim.Scenario) (*sim.Result, *analysis.Document) {
 	for _, tr := range res.Traces {
 		spans = dec.AppendTraces(spans, tr.Data)
 	}
+	return res, spans
+}
+
+// run simulates sc and analyses its traces as one batch.
+func run(t *testing.T, sc sim.Scenario) (*sim.Result, *analysis.Document) {
+	t.Helper()
+	res, spans := simulate(t, sc)
 	doc, _, _ := analysis.Batch(graph.GroupTraces(spans), analysis.Config{}, 2)
 	// The document must be valid JSON with the SPEC field names.
 	if _, err := json.Marshal(doc); err != nil {
@@ -378,15 +384,7 @@ func TestScenarioCallGraph(t *testing.T) {
 	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, ResendAttr: true, CriteriaAttr: true}
 	svcs := sim.Chain(abcd, own)
 	svcs[2].Policy = sim.Policy{Retry: sim.RetryNaive, Retries: 1}
-	res, err := sim.Run(sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
+	_, spans := simulate(t, sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 3})
 	_, state, _ := analysis.Batch(graph.GroupTraces(spans), analysis.Config{}, 1)
 	g, err := state.Graph("A GET /A", analysis.Config{})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -26,16 +25,8 @@ func corpus(t testing.TB, traces int) [][]graph.Span {
 		{Name: "ads", Operation: "GET /ads", Policy: own, ErrorRate: 0.3, Calls: []sim.Edge{{To: "geo"}}},
 		{Name: "geo", Operation: "GET /geo", Policy: sim.Policy{Retry: sim.RetryNaive, Retries: 1, ContextDrop: true}, Calls: []sim.Edge{{To: "pg", Virtual: true}}},
 	}
-	res, err := sim.Run(sim.Scenario{Services: svcs, Root: "front", Traces: traces, Seed: 42, Spacing: time.Second,
+	_, spans := simulate(t, sim.Scenario{Services: svcs, Root: "front", Traces: traces, Seed: 42, Spacing: time.Second,
 		Faults: []sim.Fault{{Service: "driver", Rate: 0.3, Persistent: true}, {Service: "redis", Rate: 0.1}, {Service: "pg", Rate: 0.2, Persistent: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
 	return graph.GroupTraces(spans)
 }
 
