@@ -81,6 +81,9 @@ type ServiceResult struct {
 	// Requests and Counterfactual count the service's hops as served and
 	// under a naive replay.
 	Requests, Counterfactual int64
+	// Spurious is the spurious requests prevented in the trace attributed
+	// to the service as an owner (see radius.OwnerStat.Spurious).
+	Spurious int64
 }
 
 // Evaluator evaluates traces against a State. It reuses scratch memory and
@@ -204,6 +207,9 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 		if at := &t.Attempts[i]; at.Mismatch {
 			svc(t.Hops[at.Callee].Service).Mismatches++
 		}
+	}
+	for _, o := range r.Owners {
+		svc(o.Node.Service).Spurious += o.Spurious
 	}
 	r.Services = make([]ServiceResult, len(touched))
 	for k, i := range touched {

@@ -30,8 +30,10 @@ type apiAgg struct {
 	misattributed     int64
 	naive, eligible   int64
 	fragments, events int64
-	owners            map[graph.Node]int64
+	owners            map[graph.Node]ownerAgg
 }
+
+type ownerAgg struct{ events, spurious int64 }
 
 // NewReport returns an empty Report.
 func NewReport() *Report {
@@ -41,7 +43,7 @@ func NewReport() *Report {
 func (r *Report) api(name string) *apiAgg {
 	a := r.apis[name]
 	if a == nil {
-		a = &apiAgg{hist: map[int]int64{}, owners: map[graph.Node]int64{}}
+		a = &apiAgg{hist: map[int]int64{}, owners: map[graph.Node]ownerAgg{}}
 		r.apis[name] = a
 	}
 	return a
@@ -89,7 +91,8 @@ func (r *Report) Add(tr *TraceResult) {
 	a.hist[tr.Radius]++
 	a.events += int64(len(tr.Events))
 	for _, o := range tr.Owners {
-		a.owners[o.Node] += o.Hops
+		ag := a.owners[o.Node]
+		a.owners[o.Node] = ownerAgg{ag.events + o.Hops, ag.spurious + o.Spurious}
 		a.maxAmp = max(a.maxAmp, o.Amplification())
 	}
 }
@@ -107,6 +110,7 @@ func addService(s, o *ServiceResult) {
 	s.OwnedFailures += o.OwnedFailures
 	s.Requests += o.Requests
 	s.Counterfactual += o.Counterfactual
+	s.Spurious += o.Spurious
 }
 
 // Merge adds the results aggregated in o.
@@ -136,7 +140,8 @@ func (r *Report) Merge(o *Report) {
 		a.fragments += v.fragments
 		a.events += v.events
 		for n, c := range v.owners {
-			a.owners[n] += c
+			ag := a.owners[n]
+			a.owners[n] = ownerAgg{ag.events + c.events, ag.spurious + c.spurious}
 		}
 	}
 }
@@ -197,6 +202,10 @@ type OwnerDoc struct {
 	Service       string `json:"service"`
 	Operation     string `json:"operation"`
 	OwnedFailures int64  `json:"owned_failures"`
+	// SpuriousRequestsPrevented: the spurious requests prevented in the
+	// traces this owner failed in (shared evenly between the owners of a
+	// trace).
+	SpuriousRequestsPrevented int64 `json:"spurious_requests_prevented"`
 }
 
 // ClaimsDoc is a claim audit table row.
@@ -210,19 +219,24 @@ type ClaimsDoc struct {
 
 // ServiceDoc is the per-service part of a Document.
 type ServiceDoc struct {
-	Service                   string    `json:"service"`
-	Virtual                   bool      `json:"virtual,omitempty"`
-	Claims                    ClaimsDoc `json:"claims"`
-	ClaimMismatches           int64     `json:"claim_mismatches"`
-	MisattributedErrors       int64     `json:"misattributed_errors"`
-	NaiveMisattributedErrors  int64     `json:"naive_misattributed_errors"`
-	MisattributionRate        float64   `json:"misattribution_rate"`
-	ContextDrops              int64     `json:"context_drops"`
-	OwnedFailures             int64     `json:"owned_failures"`
-	Requests                  int64     `json:"requests"`
-	CounterfactualRequests    int64     `json:"counterfactual_requests"`
-	SpuriousRequestsPrevented int64     `json:"spurious_requests_prevented"`
-	LoadIncreaseAvoided       float64   `json:"load_increase_avoided"`
+	Service                  string    `json:"service"`
+	Virtual                  bool      `json:"virtual,omitempty"`
+	Claims                   ClaimsDoc `json:"claims"`
+	ClaimMismatches          int64     `json:"claim_mismatches"`
+	MisattributedErrors      int64     `json:"misattributed_errors"`
+	NaiveMisattributedErrors int64     `json:"naive_misattributed_errors"`
+	MisattributionRate       float64   `json:"misattribution_rate"`
+	ContextDrops             int64     `json:"context_drops"`
+	OwnedFailures            int64     `json:"owned_failures"`
+	// Requests and CounterfactualRequests count the service's own hops as
+	// served and under naive retries; LoadIncreaseAvoided is their ratio −
+	// 1: the extra traffic the service was spared.
+	Requests               int64   `json:"requests"`
+	CounterfactualRequests int64   `json:"counterfactual_requests"`
+	LoadIncreaseAvoided    float64 `json:"load_increase_avoided"`
+	// SpuriousRequestsPrevented: the spurious requests prevented in the
+	// whole call trees of the failures this service owned.
+	SpuriousRequestsPrevented int64 `json:"spurious_requests_prevented"`
 }
 
 // EdgeDoc is a dependency and its fail-open state.
@@ -292,7 +306,7 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 		d.Fleet.MaxPotentialWithout = max(d.Fleet.MaxPotentialWithout, ad.PotentialWithout)
 		d.Fleet.SpuriousRequestsPrevented += ad.SpuriousRequestsPrevented
 		for n, c := range a.owners {
-			ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c})
+			ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c.events, SpuriousRequestsPrevented: c.spurious})
 		}
 		slices.SortFunc(ad.Owners, func(x, y OwnerDoc) int {
 			return cmp.Or(cmp.Compare(y.OwnedFailures, x.OwnedFailures),
@@ -324,7 +338,7 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 			OwnedFailures:             s.OwnedFailures,
 			Requests:                  s.Requests,
 			CounterfactualRequests:    s.Counterfactual,
-			SpuriousRequestsPrevented: s.Counterfactual - s.Requests,
+			SpuriousRequestsPrevented: s.Spurious,
 		}
 		if s.Requests > 0 {
 			sd.LoadIncreaseAvoided = float64(s.Counterfactual)/float64(s.Requests) - 1

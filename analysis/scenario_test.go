@@ -178,9 +178,19 @@ func TestScenarioOwnershipChain(t *testing.T) {
 			t.Errorf("%s claims %v", svc, got)
 		}
 	}
+	// At the owner D: its own 2 hops would have been 8 (load increase
+	// avoided 300%), and the 10 spurious requests of each of its traces
+	// are its own (the only owner).
 	dd := service(t, d, "D")
-	if dd.Requests != 2*n || dd.CounterfactualRequests != 8*n || dd.LoadIncreaseAvoided != 3 || dd.OwnedFailures != 2*n {
+	if dd.Requests != 2*n || dd.CounterfactualRequests != 8*n || dd.LoadIncreaseAvoided != 3 || dd.OwnedFailures != 2*n ||
+		dd.SpuriousRequestsPrevented != 10*n {
 		t.Errorf("D %+v", dd)
+	}
+	if o := a.Owners[0]; o.Service != "D" || o.SpuriousRequestsPrevented != 10*n {
+		t.Errorf("owner %+v", o)
+	}
+	if b := service(t, d, "B"); b.SpuriousRequestsPrevented != 0 || b.CounterfactualRequests != 2*n {
+		t.Errorf("B %+v", b)
 	}
 }
 

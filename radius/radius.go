@@ -38,6 +38,10 @@ type OwnerStat struct {
 	// Hops counts the owner's owner hops in the trace (its failure events);
 	// First those reached through first attempts only at every level.
 	Hops, First int64
+	// Spurious is the owner's share of the trace's spurious requests
+	// prevented: the trace's count split evenly over its owners (the
+	// remainder to the first ones in order), so that shares add up.
+	Spurious int64
 }
 
 // Amplification returns Hops / First (First counted as at least 1).
@@ -90,6 +94,15 @@ func (a *Analyzer) Analyze(t *graph.Trace, calls []CallInfo, owner []bool) Resul
 		}
 	}
 	a.counterfactual(t, calls, &r)
+	if k := int64(len(r.Owners)); k > 0 {
+		q, rem := r.Spurious()/k, r.Spurious()%k
+		for i := range r.Owners {
+			r.Owners[i].Spurious = q
+			if int64(i) < rem {
+				r.Owners[i].Spurious++
+			}
+		}
+	}
 	return r
 }
 
