@@ -39,17 +39,22 @@ func FuzzDecodeJSON(f *testing.F) {
 	}
 	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":2,"attributes":[{"key":"error.claim","value":{"arrayValue":{}}}]}]}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := NewDecoder(DecoderConfig{})
 		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
-		if err != nil {
-			return
-		}
-		spans := d.AppendTraces(nil, td)
-		if len(spans) != td.SpanCount() {
-			t.Fatalf("%d spans from %d", len(spans), td.SpanCount())
-		}
-		checkSpans(t, spans)
+		decodeAndCheck(t, DecoderConfig{}, td, err)
 	})
+}
+
+// decodeAndCheck converts what pdata unmarshalled, if it did, and checks
+// every span.
+func decodeAndCheck(t *testing.T, cfg DecoderConfig, td ptrace.Traces, err error) {
+	if err != nil {
+		return
+	}
+	spans := NewDecoder(cfg).AppendTraces(nil, td)
+	if len(spans) != td.SpanCount() {
+		t.Fatalf("%d spans from %d", len(spans), td.SpanCount())
+	}
+	checkSpans(t, spans)
 }
 
 func FuzzDecodeProto(f *testing.F) {
@@ -57,16 +62,8 @@ func FuzzDecodeProto(f *testing.F) {
 		f.Add(protoOf(f, td))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := NewDecoder(DecoderConfig{ClaimHeader: "x-uber-error-claim"})
 		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(b)
-		if err != nil {
-			return
-		}
-		spans := d.AppendTraces(nil, td)
-		if len(spans) != td.SpanCount() {
-			t.Fatalf("%d spans from %d", len(spans), td.SpanCount())
-		}
-		checkSpans(t, spans)
+		decodeAndCheck(t, DecoderConfig{ClaimHeader: "x-uber-error-claim"}, td, err)
 	})
 }
 
