@@ -277,19 +277,22 @@ func TestScenarioContextDrop(t *testing.T) {
 // retries. 2 calls of 1 attempt each: 2 events of radius 0, and both B
 // hops are first attempts: amplification 1, not 2. With one naive retry per
 // call: each call gets its own retry (they overlap each other but follow
-// their own first attempt): radius 1, amplification 4 / 2 = 2.
+// their own first attempt): radius 1, amplification 4 / 2 = 2 — inferred
+// from timing, or from resend numbers.
 func TestScenarioFanOutIsNotRetry(t *testing.T) {
 	for _, tc := range []struct {
 		retry   sim.RetryKind
+		resend  bool
 		radius  int
 		amp     float64
 		retried int64
 	}{
-		{sim.RetryNone, 0, 1, 0},
-		{sim.RetryNaive, 1, 2, 2 * n},
+		{sim.RetryNone, false, 0, 1, 0},
+		{sim.RetryNaive, false, 1, 2, 2 * n},
+		{sim.RetryNaive, true, 1, 2, 2 * n}, // resend numbers: same grouping
 	} {
 		svcs := []sim.Service{
-			{Name: "A", Operation: "GET /a", Calls: []sim.Edge{{To: "B", Parallel: 2}}, Policy: sim.Policy{Retry: tc.retry, Retries: 1}},
+			{Name: "A", Operation: "GET /a", Calls: []sim.Edge{{To: "B", Parallel: 2}}, Policy: sim.Policy{Retry: tc.retry, Retries: 1, ResendAttr: tc.resend}},
 			{Name: "B", Operation: "GET /b"},
 		}
 		_, d := run(t, sim.Scenario{Services: svcs, Root: "A", Faults: persistent("B"), Traces: n, Seed: 6})

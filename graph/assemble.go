@@ -49,9 +49,10 @@ type pending struct {
 }
 
 // pendingCall is a call being grouped: the first and last of its attempts
-// in pend, chained through callOf.
+// in pend, chained through callOf, and how many attempts it has.
 type pendingCall struct {
 	first, last int32
+	n           int32
 }
 
 // Assemble builds the trace made of spans, which must all belong to one
@@ -535,20 +536,46 @@ func (a *Assembler) group(t *Trace, h int32) {
 // chain is kept in callOf: callOf[p] is the next attempt's index + 1.
 func (a *Assembler) next(p int32) int32 { return a.callOf[p] - 1 }
 
-// groupExact groups pend[lo:hi] by resend number: a resend number of 0 (or
-// none) starts a new call, any other continues the latest call.
+// groupExact groups pend[lo:hi] (one callee, by start time) by resend
+// number: resend 0 (or none) starts a new call; resend k continues a call
+// that has k attempts so far — among several (parallel calls retried in
+// parallel), the one whose last attempt ended latest before this one
+// started, else the latest one. A resend number that continues no call
+// (numbers that skip, e.g. when redirects are counted) continues the latest
+// call of the group.
 func (a *Assembler) groupExact(lo, hi int) {
-	cur := -1
+	first := len(a.calls)
 	for p := lo; p < hi; p++ {
 		a.callOf[p] = 0
-		if a.pend[p].resend <= 0 || cur < 0 {
-			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p)})
-			cur = len(a.calls) - 1
+		pe := &a.pend[p]
+		if pe.resend <= 0 || len(a.calls) == first {
+			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p), n: 1})
 			continue
 		}
-		c := &a.calls[cur]
+		best, bestFits := -1, false
+		for k := max(first, len(a.calls)-maxRetryCandidates); k < len(a.calls); k++ { // oldest first
+			c := &a.calls[k]
+			if c.n != pe.resend {
+				continue
+			}
+			end := a.pend[c.last].end
+			fits := end <= pe.start
+			switch {
+			case best < 0 || (fits && !bestFits):
+				best, bestFits = k, fits
+			case fits && end > a.pend[a.calls[best].last].end:
+				best = k // ended later: the closer predecessor
+			case !fits && !bestFits:
+				best = k // overlapping candidates only: the latest
+			}
+		}
+		if best < 0 {
+			best = len(a.calls) - 1
+		}
+		c := &a.calls[best]
 		a.callOf[c.last] = int32(p) + 1
 		c.last = int32(p)
+		c.n++
 	}
 }
 
@@ -577,7 +604,7 @@ func (a *Assembler) groupByTiming(lo, hi int) {
 			}
 		}
 		if best < 0 {
-			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p)})
+			a.calls = append(a.calls, pendingCall{first: int32(p), last: int32(p), n: 1})
 			if pe.failed {
 				open = append(open, int32(len(a.calls)-1))
 			}
@@ -586,6 +613,7 @@ func (a *Assembler) groupByTiming(lo, hi int) {
 		c := &a.calls[open[best]]
 		a.callOf[c.last] = int32(p) + 1
 		c.last = int32(p)
+		c.n++
 		if !pe.failed {
 			open = slices.Delete(open, best, best+1)
 		}

@@ -126,6 +126,18 @@ func TestRetryGrouping(t *testing.T) {
 			b.Call(a, "A", "B", "op", 9*ms, 10*ms, C(Failed, Resend(1)), Failed)
 			b.Call(a, "A", "B", "op", 11*ms, 12*ms, C(Failed, Resend(2)), Failed)
 		}, []callShape{{"B", 2, false}, {"B", 3, true}}},
+		{"resend numbers: parallel calls retried in parallel", func(b *Trace, a graph.SpanID) {
+			for i := 0; i < 3; i++ {
+				b.Call(a, "A", "B", "op", 1*ms, 2*ms, C(Failed), Failed)
+			}
+			for i := 0; i < 3; i++ {
+				b.Call(a, "A", "B", "op", 3*ms, 4*ms, C(Resend(1)))
+			}
+		}, []callShape{{"B", 2, false}, {"B", 2, false}, {"B", 2, false}}},
+		{"resend numbers that skip continue the latest call", func(b *Trace, a graph.SpanID) {
+			b.Call(a, "A", "B", "op", 1*ms, 2*ms, C(Failed), Failed)
+			b.Call(a, "A", "B", "op", 3*ms, 4*ms, C(Resend(3)))
+		}, []callShape{{"B", 2, false}}},
 		{"resend numbers: a success followed by resend 0 starts a new call", func(b *Trace, a graph.SpanID) {
 			b.Call(a, "A", "B", "op", 1*ms, 2*ms, C(Failed, Resend(0)), Failed)
 			b.Call(a, "A", "B", "op", 3*ms, 4*ms, C(Failed, Resend(0)), Failed)
