@@ -160,7 +160,11 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "policy %s, R=%g, B=%g, failing %s\n", out.Policy, *retries, *budget, strings.Join(failing, ","))
+	r := fmt.Sprintf("R=%g", *retries)
+	if out.Retries == nil {
+		r = "R observed per edge"
+	}
+	fmt.Fprintf(tw, "policy %s, %s, B=%g, failing %s\n", out.Policy, r, *budget, strings.Join(failing, ","))
 	fmt.Fprintln(tw, "NODE\tREQUESTS PER ROOT REQUEST")
 	for i, name := range model.Nodes {
 		fmt.Fprintf(tw, "%s\t%g\n", name, req[i])
