@@ -10,20 +10,25 @@ import (
 // Batch analyses a set of traces as one window: every trace is assembled,
 // the window state is the sum of all of them, and every trace is then
 // evaluated against that state. workers ≤ 0 means one per CPU. The result
-// does not depend on the order of traces or on workers.
-func Batch(traces [][]graph.Span, cfg Config, workers int) (*Document, *State, []*graph.Trace) {
+// does not depend on the order of traces or on workers. Spans are taken
+// from src one trace at a time and not kept once assembled.
+func Batch(src graph.Source, cfg Config, workers int) (*Document, *State) {
+	n := src.Len()
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = max(1, min(workers, len(traces)))
-	assembled := make([]*graph.Trace, len(traces))
+	workers = max(1, min(workers, n))
+	assembled := make([]*graph.Trace, n)
 	states := make([]*State, workers)
-	parallel(len(traces), workers, func(w, lo, hi int) {
+	parallel(n, workers, func(w, lo, hi int) {
 		var a graph.Assembler
+		var buf []graph.Span
 		st := NewState()
 		for i := lo; i < hi; i++ {
-			assembled[i] = a.Assemble(traces[i])
-			st.Add(assembled[i], 1)
+			t := a.Assemble(src.Spans(i, buf))
+			buf, t.Spans = t.Spans[:0], nil // the buffer is reused: drop the spans
+			assembled[i] = t
+			st.Add(t, 1)
 		}
 		states[w] = st
 	})
@@ -49,7 +54,7 @@ func Batch(traces [][]graph.Span, cfg Config, workers int) (*Document, *State, [
 			rep.Merge(r)
 		}
 	}
-	return rep.Document(state, cfg), state, assembled
+	return rep.Document(state, cfg), state
 }
 
 // parallel splits [0, n) into workers contiguous chunks and runs fn on each.

@@ -109,7 +109,7 @@ func NewEvaluator(cfg Config) *Evaluator { return &Evaluator{cfg: cfg} }
 
 // Evaluate analyses trace t against window state s.
 func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
-	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: len(t.Spans), Fragments: t.Fragments}
+	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: t.SpanCount, Fragments: t.Fragments}
 	e.calls = grow(e.calls, len(t.Calls))
 	e.failOpen = grow(e.failOpen, len(t.Calls))
 	for i := range t.Calls {

@@ -25,7 +25,7 @@ func TestHandTraceAuditAndMismatch(t *testing.T) {
 	b.Call(a, "A", "B", "GET /b", 1*ms, 2*ms, C(Failed, Claim(graph.ClaimUnclaimed)), Failed, Claim(graph.ClaimClaimed))
 	b.Span(a, graph.KindClient, "A", "GET", 3*ms, 4*ms, Peer("redis"), Failed)
 	b.Span(a, graph.KindClient, "A", "GET", 5*ms, 6*ms, Peer("redis"))
-	doc, _, _ := analysis.Batch([][]graph.Span{b.Spans}, analysis.Config{}, 1)
+	doc, _ := analysis.Batch(graph.Lists{b.Spans}, analysis.Config{}, 1)
 	svc := map[string]analysis.ServiceDoc{}
 	for _, s := range doc.Services {
 		svc[s.Service] = s

@@ -50,7 +50,7 @@ func clone(traces [][]graph.Span) [][]graph.Span {
 // The result never depends on trace order, span order or worker count.
 func TestBatchOrderIndependent(t *testing.T) {
 	traces := corpus(t, 400)
-	ref, _, _ := analysis.Batch(clone(traces), analysis.Config{}, 1)
+	ref, _ := analysis.Batch(graph.Lists(clone(traces)), analysis.Config{}, 1)
 	if ref.APIs[0].FailedTraces == 0 || ref.Fragments == 0 {
 		t.Fatalf("corpus too tame: %+v", ref.APIs[0])
 	}
@@ -62,7 +62,7 @@ func TestBatchOrderIndependent(t *testing.T) {
 		for _, tr := range sh {
 			rng.Shuffle(len(tr), func(a, b int) { tr[a], tr[b] = tr[b], tr[a] })
 		}
-		got, _, _ := analysis.Batch(sh, analysis.Config{}, 1+i)
+		got, _ := analysis.Batch(graph.Lists(sh), analysis.Config{}, 1+i)
 		if g := docJSON(t, got); g != want {
 			t.Fatalf("shuffle %d: document differs:\n%s\nwant\n%s", i, g, want)
 		}
@@ -76,7 +76,7 @@ func TestBatchOrderIndependent(t *testing.T) {
 // without a trace.
 func TestStreamingMatchesBatch(t *testing.T) {
 	traces := corpus(t, 300)
-	ref, refState, _ := analysis.Batch(clone(traces), analysis.Config{}, 2)
+	ref, refState := analysis.Batch(graph.Lists(clone(traces)), analysis.Config{}, 2)
 
 	w1, w2 := analysis.NewWindow(24*time.Hour), analysis.NewWindow(24*time.Hour)
 	var asm graph.Assembler

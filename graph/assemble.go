@@ -67,7 +67,7 @@ func (a *Assembler) Assemble(spans []Span) *Trace {
 	}
 	t.ID = spans[0].TraceID
 	spans = a.dedup(t, spans)
-	t.Spans = spans
+	t.Spans, t.SpanCount = spans, len(spans)
 	a.link(spans)
 	a.breakCycles(spans)
 	a.buildChildren(spans)

@@ -369,4 +369,14 @@ func TestGroupTraces(t *testing.T) {
 	if g.Len() != 0 || graph.GroupTraces(nil) != nil {
 		t.Error("not emptied")
 	}
+	// The same, one trace at a time through the Source interface.
+	g.Add(spans)
+	var src graph.Source = g.Group()
+	var buf []graph.Span
+	for i := 0; i < src.Len(); i++ {
+		buf = src.Spans(i, buf)
+		if len(buf) != len(want[i]) || buf[len(buf)-1].SpanID[0] != want[i][len(want[i])-1] || buf[0].TraceID[0] != byte(i+1) {
+			t.Errorf("source trace %d = %v", i, buf)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package graph
 import (
 	"bytes"
 	"slices"
+	"unsafe"
 )
 
 // groupChunk is how many spans a Grouper stores per chunk: chunks are
@@ -12,30 +13,95 @@ const groupChunk = 1 << 14
 // Grouper collects spans of many traces, in any order, and splits them by
 // trace id. The zero value is ready to use; it is not safe for concurrent
 // use.
+//
+// While it collects, it holds spans packed without pointers (names become
+// indexes into a table of distinct names): a batch of millions of spans is
+// then a heap the garbage collector does not scan, which matters while
+// pdata decoding churns out garbage around it.
 type Grouper struct {
-	chunks [][]Span
+	chunks [][]packedSpan
 	of     [][]int32 // trace index of every span, chunked like chunks
 	index  map[TraceID]int32
 	ids    []TraceID
 	counts []int
 	n      int
+
+	names  []string
+	byName map[string]uint32
+	cache  [256]nameSlot
 }
+
+// nameSlot caches the index of a name by the address of its bytes:
+// decoders intern names, so the same name arrives as the same string.
+type nameSlot struct {
+	p   *byte
+	n   int
+	idx uint32
+}
+
+// packedSpan is a Span without pointers.
+type packedSpan struct {
+	TraceID                                 TraceID
+	SpanID, ParentID                        SpanID
+	Start, End                              int64
+	Target                                  uint64
+	service, version, name, operation, peer uint32
+	Resend, StatusCode                      int32
+	Kind                                    Kind
+	Claim                                   Claim
+	FailOpen                                Tri
+	Failed, HasResend, Criteria, Suppressed bool
+}
+
+// nameIndex returns the index of name in g.names, adding it if new.
+func (g *Grouper) nameIndex(name string) uint32 {
+	p := unsafe.StringData(name)
+	slot := &g.cache[(uintptr(unsafe.Pointer(p))>>4^uintptr(len(name)))%uintptr(len(g.cache))]
+	if slot.p == p && slot.n == len(name) && p != nil {
+		return slot.idx
+	}
+	idx, ok := g.byName[name]
+	if !ok {
+		idx = uint32(len(g.names))
+		g.names = append(g.names, name)
+		g.byName[name] = idx
+	}
+	*slot = nameSlot{p: p, n: len(name), idx: idx}
+	return idx
+}
+
+func (g *Grouper) pack(s *Span) packedSpan {
+	return packedSpan{
+		TraceID: s.TraceID, SpanID: s.SpanID, ParentID: s.ParentID,
+		Start: s.Start, End: s.End, Target: s.Target,
+		service: g.nameIndex(s.Service), version: g.nameIndex(s.Version), name: g.nameIndex(s.Name),
+		operation: g.nameIndex(s.Operation), peer: g.nameIndex(s.Peer),
+		Resend: s.Resend, StatusCode: s.StatusCode, Kind: s.Kind, Claim: s.Claim, FailOpen: s.FailOpen,
+		Failed: s.Failed, HasResend: s.HasResend, Criteria: s.CriteriaSatisfied, Suppressed: s.Suppressed,
+	}
+}
+
 
 // Add copies spans into the grouper.
 func (g *Grouper) Add(spans []Span) {
 	if g.index == nil {
 		g.index = make(map[TraceID]int32, 1024)
+		g.byName = make(map[string]uint32, 256)
 	}
 	for len(spans) > 0 {
 		if len(g.chunks) == 0 || len(g.chunks[len(g.chunks)-1]) == groupChunk {
-			g.chunks = append(g.chunks, make([]Span, 0, groupChunk))
+			g.chunks = append(g.chunks, make([]packedSpan, 0, groupChunk))
 			g.of = append(g.of, make([]int32, 0, groupChunk))
 		}
 		last := len(g.chunks) - 1
 		room := groupChunk - len(g.chunks[last])
 		part := spans[:min(room, len(spans))]
 		spans = spans[len(part):]
-		g.chunks[last] = append(g.chunks[last], part...)
+		chunk := g.chunks[last]
+		for i := range part {
+			chunk = append(chunk, g.pack(&part[i]))
+		}
+		g.chunks[last] = chunk
 		of := g.of[last]
 		var prevID TraceID
 		prev := int32(-1)
@@ -62,41 +128,106 @@ func (g *Grouper) Add(spans []Span) {
 // Len returns the number of spans added.
 func (g *Grouper) Len() int { return g.n }
 
-// Traces returns the spans grouped by trace, ordered by trace id, in one
-// new backing array, and empties the grouper.
-func (g *Grouper) Traces() [][]Span {
-	if g.n == 0 {
-		return nil
-	}
+// Source is a set of traces whose spans are handed out one trace at a time,
+// so that a batch need not hold every trace unpacked at once.
+type Source interface {
+	// Len returns the number of traces.
+	Len() int
+	// Spans returns the spans of trace i, in buf (grown as needed); the
+	// caller owns them until it passes buf again.
+	Spans(i int, buf []Span) []Span
+}
+
+// Lists is a Source over one slice of spans per trace. Spans copies, so
+// the lists are never modified.
+type Lists [][]Span
+
+// Len returns the number of traces.
+func (l Lists) Len() int { return len(l) }
+
+// Spans returns a copy of trace i's spans in buf.
+func (l Lists) Spans(i int, buf []Span) []Span { return append(buf[:0], l[i]...) }
+
+// Grouped is the result of a Grouper: spans by trace, ordered by trace id,
+// still packed. It is a Source.
+type Grouped struct {
+	spans []packedSpan
+	off   []int // trace i is spans[off[i]:off[i+1]]
+	names []string
+}
+
+// Group returns the spans added, grouped by trace and ordered by trace id,
+// and empties the grouper.
+func (g *Grouper) Group() *Grouped {
 	order := make([]int32, len(g.ids))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(x, y int32) int { return bytes.Compare(g.ids[x][:], g.ids[y][:]) })
-	off := make([]int, len(g.ids)) // start offset by trace index
-	pos := 0
-	for _, t := range order {
-		off[t] = pos
-		pos += g.counts[t]
-	}
-	out := make([]Span, g.n)
-	groups := make([][]Span, len(order))
+	out := &Grouped{spans: make([]packedSpan, g.n), off: make([]int, len(order)+1), names: g.names}
+	pos := make([]int, len(g.ids)) // next slot by trace index
+	next := 0
 	for r, t := range order {
-		start := off[t]
-		groups[r] = out[start : start+g.counts[t] : start+g.counts[t]]
+		out.off[r], pos[t] = next, next
+		next += g.counts[t]
 	}
+	out.off[len(order)] = next
 	for c, chunk := range g.chunks {
 		of := g.of[c]
 		for i := range chunk {
 			t := of[i]
-			out[off[t]] = chunk[i]
-			off[t]++
+			out.spans[pos[t]] = chunk[i]
+			pos[t]++
 		}
 		g.chunks[c], g.of[c] = nil, nil // let the chunk go as soon as it is copied
 	}
 	*g = Grouper{}
-	return groups
+	return out
 }
+
+// Len returns the number of traces.
+func (g *Grouped) Len() int { return len(g.off) - 1 }
+
+// Spans unpacks the spans of trace i into buf.
+func (g *Grouped) Spans(i int, buf []Span) []Span {
+	part := g.spans[g.off[i]:g.off[i+1]]
+	buf = slices.Grow(buf[:0], len(part))[:len(part)]
+	for k := range part {
+		g.unpack(&part[k], &buf[k])
+	}
+	return buf
+}
+
+// All returns every trace's spans, unpacked into one new array.
+func (g *Grouped) All() [][]Span {
+	if g.Len() <= 0 {
+		return nil
+	}
+	all := make([]Span, len(g.spans))
+	for k := range g.spans {
+		g.unpack(&g.spans[k], &all[k])
+	}
+	out := make([][]Span, g.Len())
+	for i := range out {
+		out[i] = all[g.off[i]:g.off[i+1]:g.off[i+1]]
+	}
+	return out
+}
+
+func (g *Grouped) unpack(p *packedSpan, s *Span) {
+	*s = Span{
+		TraceID: p.TraceID, SpanID: p.SpanID, ParentID: p.ParentID, Kind: p.Kind,
+		Service: g.names[p.service], Version: g.names[p.version], Name: g.names[p.name],
+		Operation: g.names[p.operation], Peer: g.names[p.peer],
+		Start: p.Start, End: p.End, Failed: p.Failed, Claim: p.Claim,
+		HasResend: p.HasResend, Resend: p.Resend, CriteriaSatisfied: p.Criteria, Suppressed: p.Suppressed,
+		FailOpen: p.FailOpen, Target: p.Target, StatusCode: p.StatusCode,
+	}
+}
+
+// Traces returns the spans grouped by trace, ordered by trace id, in one
+// new backing array, and empties the grouper.
+func (g *Grouper) Traces() [][]Span { return g.Group().All() }
 
 // GroupTraces splits spans into one slice per trace id, ordered by trace
 // id. The returned slices share one new backing array; spans is not

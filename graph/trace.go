@@ -9,8 +9,12 @@ package graph
 // Hops are stored parents-first: the caller of hop i always has a smaller
 // index, so top-down passes iterate forwards and bottom-up passes backwards.
 type Trace struct {
-	ID    TraceID
-	Spans []Span // distinct spans, deduplicated by span id
+	ID TraceID
+	// Spans are the distinct spans, deduplicated by span id: the slice given
+	// to Assemble, compacted. Batch analyses drop them once assembled.
+	Spans []Span
+	// SpanCount is the number of distinct spans.
+	SpanCount int
 
 	Hops     []Hop
 	Calls    []Call

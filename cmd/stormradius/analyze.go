@@ -46,7 +46,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintln(stderr, "stormradius analyze: no input could be read")
 		return exitFail
 	}
-	doc, _, _ := analysis.Batch(in.traces.Traces(), analysis.Config{}, *workers)
+	doc, _ := analysis.Batch(in.traces.Group(), analysis.Config{}, *workers)
 	var err error
 	if *format == "table" {
 		err = doc.WriteTable(stdout)

@@ -103,7 +103,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			fmt.Fprintln(stderr, "stormradius whatif: no trace file could be read")
 			return exitFail
 		}
-		_, state, _ := analysis.Batch(in.traces.Traces(), analysis.Config{}, 0)
+		_, state := analysis.Batch(in.traces.Group(), analysis.Config{}, 0)
 		model, nodes, err = state.WhatIfModel(*api, analysis.Config{})
 		if err != nil {
 			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
