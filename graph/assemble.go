@@ -14,7 +14,7 @@ const maxRetryCandidates = 64
 // between calls and is not safe for concurrent use: use one per goroutine.
 // The zero value is ready to use.
 type Assembler struct {
-	index    map[SpanID]int32
+	index    spanIndex
 	parent   []int32
 	orphan   []bool
 	state    []uint8
@@ -88,11 +88,7 @@ func (a *Assembler) Assemble(spans []Span) *Trace {
 // dedup drops spans whose id was already seen, keeping, whatever the input
 // order, the one that sorts first under preferSpan.
 func (a *Assembler) dedup(t *Trace, spans []Span) []Span {
-	if a.index == nil {
-		a.index = make(map[SpanID]int32, len(spans))
-	} else {
-		clear(a.index)
-	}
+	a.index.reset(len(spans))
 	n := 0
 	for i := range spans {
 		s := &spans[i]
@@ -100,14 +96,13 @@ func (a *Assembler) dedup(t *Trace, spans []Span) []Span {
 			s.End = s.Start
 		}
 		if !s.SpanID.IsZero() {
-			if j, ok := a.index[s.SpanID]; ok {
+			if j, dup := a.index.put(s.SpanID, int32(n)); dup {
 				if preferSpan(s, &spans[j]) {
 					spans[j] = *s
 				}
 				t.Duplicates++
 				continue
 			}
-			a.index[s.SpanID] = int32(n)
 		}
 		if n != i {
 			spans[n] = *s
@@ -153,7 +148,7 @@ func (a *Assembler) link(spans []Span) {
 		if p.IsZero() {
 			continue
 		}
-		j, ok := a.index[p]
+		j, ok := a.index.get(p)
 		if !ok || int(j) == i {
 			a.orphan[i] = true
 			continue

@@ -28,7 +28,7 @@ type Grouper struct {
 
 	names  []string
 	byName map[string]uint32
-	cache  [256]nameSlot
+	cache  [4096]nameSlot
 }
 
 // nameSlot caches the index of a name by the address of its bytes:
