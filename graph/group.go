@@ -81,7 +81,6 @@ func (g *Grouper) pack(s *Span) packedSpan {
 	}
 }
 
-
 // Add copies spans into the grouper.
 func (g *Grouper) Add(spans []Span) {
 	if g.index == nil {
