@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stormradius/stormradius/graph"
@@ -47,18 +48,6 @@ func hopOf(t *testing.T, tr *graph.Trace, service string, nth int) int32 {
 	return -1
 }
 
-func equalShapes(a, b []callShape) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // A calls B; B's first attempt fails, A retries after it ended: one call
 // of two attempts, no resend attribute (timing rule of SPEC §3).
 func TestSequentialRetryWithoutResend(t *testing.T) {
@@ -69,7 +58,7 @@ func TestSequentialRetryWithoutResend(t *testing.T) {
 	tr := assemble(b.Spans)
 	got := shape(tr, tr.Root)
 	want := []callShape{{"B", 2, true}}
-	if !equalShapes(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("calls = %+v, want %+v", got, want)
 	}
 	if tr.API() != "A GET /a" {
@@ -149,7 +138,7 @@ func TestRetryGrouping(t *testing.T) {
 			a := b.Root("A", "GET /a", 0, 20*ms)
 			tc.build(b, a)
 			tr := assemble(b.Spans)
-			if got := shape(tr, tr.Root); !equalShapes(got, tc.want) {
+			if got := shape(tr, tr.Root); !slices.Equal(got, tc.want) {
 				t.Fatalf("calls = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -170,7 +159,7 @@ func TestVirtualAndDirectAndInternal(t *testing.T) {
 	tr := assemble(b.Spans)
 	got := shape(tr, tr.Root)
 	want := []callShape{{"redis", 1, true}, {"B", 1, false}, {"C", 1, false}}
-	if !equalShapes(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("calls = %+v, want %+v", got, want)
 	}
 	redis := tr.Calls[tr.Hops[tr.Root].CallStart]
@@ -199,7 +188,7 @@ func TestTransparentClientWrapper(t *testing.T) {
 	b.Call(w, "A", "B", "op", 1*ms, 2*ms, C(Failed), Failed)
 	b.Call(w, "A", "B", "op", 3*ms, 4*ms, nil)
 	tr := assemble(b.Spans)
-	if got, want := shape(tr, tr.Root), []callShape{{"B", 2, false}}; !equalShapes(got, want) {
+	if got, want := shape(tr, tr.Root), []callShape{{"B", 2, false}}; !slices.Equal(got, want) {
 		t.Fatalf("calls = %+v, want %+v", got, want)
 	}
 }
@@ -302,14 +291,14 @@ func TestDuplicatesAndOrderIndependence(t *testing.T) {
 		}
 		for h := range ref.Hops {
 			if tr.Hops[h].Service != ref.Hops[h].Service || tr.Hops[h].First != ref.Hops[h].First ||
-				!equalShapes(shape(tr, int32(h)), shape(ref, int32(h))) {
+				!slices.Equal(shape(tr, int32(h)), shape(ref, int32(h))) {
 				t.Fatalf("shuffle %d: hop %d differs", i, h)
 			}
 		}
 	}
 	// A's calls: B (2 attempts: the second B started after the first
 	// failed), pg. B's first hop: C retried once.
-	if got, want := shape(ref, ref.Root), []callShape{{"B", 2, true}, {"pg", 1, false}}; !equalShapes(got, want) {
+	if got, want := shape(ref, ref.Root), []callShape{{"B", 2, true}, {"pg", 1, false}}; !slices.Equal(got, want) {
 		t.Errorf("root calls = %+v, want %+v", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,22 +234,10 @@ func TestSeedTables(t *testing.T) {
 		{"ownership", Policy{Retry: RetryOwnership, Retries: 1, Budget: 0.1, Claims: ClaimsHonest}, []int{1000, 1000, 1000, 1100, 1100, 1100, 1100}},
 	}
 	for _, c := range cases {
-		if got := run(c.p); !equalInts(got, c.want) {
+		if got := run(c.p); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The seed's "Context Drop Handling": A→B→C→D, ownership + honest, R=1, C
