@@ -57,19 +57,19 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		out.Edges = append(out.Edges, edgeJSON{Caller: k.Caller, Callee: k.Callee, Stats: *v})
 	}
 	slices.SortFunc(out.Edges, func(x, y edgeJSON) int {
-		return cmp.Or(cmp.Compare(x.Caller, y.Caller), compareNodes(x.Callee, y.Callee))
+		return cmp.Or(cmp.Compare(x.Caller, y.Caller), x.Callee.Compare(y.Callee))
 	})
 	out.Nodes = nodesJSON(s.Nodes)
 	for k, v := range s.Propagated {
 		out.Propagated = append(out.Propagated, propagatedJSON{Pair: k, Claims: *v})
 	}
-	slices.SortFunc(out.Propagated, func(x, y propagatedJSON) int { return comparePairs(x.Pair, y.Pair) })
+	slices.SortFunc(out.Propagated, func(x, y propagatedJSON) int { return x.Pair.Compare(y.Pair) })
 	for k, g := range s.APIs {
 		a := apiJSON{API: k, Traces: g.Traces, Nodes: nodesJSON(g.Nodes)}
 		for p, v := range g.Edges {
 			a.Edges = append(a.Edges, pairJSON{Pair: p, Stats: *v})
 		}
-		slices.SortFunc(a.Edges, func(x, y pairJSON) int { return comparePairs(x.Pair, y.Pair) })
+		slices.SortFunc(a.Edges, func(x, y pairJSON) int { return x.Pair.Compare(y.Pair) })
 		out.APIs = append(out.APIs, a)
 	}
 	slices.SortFunc(out.APIs, func(x, y apiJSON) int { return cmp.Compare(x.API, y.API) })
@@ -81,12 +81,8 @@ func nodesJSON(m map[graph.Node]*graph.NodeStats) []nodeJSON {
 	for k, v := range m {
 		out = append(out, nodeJSON{Node: k, Stats: *v})
 	}
-	slices.SortFunc(out, func(x, y nodeJSON) int { return compareNodes(x.Node, y.Node) })
+	slices.SortFunc(out, func(x, y nodeJSON) int { return x.Node.Compare(y.Node) })
 	return out
-}
-
-func comparePairs(x, y graph.Pair) int {
-	return cmp.Or(compareNodes(x.From, y.From), compareNodes(x.To, y.To))
 }
 
 // UnmarshalJSON decodes a state encoded by MarshalJSON, replacing s.

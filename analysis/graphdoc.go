@@ -60,7 +60,7 @@ func (s *State) Graph(api string, cfg Config) (*GraphDoc, error) {
 		d.Nodes = append(d.Nodes, GraphNode{Service: n.Service, Operation: n.Operation, Requests: ns.Hops, Failed: ns.Failed})
 	}
 	slices.SortFunc(d.Nodes, func(x, y GraphNode) int {
-		return compareNodes(graph.Node{Service: x.Service, Operation: x.Operation}, graph.Node{Service: y.Service, Operation: y.Operation})
+		return graph.Node{Service: x.Service, Operation: x.Operation}.Compare(graph.Node{Service: y.Service, Operation: y.Operation})
 	})
 	for p, es := range g.Edges {
 		global := s.Edges[graph.Edge{Caller: p.From.Service, Callee: p.To}]
@@ -80,7 +80,7 @@ func (s *State) Graph(api string, cfg Config) (*GraphDoc, error) {
 		d.Edges = append(d.Edges, e)
 	}
 	slices.SortFunc(d.Edges, func(x, y GraphEdge) int {
-		return comparePairs(graph.Pair{From: x.From, To: x.To}, graph.Pair{From: y.From, To: y.To})
+		return graph.Pair{From: x.From, To: x.To}.Compare(graph.Pair{From: y.From, To: y.To})
 	})
 	return d, nil
 }

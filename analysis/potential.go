@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/stormradius/stormradius/graph"
@@ -78,7 +77,7 @@ func (p *potentialIndex) nodes(g *graph.APIGraph) []radius.PotentialNode {
 	for k := range g.Nodes {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareNodes)
+	slices.SortFunc(keys, graph.Node.Compare)
 	idx := make(map[graph.Node]int32, len(keys))
 	out := make([]radius.PotentialNode, len(keys))
 	for i, k := range keys {
@@ -90,9 +89,7 @@ func (p *potentialIndex) nodes(g *graph.APIGraph) []radius.PotentialNode {
 	for k := range g.Edges {
 		pairs = append(pairs, k)
 	}
-	slices.SortFunc(pairs, func(x, y graph.Pair) int {
-		return cmp.Or(compareNodes(x.From, y.From), compareNodes(x.To, y.To))
-	})
+	slices.SortFunc(pairs, graph.Pair.Compare)
 	for _, k := range pairs {
 		from, okf := idx[k.From]
 		to, okt := idx[k.To]
@@ -106,8 +103,4 @@ func (p *potentialIndex) nodes(g *graph.APIGraph) []radius.PotentialNode {
 		})
 	}
 	return out
-}
-
-func compareNodes(x, y graph.Node) int {
-	return cmp.Or(cmp.Compare(x.Service, y.Service), cmp.Compare(x.Operation, y.Operation))
 }

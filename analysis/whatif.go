@@ -27,7 +27,7 @@ func (s *State) WhatIfModel(api string, cfg Config) (*radius.Model, []graph.Node
 	for k := range g.Nodes {
 		nodes = append(nodes, k)
 	}
-	slices.SortFunc(nodes, compareNodes)
+	slices.SortFunc(nodes, graph.Node.Compare)
 	m := &radius.Model{Root: -1}
 	idx := make(map[graph.Node]int, len(nodes))
 	for i, n := range nodes {
@@ -44,7 +44,7 @@ func (s *State) WhatIfModel(api string, cfg Config) (*radius.Model, []graph.Node
 	for k := range g.Edges {
 		pairs = append(pairs, k)
 	}
-	slices.SortFunc(pairs, comparePairs)
+	slices.SortFunc(pairs, graph.Pair.Compare)
 	for _, p := range pairs {
 		es := g.Edges[p]
 		from := g.Nodes[p.From]

@@ -17,6 +17,14 @@ type Pair struct {
 	To   Node `json:"to"`
 }
 
+// Compare orders pairs by caller node, then callee node.
+func (p Pair) Compare(o Pair) int {
+	if c := p.From.Compare(o.From); c != 0 {
+		return c
+	}
+	return p.To.Compare(o.To)
+}
+
 // EdgeStats counts the calls seen on one edge. Every field is a count, so
 // stats add, subtract and merge in any order: a trace's contribution can be
 // removed again when late spans re-open it.

@@ -1,5 +1,7 @@
 package graph
 
+import "cmp"
+
 // Trace is one assembled trace: its spans turned into a forest of hops
 // (services handling requests), attempts (one request from a hop to a
 // callee) and calls (the attempts of one logical request, i.e. a first
@@ -121,6 +123,11 @@ type Attempt struct {
 type Node struct {
 	Service   string `json:"service"`
 	Operation string `json:"operation"`
+}
+
+// Compare orders nodes by service, then operation.
+func (n Node) Compare(o Node) int {
+	return cmp.Or(cmp.Compare(n.Service, o.Service), cmp.Compare(n.Operation, o.Operation))
 }
 
 // String returns "service operation".

@@ -163,7 +163,7 @@ func (a *Analyzer) owners(t *graph.Trace, owner []bool, r *Result) {
 			r.Owners[i].First++
 		}
 	}
-	slices.SortFunc(r.Owners, func(x, y OwnerStat) int { return compareNodes(x.Node, y.Node) })
+	slices.SortFunc(r.Owners, func(x, y OwnerStat) int { return x.Node.Compare(y.Node) })
 }
 
 // counterfactual replays the trace with naive retries (SPEC §4.6): every
@@ -216,23 +216,6 @@ func SatAdd(a, b int64) int64 {
 		return limit
 	}
 	return a + b
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func compareNodes(a, b graph.Node) int {
-	if c := compareStrings(a.Service, b.Service); c != 0 {
-		return c
-	}
-	return compareStrings(a.Operation, b.Operation)
 }
 
 func grow[T any](s []T, n int) []T {
