@@ -13,10 +13,10 @@ const ms = int64(1_000_000)
 // and so on; the last service fails persistently. attempts[i] is how many
 // attempts services[i] makes to services[i+1] while it fails; claims[i] is
 // the claim services[i] answers when failing; suppressed[i] marks the
-// single attempt of level i as retry.suppressed. Every hop fails except
-// when absorb[i] says services[i] swallows its callee's error. It returns
-// the time after the subtree.
-func chain(b *Trace, parent graph.SpanID, at int64, services []string, attempts []int, claims []graph.Claim, suppressed []bool, absorb []bool, i int) int64 {
+// single attempt of level i as retry.suppressed. Every hop it adds fails
+// (whether the root does is the caller's choice). It returns the time after
+// the subtree.
+func chain(b *Trace, parent graph.SpanID, at int64, services []string, attempts []int, claims []graph.Claim, suppressed []bool, i int) int64 {
 	if i == len(services)-1 {
 		return at + 1*ms
 	}
@@ -28,12 +28,8 @@ func chain(b *Trace, parent graph.SpanID, at int64, services []string, attempts 
 			copts = append(copts, Suppressed)
 		}
 		c := b.Span(parent, graph.KindClient, services[i], "op", start, 0, copts...)
-		failed := Opt(Failed)
-		if i+1 < len(absorb) && absorb[i+1] {
-			failed = func(*graph.Span) {}
-		}
-		s := b.Span(c, graph.KindServer, services[i+1], "op", start, 0, failed, Claim(claims[i+1]))
-		end := chain(b, s, start+1, services, attempts, claims, suppressed, absorb, i+1)
+		s := b.Span(c, graph.KindServer, services[i+1], "op", start, 0, Failed, Claim(claims[i+1]))
+		end := chain(b, s, start+1, services, attempts, claims, suppressed, i+1)
 		for j := range b.Spans {
 			if b.Spans[j].SpanID == c || b.Spans[j].SpanID == s {
 				b.Spans[j].End = end
@@ -90,7 +86,7 @@ func TestNaiveChain(t *testing.T) {
 	b := New(1)
 	root := b.Root("A", "op", 0, 0, Failed)
 	missing := []graph.Claim{0, 0, 0, 0}
-	chain(b, root, 1, []string{"A", "B", "C", "D"}, []int{2, 2, 2}, missing, make([]bool, 3), nil, 0)
+	chain(b, root, 1, []string{"A", "B", "C", "D"}, []int{2, 2, 2}, missing, make([]bool, 3), 0)
 	tr, r := analyze(t, b.Spans, retryEnabled, ownsLeaf)
 	if len(tr.Hops) != 15 {
 		t.Fatalf("hops = %d, want 15", len(tr.Hops))
@@ -123,7 +119,7 @@ func TestOwnershipChain(t *testing.T) {
 	b := New(2)
 	root := b.Root("A", "op", 0, 0, Failed, Claim(graph.ClaimUnclaimed))
 	claims := []graph.Claim{graph.ClaimUnclaimed, graph.ClaimUnclaimed, graph.ClaimUnclaimed, graph.ClaimClaimed}
-	chain(b, root, 1, []string{"A", "B", "C", "D"}, []int{1, 1, 2}, claims, []bool{true, true, false}, nil, 0)
+	chain(b, root, 1, []string{"A", "B", "C", "D"}, []int{1, 1, 2}, claims, []bool{true, true, false}, 0)
 	tr, r := analyze(t, b.Spans, retryEnabled, ownsLeaf)
 	if len(tr.Hops) != 5 || len(r.Events) != 2 || r.Radius != 1 {
 		t.Fatalf("hops %d events %d radius %d, want 5 2 1", len(tr.Hops), len(r.Events), r.Radius)
@@ -154,12 +150,12 @@ func TestOwnershipChain(t *testing.T) {
 }
 
 // Absorbed error: B→C→D, D fails, C does not retry it and propagates; B
-// retries C once and then absorbs (B does not fail). Chain D, C: level 1
+// retries C once and then absorbs (B, the root, does not fail). Chain D, C: level 1
 // (C→D) not retried, level 2 (B→C) retried, B absorbed: radius 2.
 func TestAbsorbedAtLevelTwo(t *testing.T) {
 	b := New(3)
 	root := b.Root("B", "op", 0, 0)
-	chain(b, root, 1, []string{"B", "C", "D"}, []int{2, 1}, []graph.Claim{0, 0, 0}, make([]bool, 2), []bool{true}, 0)
+	chain(b, root, 1, []string{"B", "C", "D"}, []int{2, 1}, []graph.Claim{0, 0, 0}, make([]bool, 2), 0)
 	_, r := analyze(t, b.Spans, retryEnabled, ownsLeaf)
 	if len(r.Events) != 2 || r.Radius != 2 {
 		t.Fatalf("events %d radius %d, want 2 and 2", len(r.Events), r.Radius)

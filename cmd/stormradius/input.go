@@ -37,16 +37,16 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 			break
 		}
 		var r io.Reader
+		var f *os.File
 		if name == "-" {
 			r, name = stdin, "(stdin)"
 		} else {
-			f, err := os.Open(name)
-			if err != nil {
+			var err error
+			if f, err = os.Open(name); err != nil {
 				fmt.Fprintf(stderr, "stormradius: %v\n", err)
 				out.failed++
 				continue
 			}
-			defer f.Close()
 			r = f
 		}
 		dec.Progress = prog.update
@@ -60,6 +60,9 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 				prog.clear()
 				fmt.Fprintf(stderr, "stormradius: %v\n", err)
 			})
+		if f != nil {
+			f.Close() // read-only: nothing to lose; closed now, not when all files are done
+		}
 		prog.done(st.Bytes)
 		out.files++
 		out.requests += st.Requests
