@@ -20,9 +20,8 @@ func benchTraces(nTraces int) ptrace.Traces {
 	rng := rand.New(rand.NewPCG(1, 2))
 	td := ptrace.NewTraces()
 	type svc struct {
-		name    string
-		version string
-		spans   ptrace.SpanSlice
+		name  string
+		spans ptrace.SpanSlice
 	}
 	services := map[string]*svc{}
 	for _, n := range []string{"frontend", "customer", "driver", "route", "redis-proxy"} {

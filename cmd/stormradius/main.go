@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,9 +22,6 @@ const (
 	exitFail  = 1 // bad input, or a gate that did not pass
 	exitUsage = 2 // bad command line, or an error that prevented an answer
 )
-
-// errUsage marks command-line errors.
-var errUsage = errors.New("usage")
 
 type command struct {
 	name, summary string
