@@ -34,6 +34,11 @@ type TraceResult struct {
 	Spans int
 	// Fragments counts the trace's fragment roots.
 	Fragments int
+	// RootFailed reports that the root hop failed: the request failed for
+	// whoever sent it (SPEC §5.2 root_errors).
+	RootFailed bool
+	// RemoteParent reports that the root hop's caller is outside the trace.
+	RemoteParent bool
 	// Events are the failure events; Radius is their largest radius.
 	Events []Event
 	Radius int
@@ -109,7 +114,11 @@ func NewEvaluator(cfg Config) *Evaluator { return &Evaluator{cfg: cfg} }
 
 // Evaluate analyses trace t against window state s.
 func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
-	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: t.SpanCount, Fragments: t.Fragments}
+	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: t.SpanCount, Fragments: t.Fragments,
+		RemoteParent: t.RemoteParent}
+	if t.Root >= 0 {
+		r.RootFailed = t.Hops[t.Root].Failed
+	}
 	e.calls = grow(e.calls, len(t.Calls))
 	e.failOpen = grow(e.failOpen, len(t.Calls))
 	for i := range t.Calls {

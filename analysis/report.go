@@ -21,6 +21,8 @@ type Report struct {
 
 type apiAgg struct {
 	traces, failed    int64
+	rootErrors        int64
+	remoteParent      int64
 	radiusSum         int64
 	maxRadius         int
 	hist              map[int]int64
@@ -73,6 +75,12 @@ func (r *Report) Add(tr *TraceResult) {
 	}
 	a := r.api(tr.API)
 	a.traces++
+	if tr.RootFailed {
+		a.rootErrors++
+	}
+	if tr.RemoteParent {
+		a.remoteParent++
+	}
 	a.fragments += int64(tr.Fragments)
 	a.suppressed += tr.Suppressed
 	a.hops += tr.Hops
@@ -125,6 +133,8 @@ func (r *Report) Merge(o *Report) {
 		a := r.api(k)
 		a.traces += v.traces
 		a.failed += v.failed
+		a.rootErrors += v.rootErrors
+		a.remoteParent += v.remoteParent
 		a.radiusSum += v.radiusSum
 		a.maxRadius = max(a.maxRadius, v.maxRadius)
 		for rad, n := range v.hist {
@@ -179,6 +189,8 @@ type APIDoc struct {
 	API                       string           `json:"api"`
 	Traces                    int64            `json:"traces"`
 	FailedTraces              int64            `json:"failed_traces"`
+	RootErrors                int64            `json:"root_errors"`
+	RemoteParentTraces        int64            `json:"remote_parent_traces"`
 	MaxRadius                 int              `json:"max_radius"`
 	MeanRadius                float64          `json:"mean_radius"`
 	RadiusHistogram           map[string]int64 `json:"radius_histogram"`
@@ -280,6 +292,7 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 		}
 		ad := APIDoc{
 			API: name, Traces: a.traces, FailedTraces: a.failed, MaxRadius: a.maxRadius,
+			RootErrors: a.rootErrors, RemoteParentTraces: a.remoteParent,
 			RadiusHistogram: map[string]int64{}, MaxAmplification: a.maxAmp,
 			SuppressedRetries: a.suppressed, SpuriousRequestsPrevented: a.cf - a.hops,
 			Requests: a.hops, CounterfactualRequests: a.cf,
@@ -300,6 +313,11 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 		if g := s.APIs[name]; g != nil {
 			ad.PotentialRadius, ad.PotentialWithout = radius.Potential(pot.nodes(g))
 		}
+		// Recursion through one node reaches deeper than the call graph
+		// (whose cycle-closing edges are not walked) shows: the potential
+		// radius is never below what was observed (SPEC §4.5).
+		ad.PotentialRadius = max(ad.PotentialRadius, a.maxRadius)
+		ad.PotentialWithout = max(ad.PotentialWithout, a.maxRadius)
 		potSum += int64(ad.PotentialRadius)
 		pot0Sum += int64(ad.PotentialWithout)
 		d.Fleet.MaxPotentialRadius = max(d.Fleet.MaxPotentialRadius, ad.PotentialRadius)

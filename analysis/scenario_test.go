@@ -102,9 +102,10 @@ var abcd = []string{"A", "B", "C", "D"}
 // unclaimed: 0 suppressed. Claims: every failed hop answered nothing:
 // missing 8, 4, 2, 1 per trace for D, C, B, A. Nobody speaks claims, every
 // edge retries: potential radius 3 with or without ownership. The failure
-// memory: C→D saw 8n = 80 failed calls, all with C failed → learned
-// fail-close; B→C 4n = 40 → learned; A→B 2n... no: A→B counts calls, A makes
-// one call of 2 attempts per trace: 10 failed calls < 20 → default.
+// memory counts logical calls, not attempts: each of the 4 C hops per trace
+// makes one call of 2 attempts to D, so C→D saw 4n = 40 failed calls, all
+// with C failed → learned fail-close; B→C 2n = 20 → learned; A makes one
+// call per trace: A→B 10 failed calls < 20 → default.
 // With and without resend attributes (timing-inferred retries) the result
 // is the same.
 func TestScenarioNaiveChain(t *testing.T) {
@@ -359,33 +360,40 @@ func TestScenarioCoincidentalErrors(t *testing.T) {
 	}
 }
 
-// A 26-service chain (depth 25) where every service fails on its own now
-// and then: every edge is seen retried. Nobody speaks claims: a failing
-// leaf could drive retries at all 25 levels — potential radius 25. With
-// error ownership everywhere: the owner claims (level 1 retries) and
-// everybody above unclaims: potential radius 1 (the seed: 25 → 3, here the
-// ideal fleet).
+// A 26-service chain (depth 25). Naive retries, every service failing on
+// its own now and then: every edge is seen retried and nobody speaks
+// claims, so a failing leaf could drive retries at all 25 levels —
+// potential radius 25 with or without ownership.
+//
+// Error ownership everywhere, the leaf failing persistently: the leaf's
+// caller retries it (level 1) and every hop above is offered an unclaimed
+// error, declines the retry and says so (retry.suppressed): every edge is
+// retry-enabled. Everybody speaks claims; an owner claims, a propagating
+// node was seen to unclaim: only level 1 would retry — potential radius 1
+// (the seed: 25 → 3, here the ideal fleet); without ownership every
+// retry-enabled level counts: 25. The observed max radius is 1, so the
+// floor at the observed radius (SPEC §4.5) changes nothing. (With
+// sporadic errors everywhere, coincident errors at two levels make real
+// radii far above 1 even under ownership, and the floor would show them.)
 func TestScenarioPotentialRadiusDeepChain(t *testing.T) {
 	names := make([]string, 26)
 	for i := range names {
 		names[i] = string(rune('a'+i)) + "svc"
 	}
-	for _, tc := range []struct {
-		pol        sim.Policy
-		with, wout int
-	}{
-		{sim.Policy{Retry: sim.RetryNaive, Retries: 1}, 25, 25},
-		{sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}, 1, 25},
-	} {
-		svcs := sim.Chain(names, tc.pol)
-		for i := range svcs {
-			svcs[i].ErrorRate = 0.05
-		}
-		_, d := run(t, sim.Scenario{Services: svcs, Root: names[0], Traces: 300, Seed: 8})
-		a := d.APIs[0]
-		if a.PotentialRadius != tc.with || a.PotentialWithout != tc.wout {
-			t.Errorf("%v: potential %d/%d, want %d/%d", tc.pol.Retry, a.PotentialRadius, a.PotentialWithout, tc.with, tc.wout)
-		}
+	svcs := sim.Chain(names, sim.Policy{Retry: sim.RetryNaive, Retries: 1})
+	for i := range svcs {
+		svcs[i].ErrorRate = 0.05
+	}
+	_, d := run(t, sim.Scenario{Services: svcs, Root: names[0], Traces: 300, Seed: 8})
+	if a := d.APIs[0]; a.PotentialRadius != 25 || a.PotentialWithout != 25 {
+		t.Errorf("naive: potential %d/%d, want 25/25", a.PotentialRadius, a.PotentialWithout)
+	}
+
+	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}
+	_, d = run(t, sim.Scenario{Services: sim.Chain(names, own), Root: names[0], Traces: 50, Seed: 8,
+		Faults: []sim.Fault{{Service: names[25], Rate: 1, Persistent: true}}})
+	if a := d.APIs[0]; a.PotentialRadius != 1 || a.PotentialWithout != 25 || a.MaxRadius != 1 {
+		t.Errorf("ownership: potential %d/%d max radius %d, want 1/25, 1", a.PotentialRadius, a.PotentialWithout, a.MaxRadius)
 	}
 }
 

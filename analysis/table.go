@@ -3,13 +3,18 @@ package analysis
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 )
 
 // WriteTable writes a readable summary of the document: the fleet, one row
 // per root API, the top owners, the claim integrity of services and the
-// fail-open edges.
+// fail-open edges. Names come from traces, that is from anyone who can send
+// spans: they are printed through Printable, so that no name can move the
+// cursor, recolour the terminal or break the table.
 func (d *Document) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "%d spans, %d traces, %d fragments, %d root APIs (%d with failures)\n",
@@ -18,18 +23,28 @@ func (d *Document) WriteTable(w io.Writer) error {
 		d.Fleet.MaxRadius, d.Fleet.MeanRadius, d.Fleet.MaxPotentialRadius, d.Fleet.MaxPotentialWithout, d.Fleet.SpuriousRequestsPrevented)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "API\tTRACES\tFAILED\tMAX R\tMEAN R\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t")
+	fmt.Fprintln(tw, "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t")
+	var remote int64
 	for _, a := range d.APIs {
 		owner := "-"
 		if len(a.Owners) > 0 {
 			o := a.Owners[0]
-			owner = fmt.Sprintf("%s %s (%d)", o.Service, o.Operation, o.OwnedFailures)
+			owner = fmt.Sprintf("%s (%d)", Printable(o.Service+" "+o.Operation), o.OwnedFailures)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t\n",
-			a.API, a.Traces, a.FailedTraces, a.MaxRadius, a.MeanRadius, a.PotentialRadius, a.PotentialWithout,
+		remote += a.RemoteParentTraces
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t\n",
+			Printable(a.API), a.Traces, a.RootErrors, a.FailedTraces, a.MaxRadius, a.MeanRadius, a.PotentialRadius, a.PotentialWithout,
 			a.MaxAmplification, a.SuppressedRetries, a.SpuriousRequestsPrevented, a.MisattributedErrors, owner)
 	}
 	tw.Flush()
+	if len(d.APIs) > 0 {
+		fmt.Fprintln(ew, "ROOT ERRORS: requests that failed at the root API (what its callers saw).")
+		fmt.Fprintln(ew, "W/ FAILURE: traces with a failure event anywhere, including errors absorbed on the way up.")
+		fmt.Fprintln(ew, "POTENTIAL R: with ownership / without.")
+		if remote > 0 {
+			fmt.Fprintf(ew, "%d trace(s) entered from a caller outside the trace (remote parent: a load balancer, a browser, an unsampled client).\n", remote)
+		}
+	}
 
 	if len(d.Services) > 0 {
 		fmt.Fprintln(ew, "\nclaim integrity (failed hops):")
@@ -37,9 +52,13 @@ func (d *Document) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, "SERVICE\tCORRECT\tFALSE CLAIM\tFALSE UNCLAIM\tMISSING\tINVALID\tMISATTR\tCTX DROPS\tOWNED\tLOAD AVOIDED\t")
 		for _, s := range d.Services {
 			if s.Virtual {
+				// Uninstrumented (a database, a cache): it owns failures
+				// but speaks no claims, so it has no audit.
+				fmt.Fprintf(tw, "%s (virtual)\t-\t-\t-\t-\t-\t-\t-\t%d\t%s\t\n", Printable(s.Service),
+					s.OwnedFailures, percent(s.LoadIncreaseAvoided))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.Service,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", Printable(s.Service),
 				s.Claims.Correct, s.Claims.FalseClaim, s.Claims.FalseUnclaim, s.Claims.Missing, s.Claims.Invalid,
 				s.MisattributedErrors, s.ContextDrops, s.OwnedFailures, percent(s.LoadIncreaseAvoided))
 		}
@@ -49,13 +68,35 @@ func (d *Document) WriteTable(w io.Writer) error {
 	var open []string
 	for _, e := range d.Edges {
 		if e.FailOpen {
-			open = append(open, fmt.Sprintf("%s -> %s (%s)", e.Caller, e.Callee, e.FailOpenSource))
+			open = append(open, fmt.Sprintf("%s -> %s (%s)", Printable(e.Caller), Printable(e.Callee), e.FailOpenSource))
 		}
 	}
 	if len(open) > 0 {
 		fmt.Fprintf(ew, "\nfail-open edges: %s\n", strings.Join(open, ", "))
 	}
 	return ew.err
+}
+
+// Printable returns s unchanged when it is valid UTF-8 made of printable
+// characters and plain spaces; otherwise it returns s quoted as a Go string
+// ("\x1b[31m", "a\x00b", "\xff"), so that control characters, escape
+// sequences, invisible format characters (bidirectional overrides) and
+// invalid bytes — tabwriter's escape byte 0xff among them — are shown, not
+// acted on.
+func Printable(s string) string {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+		i += n
+	}
+	return s
 }
 
 func percent(f float64) string {

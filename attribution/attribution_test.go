@@ -35,10 +35,10 @@ func verdictOf(t *testing.T, tr *graph.Trace, v []Verdict, service string) Verdi
 
 // The decision matrix: C fails on its own (owner, expected claimed). B
 // retried C and failed: propagated, criteria satisfied by the retry →
-// expected unclaimed. A got B's unclaimed response and failed: criteria
-// satisfied by the unclaimed response → expected unclaimed.
-// Observed: C claimed (correct), B claimed (false_claim: lets A retry), A
-// nothing (missing).
+// expected unclaimed. B answered claimed (false_claim: lets A retry), so A
+// got a claimed response, did not retry and failed: criteria not satisfied
+// → A is expected to claim (at least once). Observed: C claimed (correct),
+// B claimed (false_claim), A nothing (missing).
 func TestDecisionMatrixAndAudit(t *testing.T) {
 	b := New(1)
 	a := b.Root("A", "op", 0, 20*ms, Failed)

@@ -16,7 +16,7 @@ const maxRetryCandidates = 64
 type Assembler struct {
 	index    spanIndex
 	parent   []int32
-	orphan   []bool
+	orphan   []uint8 // why a span roots a tree although it has a parent id
 	state    []uint8
 	path     []int32
 	childOff []int32
@@ -135,25 +135,36 @@ func preferSpan(a, b *Span) bool {
 	return a.Name < b.Name
 }
 
-// link resolves parent ids. A parent id that is absent from the trace, or
-// the span's own id, makes the span an orphan: a fragment root.
+// Reasons a span with a parent id roots a tree (Assembler.orphan).
+const (
+	notOrphan    uint8 = iota
+	remoteParent       // the parent is not in the trace: it may be outside the traced system
+	brokenParent       // the span is its own parent, or was cut from a parent cycle
+)
+
+// link resolves parent ids. A parent id that is absent from the trace makes
+// the span an orphan with a remote parent; the span's own id makes it an
+// orphan with a broken parent.
 func (a *Assembler) link(spans []Span) {
 	n := len(spans)
 	a.parent = grow(a.parent, n)
 	a.orphan = grow(a.orphan, n)
 	for i := range spans {
 		a.parent[i] = -1
-		a.orphan[i] = false
+		a.orphan[i] = notOrphan
 		p := spans[i].ParentID
 		if p.IsZero() {
 			continue
 		}
 		j, ok := a.index.get(p)
-		if !ok || int(j) == i {
-			a.orphan[i] = true
-			continue
+		switch {
+		case !ok:
+			a.orphan[i] = remoteParent
+		case int(j) == i:
+			a.orphan[i] = brokenParent
+		default:
+			a.parent[i] = j
 		}
-		a.parent[i] = j
 	}
 }
 
@@ -183,7 +194,7 @@ func (a *Assembler) breakCycles(spans []Span) {
 				}
 			}
 			a.parent[m] = -1
-			a.orphan[m] = true
+			a.orphan[m] = brokenParent
 		}
 		for _, v := range path {
 			a.state[v] = 2
@@ -286,6 +297,7 @@ func (a *Assembler) buildHops(t *Trace) {
 	defer func() {
 		a.hops, a.callsOut, a.attempts, a.roots = t.Hops, t.Calls, t.Attempts, t.Roots
 	}()
+	primary := a.primaryRoot(spans)
 	for _, s := range a.order {
 		if a.parent[s] >= 0 {
 			break // a.order lists roots first
@@ -293,9 +305,11 @@ func (a *Assembler) buildHops(t *Trace) {
 		h := a.newHop(t, s)
 		hop := &t.Hops[h]
 		hop.Root = true
-		k := spans[s].Kind
-		hop.Client = k == KindClient
-		hop.Fragment = a.orphan[s] || k == KindClient || k == KindInternal
+		hop.Client = spans[s].Kind == KindClient
+		hop.Fragment = s != primary
+		if s == primary {
+			t.RemoteParent = a.orphan[s] == remoteParent
+		}
 		t.Roots = append(t.Roots, h)
 	}
 	for h := int32(0); int(h) < len(t.Hops); h++ {
@@ -305,6 +319,36 @@ func (a *Assembler) buildHops(t *Trace) {
 		a.collect(t, h)
 		a.group(t, h)
 	}
+}
+
+// primaryRoot returns the span that is the trace's root hop (SPEC §3), -1
+// when every tree of the trace is a fragment: the earliest parentless span
+// that is not a CLIENT span (a CLIENT span without a parent is a service
+// that dropped its context); when no span is parentless, the earliest
+// SERVER span whose parent is not in the trace (its caller is outside the
+// traced system: a load balancer, a browser, an unsampled client). Spans
+// cut from parent cycles or naming themselves as parent are never roots.
+func (a *Assembler) primaryRoot(spans []Span) int32 {
+	remote, parentless := int32(-1), false
+	for _, s := range a.order { // roots first, earliest first
+		if a.parent[s] >= 0 {
+			break
+		}
+		sp := &spans[s]
+		switch {
+		case a.orphan[s] == notOrphan:
+			parentless = true
+			if sp.Kind != KindClient {
+				return s
+			}
+		case a.orphan[s] == remoteParent && sp.Kind == KindServer && remote < 0:
+			remote = s
+		}
+	}
+	if parentless {
+		return -1
+	}
+	return remote
 }
 
 func (a *Assembler) newHop(t *Trace, s int32) int32 {

@@ -257,13 +257,74 @@ func TestFragments(t *testing.T) {
 			t.Errorf("cycle not broken at smallest id")
 		}
 	})
-	t.Run("internal root", func(t *testing.T) {
+	t.Run("internal root is an API", func(t *testing.T) {
+		// A cron job: a parentless INTERNAL span calling B. SPEC §3: the
+		// parentless span is the root hop unless it is a CLIENT span.
 		b := New(9)
 		in := b.Span(graph.SpanID{}, graph.KindInternal, "job", "tick", 0, 5*ms)
 		b.Call(in, "job", "B", "op", 1*ms, 2*ms, nil)
 		tr := assemble(b.Spans)
-		if tr.Fragments != 1 || len(tr.Calls) != 1 {
-			t.Fatalf("fragments %d calls %d", tr.Fragments, len(tr.Calls))
+		if tr.Fragments != 0 || len(tr.Calls) != 1 || tr.API() != "job tick" || tr.RemoteParent {
+			t.Fatalf("fragments %d calls %d api %q remote %v", tr.Fragments, len(tr.Calls), tr.API(), tr.RemoteParent)
+		}
+	})
+	t.Run("consumer root is an API", func(t *testing.T) {
+		b := New(19)
+		b.Span(graph.SpanID{}, graph.KindConsumer, "worker", "orders process", 0, 5*ms)
+		tr := assemble(b.Spans)
+		if tr.Fragments != 0 || tr.API() != "worker orders process" {
+			t.Fatalf("fragments %d api %q", tr.Fragments, tr.API())
+		}
+	})
+	t.Run("remote parent", func(t *testing.T) {
+		// The edge SERVER span's parent is a load balancer's span that is
+		// not in the trace, and no span is parentless: the earliest
+		// top-level SERVER span is the root hop, nothing is a fragment.
+		b := New(20)
+		lb := SpanID(900)
+		a := b.Span(lb, graph.KindServer, "frontend", "GET /dispatch", 0, 10*ms, Failed)
+		b.Call(a, "frontend", "B", "op", 1*ms, 2*ms, C(Failed), Failed)
+		tr := assemble(b.Spans)
+		if tr.Fragments != 0 || tr.API() != "frontend GET /dispatch" || !tr.RemoteParent || tr.Root < 0 || tr.Hops[tr.Root].Fragment {
+			t.Fatalf("fragments %d api %q remote %v", tr.Fragments, tr.API(), tr.RemoteParent)
+		}
+		// A second SERVER span with a missing parent, later: a fragment (a
+		// context drop), the earlier one stays the root.
+		b.Span(SpanID(901), graph.KindServer, "C", "op", 3*ms, 4*ms)
+		// An orphan INTERNAL span earlier than both is not a candidate.
+		b.Span(SpanID(902), graph.KindInternal, "D", "work", -5*ms, 4*ms)
+		tr = assemble(b.Spans)
+		if tr.Fragments != 2 || tr.API() != "frontend GET /dispatch" || !tr.RemoteParent || len(tr.Roots) != 3 {
+			t.Fatalf("fragments %d api %q remote %v roots %d", tr.Fragments, tr.API(), tr.RemoteParent, len(tr.Roots))
+		}
+	})
+	t.Run("parentless client beats remote parent", func(t *testing.T) {
+		// A parentless CLIENT span (a service that dropped its context)
+		// means the trace has a parentless span, so a SERVER span with a
+		// missing parent is not taken as root: both trees are fragments.
+		b := New(21)
+		b.Call(graph.SpanID{}, "C", "D", "op", 0, 1*ms, nil)
+		b.Span(SpanID(903), graph.KindServer, "E", "op", 2*ms, 3*ms)
+		tr := assemble(b.Spans)
+		if tr.Root != -1 || tr.Fragments != 2 || tr.API() != "" || tr.RemoteParent {
+			t.Fatalf("root %d fragments %d api %q", tr.Root, tr.Fragments, tr.API())
+		}
+	})
+	t.Run("parentless server beats earlier remote parent", func(t *testing.T) {
+		b := New(22)
+		b.Span(SpanID(904), graph.KindServer, "X", "op", 0, 1*ms)
+		b.Root("A", "GET /a", 5*ms, 10*ms)
+		tr := assemble(b.Spans)
+		if tr.API() != "A GET /a" || tr.RemoteParent || tr.Fragments != 1 {
+			t.Fatalf("api %q remote %v fragments %d", tr.API(), tr.RemoteParent, tr.Fragments)
+		}
+	})
+	t.Run("broken parents are never roots", func(t *testing.T) {
+		b := New(23)
+		b.Span(SpanID(1), graph.KindServer, "A", "op", 0, 1, ID(SpanID(1)))
+		tr := assemble(b.Spans)
+		if tr.Root != -1 || tr.Fragments != 1 {
+			t.Fatalf("root %d fragments %d", tr.Root, tr.Fragments)
 		}
 	})
 }

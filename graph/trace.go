@@ -24,9 +24,15 @@ type Trace struct {
 
 	// Roots are the hops that root a tree of the trace, earliest first.
 	Roots []int32
-	// Root is the primary root: the earliest root that is not a fragment,
-	// or -1 when every root is a fragment.
+	// Root is the root hop (SPEC §3): the earliest parentless span that is
+	// not a CLIENT span, or, when no span is parentless, the earliest SERVER
+	// span whose parent is outside the trace; -1 when every tree of the
+	// trace is a fragment.
 	Root int32
+	// RemoteParent reports that the root hop's parent is outside the trace:
+	// the trace entered the traced system from an uninstrumented or
+	// unsampled caller.
+	RemoteParent bool
 	// APIName is the root API, "service operation" of Root, "" without one.
 	APIName string
 
@@ -51,8 +57,9 @@ type Hop struct {
 	Client bool
 	Claim  Claim
 
-	// Root marks the root of a tree; Fragment a root that is a fragment
-	// (CLIENT or INTERNAL root, or a parent that is not in the trace).
+	// Root marks the root of a tree; Fragment a root that is not the
+	// trace's root hop (SPEC §3: a CLIENT span without a parent, a span whose
+	// parent is missing while the trace has a root, a broken parent link).
 	// Detached marks a CONSUMER hop: reached asynchronously, so it has no
 	// incoming attempt and its errors do not propagate to the producer.
 	Root     bool

@@ -16,13 +16,14 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	workers := fs.Int("workers", 0, "analysis goroutines (0: one per CPU)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE...")
+		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
 		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest (the collector's")
 		fmt.Fprintln(stderr, "file exporter) or binary protobuf, optionally gzip-compressed; '-' reads stdin.")
 		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	files, err := parseArgs(fs, args)
+	if err != nil {
 		return exitUsage
 	}
 	if err := flagenv.Apply(fs); err != nil {
@@ -33,21 +34,20 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: unknown --format %q (want json or table)\n", *format)
 		return exitUsage
 	}
-	if fs.NArg() == 0 {
+	if len(files) == 0 {
 		fs.Usage()
 		return exitUsage
 	}
-	in := readInputs(ctx, fs.Args(), *claimHeader, stdin, stderr)
+	in := readInputs(ctx, files, *claimHeader, stdin, stderr)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
 		return exitFail
 	}
-	if in.failed == len(fs.Args()) {
-		fmt.Fprintln(stderr, "stormradius analyze: no input could be read")
+	if msg := in.empty(); msg != "" {
+		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
 		return exitFail
 	}
 	doc, _ := analysis.Batch(in.traces.Group(), analysis.Config{}, *workers)
-	var err error
 	if *format == "table" {
 		err = doc.WriteTable(stdout)
 	} else {
@@ -59,8 +59,8 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: write output: %v\n", err)
 		return exitFail
 	}
-	if in.bad > 0 || in.failed > 0 {
-		fmt.Fprintf(stderr, "stormradius analyze: %d bad request(s), %d unreadable file(s): the report covers the rest\n", in.bad, in.failed)
+	if msg := in.summary(); msg != "" {
+		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
 		return exitFail
 	}
 	return exitOK

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -17,19 +18,65 @@ import (
 // terminal.
 const progressThreshold = 32 << 20
 
+// maxBadShown is how many bad lines or messages are reported per file; the
+// rest are counted and summed up once the file is done.
+const maxBadShown = 5
+
 // loaded is what readInputs read from the trace files.
 type loaded struct {
 	traces   graph.Grouper
 	bad      int // bad lines or messages, reported
-	failed   int // files that could not be read (wholly or from some point)
+	failed   int // files that could not be read at all
+	partial  int // files read only up to some point (truncated, corrupt tail)
 	files    int
 	requests int
+	spans    int
+}
+
+// summary says, after a report, what part of the input it does not cover;
+// "" when everything was read.
+func (in *loaded) summary() string {
+	var parts []string
+	if in.bad > 0 {
+		parts = append(parts, plural(in.bad, "bad line or message", "bad lines or messages"))
+	}
+	if in.partial > 0 {
+		parts = append(parts, plural(in.partial, "file read only in part", "files read only in part"))
+	}
+	if in.failed > 0 {
+		parts = append(parts, plural(in.failed, "unreadable file", "unreadable files"))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "the report covers what could be read; skipped: " + strings.Join(parts, ", ")
+}
+
+// empty says why there is nothing to analyse, "" when there is.
+func (in *loaded) empty() string {
+	switch {
+	case in.spans > 0:
+		return ""
+	case in.requests > 0:
+		return fmt.Sprintf("no spans in input: %s held no spans", plural(in.requests, "request", "requests"))
+	case in.failed+in.partial > 0 || in.bad > 0:
+		return "no input could be read"
+	}
+	return "no spans in input: the input is empty"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // readInputs reads OTLP trace files ("-" is stdin), reporting bad lines and
-// unreadable files on stderr and carrying on with the rest.
-func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer) loaded {
-	var out loaded
+// unreadable files on stderr and carrying on with the rest: a file that
+// breaks part-way keeps what was read before the break.
+func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer) *loaded {
+	out := &loaded{}
 	dec := ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: claimHeader})
 	prog := newProgress(names, stderr)
 	for _, name := range names {
@@ -50,6 +97,7 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 			r = f
 		}
 		dec.Progress = prog.update
+		badHere := 0
 		st, err := dec.ReadFile(r, name,
 			func(spans []graph.Span) error {
 				out.traces.Add(spans)
@@ -57,8 +105,10 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 			},
 			func(err error) {
 				out.bad++
-				prog.clear()
-				fmt.Fprintf(stderr, "stormradius: %v\n", err)
+				if badHere++; badHere <= maxBadShown {
+					prog.clear()
+					fmt.Fprintf(stderr, "stormradius: %v\n", err)
+				}
 			})
 		if f != nil {
 			f.Close() // read-only: nothing to lose; closed now, not when all files are done
@@ -66,8 +116,17 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 		prog.done(st.Bytes)
 		out.files++
 		out.requests += st.Requests
-		if err != nil {
-			out.failed++
+		out.spans += st.Spans
+		if badHere > maxBadShown {
+			prog.clear()
+			fmt.Fprintf(stderr, "stormradius: %s: %d more bad lines or messages not shown (%d in all)\n", name, badHere-maxBadShown, badHere)
+		}
+		if err != nil && ctx.Err() == nil {
+			if st.Requests > 0 {
+				out.partial++
+			} else {
+				out.failed++
+			}
 			prog.clear()
 			fmt.Fprintf(stderr, "stormradius: %v\n", err)
 		}

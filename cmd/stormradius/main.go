@@ -68,6 +68,28 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "with STORMRADIUS_<FLAG> (upper case, '-' as '_').")
 }
 
+// parseArgs parses args with fs, accepting flags after positional arguments
+// too ("analyze FILE --format table"), as users type them. It returns the
+// positional arguments in order. "--" ends the flags: everything after it is
+// positional; a lone "-" (stdin) is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
 // newFlagSet returns a flag set that reports errors instead of exiting.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("stormradius "+name, flag.ContinueOnError)
