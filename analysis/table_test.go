@@ -13,7 +13,7 @@ import (
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
 		"frontend GET /dispatch": "frontend GET /dispatch",
-		"日本語 サービス":              "日本語 サービス",
+		"日本語 サービス":               "日本語 サービス",
 		"\x1b[31mred":            `"\x1b[31mred"`,
 		"a\x00b":                 `"a\x00b"`,
 		"tab\there":              `"tab\there"`,
