@@ -357,6 +357,7 @@ func (a *Assembler) newHop(t *Trace, s int32) int32 {
 		Span:      s,
 		Service:   sp.Service,
 		Operation: sp.Operation,
+		Version:   sp.Version,
 		Start:     sp.Start,
 		End:       sp.End,
 		Failed:    sp.Failed,
@@ -438,6 +439,7 @@ func (a *Assembler) client(t *Trace, h, c int32, stack []int32) []int32 {
 		hop := &t.Hops[v]
 		hop.Virtual = true
 		hop.Service = sp.Peer
+		hop.Version = ""
 		if hop.Service == "" {
 			hop.Service = "unknown"
 		}

@@ -78,5 +78,6 @@ func FuzzAssemble(f *testing.F) {
 				t.Fatalf("hop %d unreachable", h)
 			}
 		}
+		checkRoundTrip(t, tr)
 	})
 }

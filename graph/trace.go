@@ -46,8 +46,11 @@ type Hop struct {
 	Span      int32 // index in Trace.Spans; for a virtual node, its CLIENT span
 	Service   string
 	Operation string
-	Start     int64
-	End       int64
+	// Version is the service.version of the hop's service ("" for a
+	// virtual node): what a rollout gate compares.
+	Version string
+	Start   int64
+	End     int64
 
 	Failed  bool
 	Virtual bool // uninstrumented callee seen only through a CLIENT span

@@ -1,0 +1,322 @@
+package graph
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// traceCodecVersion is the first byte of an encoded trace.
+const traceCodecVersion = 1
+
+// maxDecodedRecords bounds the hops, calls, attempts and roots one encoded
+// trace may declare, so a corrupt length cannot allocate without limit.
+const maxDecodedRecords = 1 << 24
+
+// ErrCorruptTrace is returned (wrapped) by DecodeTrace for data that is not
+// an encoded trace.
+var ErrCorruptTrace = errors.New("corrupt encoded trace")
+
+// AppendBinary appends the compact binary form of t to b: everything an
+// analysis reads (hops, calls, attempts, roots, the root API), not the
+// spans. Stores keep it beside a trace's results, so that the trace can be
+// evaluated again, against a window state that changed, without reading and
+// assembling its spans. Names are written once per trace; times as deltas.
+func (t *Trace) AppendBinary(b []byte) []byte {
+	names := map[string]uint64{"": 0}
+	table := []string{""}
+	name := func(s string) uint64 {
+		i, ok := names[s]
+		if !ok {
+			i = uint64(len(table))
+			names[s] = i
+			table = append(table, s)
+		}
+		return i
+	}
+	// Intern first, so the table precedes the records that use it.
+	name(t.APIName)
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		name(h.Service)
+		name(h.Operation)
+		name(h.Version)
+	}
+	for i := range t.Calls {
+		name(t.Calls[i].CalleeService)
+		name(t.Calls[i].CalleeOperation)
+	}
+	base := t.Start()
+
+	b = append(b, traceCodecVersion)
+	b = append(b, t.ID[:]...)
+	b = binary.AppendUvarint(b, uint64(t.SpanCount))
+	b = binary.AppendUvarint(b, uint64(t.Duplicates))
+	b = binary.AppendUvarint(b, uint64(t.Fragments))
+	b = binary.AppendVarint(b, int64(t.Root))
+	b = append(b, bits(t.RemoteParent))
+	b = binary.AppendVarint(b, base)
+	b = binary.AppendUvarint(b, uint64(len(table)-1))
+	for _, s := range table[1:] {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, names[t.APIName])
+
+	b = binary.AppendUvarint(b, uint64(len(t.Hops)))
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		b = binary.AppendUvarint(b, uint64(h.Span))
+		b = binary.AppendUvarint(b, names[h.Service])
+		b = binary.AppendUvarint(b, names[h.Operation])
+		b = binary.AppendUvarint(b, names[h.Version])
+		b = binary.AppendVarint(b, h.Start-base)
+		b = binary.AppendVarint(b, h.End-h.Start)
+		b = append(b, bits(h.Failed, h.Virtual, h.Client, h.Root, h.Fragment, h.Detached, h.First), byte(h.Claim))
+		b = binary.AppendVarint(b, int64(h.In))
+		b = binary.AppendUvarint(b, uint64(h.Depth))
+		b = binary.AppendUvarint(b, uint64(h.CallStart))
+		b = binary.AppendUvarint(b, uint64(h.CallEnd-h.CallStart))
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Calls)))
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		b = binary.AppendUvarint(b, uint64(c.Caller))
+		b = binary.AppendUvarint(b, names[c.CalleeService])
+		b = binary.AppendUvarint(b, names[c.CalleeOperation])
+		b = binary.AppendUvarint(b, uint64(c.AttemptStart))
+		b = binary.AppendUvarint(b, uint64(c.AttemptEnd-c.AttemptStart))
+		b = append(b, bits(c.Failed, c.Criteria, c.Suppressed, c.Virtual), byte(c.Claim), byte(c.FailOpen))
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Attempts)))
+	for i := range t.Attempts {
+		a := &t.Attempts[i]
+		b = binary.AppendUvarint(b, uint64(a.Call))
+		b = binary.AppendUvarint(b, uint64(a.Index))
+		b = binary.AppendUvarint(b, uint64(a.Callee))
+		b = binary.AppendVarint(b, int64(a.Client))
+		b = binary.AppendVarint(b, a.Start-base)
+		b = binary.AppendVarint(b, a.End-a.Start)
+		b = append(b, bits(a.Failed, a.Mismatch, a.Criteria, a.Suppressed), byte(a.Claim), byte(a.FailOpen))
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Roots)))
+	for _, r := range t.Roots {
+		b = binary.AppendUvarint(b, uint64(r))
+	}
+	return b
+}
+
+func bits(flags ...bool) byte {
+	var v byte
+	for i, f := range flags {
+		if f {
+			v |= 1 << i
+		}
+	}
+	return v
+}
+
+// traceReader reads an encoded trace, remembering the first error.
+type traceReader struct {
+	b   []byte
+	err error
+}
+
+func (r *traceReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorruptTrace, what)
+	}
+	r.b = nil
+}
+
+func (r *traceReader) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *traceReader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *traceReader) byte(what string) byte {
+	if len(r.b) == 0 {
+		r.fail(what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// index reads an index that must be below n.
+func (r *traceReader) index(n int, what string) int32 {
+	v := r.uvarint(what)
+	if v >= uint64(n) {
+		r.fail(what + " out of range")
+		return 0
+	}
+	return int32(v)
+}
+
+// count reads a record count, bounded by what the remaining bytes can hold
+// (every record takes at least min bytes).
+func (r *traceReader) count(min int, what string) int {
+	v := r.uvarint(what)
+	if v > maxDecodedRecords || v*uint64(min) > uint64(len(r.b)) {
+		r.fail(what + " too large")
+		return 0
+	}
+	return int(v)
+}
+
+func (r *traceReader) name(table []string, what string) string {
+	return table[r.index(len(table), what)]
+}
+
+// DecodeTrace decodes a trace written by AppendBinary. Its Spans are nil.
+// Any input is safe: data that is not a well-formed trace (wrong indexes,
+// a caller after its callee, truncation) gives an error wrapping
+// ErrCorruptTrace, never a panic or a trace that makes analyses panic.
+func DecodeTrace(b []byte) (*Trace, error) {
+	r := &traceReader{b: b}
+	if r.byte("version") != traceCodecVersion {
+		return nil, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
+	}
+	if len(r.b) < 16 {
+		return nil, fmt.Errorf("%w: short trace id", ErrCorruptTrace)
+	}
+	t := &Trace{}
+	copy(t.ID[:], r.b[:16])
+	r.b = r.b[16:]
+	t.SpanCount = int(min(r.uvarint("span count"), math.MaxInt32))
+	t.Duplicates = int(min(r.uvarint("duplicates"), math.MaxInt32))
+	t.Fragments = int(min(r.uvarint("fragments"), math.MaxInt32))
+	root := r.varint("root")
+	t.RemoteParent = r.byte("flags")&1 != 0
+	base := r.varint("base")
+	nNames := r.count(1, "names")
+	table := make([]string, 1, nNames+1)
+	for i := 0; i < nNames && r.err == nil; i++ {
+		n := r.uvarint("name length")
+		if n > uint64(len(r.b)) {
+			r.fail("name length")
+			break
+		}
+		table = append(table, string(r.b[:n]))
+		r.b = r.b[n:]
+	}
+	t.APIName = r.name(table, "api")
+
+	t.Hops = make([]Hop, r.count(11, "hops"))
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		h.Span = int32(min(r.uvarint("span"), math.MaxInt32))
+		h.Service = r.name(table, "service")
+		h.Operation = r.name(table, "operation")
+		h.Version = r.name(table, "version")
+		h.Start = base + r.varint("start")
+		h.End = h.Start + r.varint("duration")
+		f := r.byte("hop flags")
+		h.Failed, h.Virtual, h.Client, h.Root = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+		h.Fragment, h.Detached, h.First = f&16 != 0, f&32 != 0, f&64 != 0
+		h.Claim = Claim(r.byte("claim") & 3)
+		h.In = int32(r.varint("in"))
+		h.Depth = int32(min(r.uvarint("depth"), math.MaxInt32))
+		h.CallStart = int32(min(r.uvarint("calls"), math.MaxInt32))
+		h.CallEnd = h.CallStart + int32(min(r.uvarint("calls"), math.MaxInt32/2))
+	}
+	t.Calls = make([]Call, r.count(8, "calls"))
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		c.Caller = r.index(len(t.Hops), "caller")
+		c.CalleeService = r.name(table, "callee service")
+		c.CalleeOperation = r.name(table, "callee operation")
+		c.AttemptStart = int32(min(r.uvarint("attempts"), math.MaxInt32))
+		c.AttemptEnd = c.AttemptStart + int32(min(r.uvarint("attempts"), math.MaxInt32/2))
+		f := r.byte("call flags")
+		c.Failed, c.Criteria, c.Suppressed, c.Virtual = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+		c.Claim = Claim(r.byte("claim") & 3)
+		c.FailOpen = Tri(r.byte("fail open") % 3)
+	}
+	t.Attempts = make([]Attempt, r.count(9, "attempts"))
+	for i := range t.Attempts {
+		a := &t.Attempts[i]
+		a.Call = r.index(len(t.Calls), "call")
+		a.Index = int32(min(r.uvarint("index"), math.MaxInt32))
+		a.Callee = r.index(len(t.Hops), "callee")
+		a.Client = int32(r.varint("client"))
+		a.Start = base + r.varint("start")
+		a.End = a.Start + r.varint("duration")
+		f := r.byte("attempt flags")
+		a.Failed, a.Mismatch, a.Criteria, a.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+		a.Claim = Claim(r.byte("claim") & 3)
+		a.FailOpen = Tri(r.byte("fail open") % 3)
+	}
+	t.Roots = make([]int32, r.count(1, "roots"))
+	for i := range t.Roots {
+		t.Roots[i] = r.index(len(t.Hops), "root")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
+	}
+	if root < -1 || root >= int64(len(t.Hops)) {
+		return nil, fmt.Errorf("%w: root out of range", ErrCorruptTrace)
+	}
+	t.Root = int32(root)
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// check verifies the invariants analyses rely on: ranges nest, every
+// attempt belongs to the call that lists it, and callers precede callees.
+func (t *Trace) check() error {
+	bad := func(what string, i int) error { return fmt.Errorf("%w: %s %d", ErrCorruptTrace, what, i) }
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		if h.CallStart < 0 || h.CallEnd < h.CallStart || int(h.CallEnd) > len(t.Calls) {
+			return bad("hop calls", i)
+		}
+		if h.In < -1 || int(h.In) >= len(t.Attempts) {
+			return bad("hop in", i)
+		}
+		if h.In >= 0 {
+			if at := &t.Attempts[h.In]; int(at.Callee) != i || int(t.Calls[at.Call].Caller) >= i {
+				return bad("hop order", i)
+			}
+		}
+		for c := h.CallStart; c < h.CallEnd; c++ {
+			if int(t.Calls[c].Caller) != i {
+				return bad("call caller", int(c))
+			}
+		}
+	}
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		if c.AttemptStart < 0 || c.AttemptEnd <= c.AttemptStart || int(c.AttemptEnd) > len(t.Attempts) {
+			return bad("call attempts", i)
+		}
+		for a := c.AttemptStart; a < c.AttemptEnd; a++ {
+			if int(t.Attempts[a].Call) != i {
+				return bad("attempt call", int(a))
+			}
+		}
+	}
+	return nil
+}
