@@ -1,6 +1,7 @@
 package radius
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -51,9 +52,10 @@ type Model struct {
 type ModelEdge struct {
 	From, To int
 	// Calls is how many calls From makes to To per request it serves
-	// (0 means 1).
+	// (0 means 1); finite.
 	Calls float64
 	// Retries is the edge's own R; negative means "use the scenario's R".
+	// Finite.
 	Retries  float64
 	FailOpen bool
 }
@@ -72,10 +74,18 @@ func ChainModel(names []string) *Model {
 // retry behaviour.
 type Scenario struct {
 	Failing []bool // by node
+	// Retries is R, the retries per hop: finite, ≥ 0.
 	Retries float64
-	Budget  float64
-	Policy  Policy
+	// Budget is B, the fraction of its requests a level may retry: between
+	// 0 and 1 (checked under every policy, used by budget and ownership).
+	Budget float64
+	Policy Policy
 }
+
+// ErrOverflow is the error Requests wraps when a node would serve more
+// requests per root request than a float64 holds (about 1.8e308), as 1001
+// attempts per level over 200 levels would.
+var ErrOverflow = errors.New("requests overflow")
 
 // Requests returns the requests each node serves per request at the root
 // while the failing nodes fail persistently (SPEC §4.7): every retrying
@@ -83,25 +93,26 @@ type Scenario struct {
 // (budget), and under ownership only edges into a failing node do, by
 // 1+min(R,B). A node fails when it is failing or a fail-close callee of it
 // fails; edges into failing nodes are retrying levels. Values are rounded
-// to 9 decimal places, so that 1.1³ reads 1.331. Edges closing a cycle are
-// ignored.
+// to 9 decimal places, so that 1.1³ reads 1.331. Edges closing a cycle
+// (see Kept) are ignored; nodes the root does not reach serve 0.
+//
+// Inputs that are NaN, infinite or out of range are errors that name them;
+// a node whose requests exceed float64 is an error wrapping ErrOverflow
+// that names the highest such node.
 func (m *Model) Requests(s Scenario) ([]float64, error) {
+	out, err := m.check()
+	if err != nil {
+		return nil, err
+	}
 	n := len(m.Nodes)
-	if m.Root < 0 || m.Root >= n {
-		return nil, fmt.Errorf("whatif: root %d out of range", m.Root)
-	}
 	if len(s.Failing) != n {
-		return nil, fmt.Errorf("whatif: %d failing flags for %d nodes", len(s.Failing), n)
+		return nil, fmt.Errorf("%d failing flags for %d nodes", len(s.Failing), n)
 	}
-	if s.Retries < 0 || s.Budget < 0 || math.IsNaN(s.Retries) || math.IsNaN(s.Budget) {
-		return nil, fmt.Errorf("whatif: retries and budget must be non-negative")
+	if math.IsNaN(s.Retries) || math.IsInf(s.Retries, 0) || s.Retries < 0 {
+		return nil, fmt.Errorf("retries per hop R = %v: want a finite number ≥ 0", s.Retries)
 	}
-	out := make([][]int, n)
-	for i, e := range m.Edges {
-		if e.From < 0 || e.From >= n || e.To < 0 || e.To >= n {
-			return nil, fmt.Errorf("whatif: edge %d out of range", i)
-		}
-		out[e.From] = append(out[e.From], i)
+	if !(s.Budget >= 0 && s.Budget <= 1) { // NaN fails both
+		return nil, fmt.Errorf("retry budget B = %v: want a fraction between 0 and 1", s.Budget)
 	}
 	order, dag := m.topo(out)
 	fails := make([]bool, n)
@@ -130,10 +141,63 @@ func (m *Model) Requests(s Scenario) ([]float64, error) {
 			req[e.To] += req[v] * calls * m.multiplier(e, s, fails)
 		}
 	}
+	for _, v := range order {
+		if math.IsInf(req[v], 0) {
+			return nil, fmt.Errorf("%w: more than %.2g requests per root request at %q", ErrOverflow, math.MaxFloat64, m.Nodes[v])
+		}
+	}
 	for i := range req {
-		req[i] = math.Round(req[i]*1e9) / 1e9
+		req[i] = round9(req[i])
 	}
 	return req, nil
+}
+
+// round9 rounds x to 9 decimal places. From 2^53/1e9 (about 9e6) up, a
+// float64 holds nothing finer than that, and x·1e9 would only add rounding
+// error (or overflow), so x is returned as it is.
+func round9(x float64) float64 {
+	if math.Abs(x) >= (1<<53)/1e9 {
+		return x
+	}
+	return math.Round(x*1e9) / 1e9
+}
+
+// check validates the model and returns the edges out of each node.
+func (m *Model) check() ([][]int, error) {
+	n := len(m.Nodes)
+	if m.Root < 0 || m.Root >= n {
+		return nil, fmt.Errorf("root %d out of range (%d nodes)", m.Root, n)
+	}
+	out := make([][]int, n)
+	for i, e := range m.Edges {
+		if e.From < 0 || e.From >= n || e.To < 0 || e.To >= n {
+			return nil, fmt.Errorf("edge %d (%d → %d) out of range (%d nodes)", i, e.From, e.To, n)
+		}
+		if math.IsNaN(e.Calls) || math.IsInf(e.Calls, 0) || e.Calls < 0 {
+			return nil, fmt.Errorf("edge %s → %s: calls per request %v: want a finite number ≥ 0", m.Nodes[e.From], m.Nodes[e.To], e.Calls)
+		}
+		if math.IsNaN(e.Retries) || math.IsInf(e.Retries, 0) {
+			return nil, fmt.Errorf("edge %s → %s: retries %v: want a finite number", m.Nodes[e.From], m.Nodes[e.To], e.Retries)
+		}
+		out[e.From] = append(out[e.From], i)
+	}
+	return out, nil
+}
+
+// Kept reports, per edge, whether Requests follows it: the edges out of
+// nodes the root reaches, except those that close a cycle on a
+// depth-first walk from the root (each node's edges taken in order).
+// Requests a node serves through an edge that is not kept (recursion, say)
+// are not in the model, so callers that derive Calls from observed traffic
+// count, for the caller, only the requests it serves as the root or
+// through kept edges.
+func (m *Model) Kept() ([]bool, error) {
+	out, err := m.check()
+	if err != nil {
+		return nil, err
+	}
+	_, kept := m.topo(out)
+	return kept, nil
 }
 
 func (m *Model) multiplier(e ModelEdge, s Scenario, fails []bool) float64 {
@@ -159,7 +223,7 @@ func (m *Model) multiplier(e ModelEdge, s Scenario, fails []bool) float64 {
 }
 
 // topo returns the nodes reachable from the root, parents first, and which
-// edges are kept (those that do not close a cycle).
+// edges are kept (those out of reachable nodes that do not close a cycle).
 func (m *Model) topo(out [][]int) ([]int, []bool) {
 	n := len(m.Nodes)
 	dag := make([]bool, len(m.Edges))

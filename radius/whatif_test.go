@@ -1,7 +1,10 @@
 package radius
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -79,6 +82,106 @@ func TestWhatIfGraph(t *testing.T) {
 	m.Edges = append(m.Edges, ModelEdge{From: 3, To: 0, Retries: -1})
 	if _, err := m.Requests(Scenario{Failing: []bool{false, false, false, true}, Retries: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Bad inputs are errors that name what is wrong; none says "whatif:",
+// which the command line already does.
+func TestWhatIfRejectsBadInputs(t *testing.T) {
+	chain := func() *Model { return ChainModel([]string{"A", "B"}) }
+	ok := Scenario{Failing: []bool{false, true}, Retries: 1, Budget: 0.1}
+	tests := []struct {
+		name string
+		m    func() *Model
+		s    func(Scenario) Scenario
+		want string
+	}{
+		{"retries NaN", chain, func(s Scenario) Scenario { s.Retries = math.NaN(); return s }, "retries per hop R = NaN"},
+		{"retries +Inf", chain, func(s Scenario) Scenario { s.Retries = math.Inf(1); return s }, "retries per hop R = +Inf"},
+		{"retries negative", chain, func(s Scenario) Scenario { s.Retries = -1; return s }, "retries per hop R = -1"},
+		{"budget NaN", chain, func(s Scenario) Scenario { s.Budget = math.NaN(); return s }, "retry budget B = NaN"},
+		{"budget negative", chain, func(s Scenario) Scenario { s.Budget = -0.1; return s }, "retry budget B = -0.1"},
+		{"budget above 1", chain, func(s Scenario) Scenario { s.Budget = 5; return s }, "retry budget B = 5"},
+		{"budget +Inf under naive", chain, func(s Scenario) Scenario { s.Budget = math.Inf(1); return s }, "retry budget B = +Inf"},
+		{"failing flags", chain, func(s Scenario) Scenario { s.Failing = []bool{true}; return s }, "1 failing flags for 2 nodes"},
+		{"root", func() *Model { m := chain(); m.Root = 2; return m }, nil, "root 2 out of range"},
+		{"edge calls NaN", func() *Model { m := chain(); m.Edges[0].Calls = math.NaN(); return m }, nil, "edge A → B: calls per request NaN"},
+		{"edge calls negative", func() *Model { m := chain(); m.Edges[0].Calls = -2; return m }, nil, "edge A → B: calls per request -2"},
+		{"edge retries -Inf", func() *Model { m := chain(); m.Edges[0].Retries = math.Inf(-1); return m }, nil, "edge A → B: retries -Inf"},
+		{"edge out of range", func() *Model { m := chain(); m.Edges[0].To = 7; return m }, nil, "edge 0 (0 → 7) out of range"},
+	}
+	for _, tc := range tests {
+		s := ok
+		if tc.s != nil {
+			s = tc.s(ok)
+		}
+		_, err := tc.m().Requests(s)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "whatif") {
+			t.Errorf("%s: error %v, want one containing %q (and not \"whatif\")", tc.name, err, tc.want)
+		}
+	}
+	if _, err := chain().Requests(ok); err != nil {
+		t.Errorf("valid scenario: %v", err)
+	}
+}
+
+// chainNames returns n0, n1, …, n(k-1).
+func chainNames(k int) []string {
+	names := make([]string, k)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+	}
+	return names
+}
+
+// A chain of 201 nodes (200 levels) failing at its leaf, naive, R = 1000:
+// node i serves 1001^i. log10(1001) = 3.000434, so 1001^102 ≈ 1.1e306
+// fits in a float64 (max ≈ 1.8e308) and 1001^103 ≈ 1.1e309 does not: the
+// error names n103, the highest node to overflow.
+func TestWhatIfOverflow(t *testing.T) {
+	names := chainNames(201)
+	failing := make([]bool, len(names))
+	failing[200] = true
+	_, err := ChainModel(names).Requests(Scenario{Failing: failing, Retries: 1000, Policy: Naive})
+	if !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), `at "n103"`) || !strings.Contains(err.Error(), "1.8e+308") {
+		t.Fatalf("error %v, want ErrOverflow at n103, saying 1.8e+308", err)
+	}
+	// 102 levels: the leaf serves 1001^102, finite. Rounding to 9 decimal
+	// places must not overflow it (1001^102 × 1e9 would) nor move it.
+	names = chainNames(103)
+	failing = make([]bool, len(names))
+	failing[102] = true
+	req, err := ChainModel(names).Requests(Scenario{Failing: failing, Retries: 1000, Policy: Naive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := math.Pow(1001, 102); math.Abs(req[102]-want) > 1e-12*want {
+		t.Errorf("leaf %v, want 1001^102 = %v", req[102], want)
+	}
+	// R = 1 over 200 levels: 2^200 at the leaf, exactly (powers of two are
+	// exact in a float64).
+	names = chainNames(201)
+	failing = make([]bool, len(names))
+	failing[200] = true
+	req, err = ChainModel(names).Requests(Scenario{Failing: failing, Retries: 1, Policy: Naive})
+	if err != nil || req[200] != math.Ldexp(1, 200) || req[1] != 2 {
+		t.Errorf("R = 1: leaf %v, n1 %v, err %v; want 2^200 and 2", req[200], req[1], err)
+	}
+}
+
+// Kept: r → a → b, b → a closes a cycle (a is on the walk), c → a is out
+// of a node the root never reaches. Requests: r 1, a 1, b 1, c 0.
+func TestWhatIfKept(t *testing.T) {
+	m := &Model{Nodes: []string{"r", "a", "b", "c"}, Edges: []ModelEdge{
+		{From: 0, To: 1, Retries: -1}, {From: 1, To: 2, Retries: -1}, {From: 2, To: 1, Retries: -1}, {From: 3, To: 1, Retries: -1},
+	}}
+	kept, err := m.Kept()
+	if err != nil || fmt.Sprint(kept) != "[true true false false]" {
+		t.Errorf("kept %v err %v, want [true true false false]", kept, err)
+	}
+	req, err := m.Requests(Scenario{Failing: make([]bool, 4), Retries: 1})
+	if err != nil || fmt.Sprint(req) != "[1 1 1 0]" {
+		t.Errorf("requests %v err %v, want [1 1 1 0]", req, err)
 	}
 }
 

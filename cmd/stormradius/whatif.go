@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -36,7 +40,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	chain := fs.String("chain", "", "a call chain, root first: A,B,C")
 	fail := fs.String("fail", "", "the failing node(s) (chain) or service(s) (call graph), comma-separated")
 	retries := fs.Float64("retries", 1, "retries per hop R (call graph: overrides the retries observed per edge)")
-	budget := fs.Float64("budget", 0.1, "retry budget B, a fraction of requests (budget and ownership policies)")
+	budget := fs.Float64("budget", 0.1, "retry budget B, a fraction of requests from 0 to 1 (budget and ownership policies)")
 	policy := fs.String("policy", "naive", "retry policy: naive, budget or ownership")
 	format := fs.String("format", "json", "output format: json or table")
 	api := fs.String("api", "", `root API of the call graph to use with --traces, as "service operation"`)
@@ -68,8 +72,8 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *format != "json" && *format != "table" {
 		return usageErr("unknown --format %q (want json or table)", *format)
 	}
-	if *retries < 0 || *budget < 0 {
-		return usageErr("--retries and --budget must not be negative")
+	if err := checkWhatIfNumbers(fs, *retries, *budget, *errorRate); err != nil {
+		return usageErr("%v", err)
 	}
 	failing := splitList(*fail)
 	if len(failing) == 0 {
@@ -84,6 +88,9 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var nodes []graph.Node
 	if *chain != "" {
 		names := splitList(*chain)
+		if dup := firstRepeat(names); dup != "" {
+			return usageErr("--chain %q names %q twice: a chain visits each node once (for a call graph with cycles, use --traces)", *chain, dup)
+		}
 		model = radius.ChainModel(names)
 		scenario.Failing = make([]bool, len(names))
 		for _, f := range failing {
@@ -132,6 +139,9 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	req, err := model.Requests(scenario)
 	if err != nil {
+		// The flags were checked above: what is left is the answer not
+		// fitting in a float64 (ErrOverflow), or a model learned from
+		// traces that cannot be used; both are about the input.
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 		return exitFail
 	}
@@ -143,10 +153,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		out.Nodes[name] = req[i]
 		out.Requests[nodes[i].Service] += req[i]
 	}
-	if *errorRate >= 0 {
-		if *errorRate > 1 {
-			return usageErr("--error-rate must be between 0 and 1")
-		}
+	if flagenv.Given(fs, "error-rate") {
 		e := radius.ErrorRateAfterRetries(*errorRate, *budget)
 		out.ErrorRateAfterRetries = &e
 	}
@@ -160,22 +167,94 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	r := fmt.Sprintf("R=%g", *retries)
+	r := "R=" + formatNumber(*retries)
 	if out.Retries == nil {
 		r = "R observed per edge"
 	}
-	fmt.Fprintf(tw, "policy %s, %s, B=%g, failing %s\n", out.Policy, r, *budget, strings.Join(failing, ","))
-	fmt.Fprintln(tw, "NODE\tREQUESTS PER ROOT REQUEST")
-	for i, name := range model.Nodes {
-		fmt.Fprintf(tw, "%s\t%g\n", name, req[i])
+	fmt.Fprintf(tw, "policy %s, %s, B=%s, failing %s\n", out.Policy, r, formatNumber(*budget), strings.Join(failing, ","))
+	// The table lists what the JSON document does: requests per node of
+	// the chain, or per service and then per node of a call graph.
+	if nodes == nil {
+		fmt.Fprintln(tw, "NODE\tREQUESTS PER ROOT REQUEST")
+		for i, name := range model.Nodes {
+			fmt.Fprintf(tw, "%s\t%s\n", name, formatNumber(req[i]))
+		}
+	} else {
+		fmt.Fprintln(tw, "SERVICE\tREQUESTS PER ROOT REQUEST")
+		for _, svc := range sortedKeys(out.Requests) {
+			fmt.Fprintf(tw, "%s\t%s\n", svc, formatNumber(out.Requests[svc]))
+		}
+		fmt.Fprintln(tw, "\nNODE\tREQUESTS PER ROOT REQUEST")
+		for _, name := range sortedKeys(out.Nodes) {
+			fmt.Fprintf(tw, "%s\t%s\n", name, formatNumber(out.Nodes[name]))
+		}
 	}
 	if out.ErrorRateAfterRetries != nil {
-		fmt.Fprintf(tw, "error rate %.6g%% -> %.6g%% after retries (budget %g)\n", 100**errorRate, 100**out.ErrorRateAfterRetries, *budget)
+		fmt.Fprintf(tw, "error rate %s%% -> %s%% after retries (budget %s)\n",
+			formatNumber(100**errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(*budget))
 	}
 	if err := tw.Flush(); err != nil {
 		return exitFail
 	}
 	return exitOK
+}
+
+// checkWhatIfNumbers checks the numeric flags of whatif, naming the one
+// that is wrong. R may be any finite number ≥ 0 (a fraction is an expected
+// number of retries); a result too large for a float64 is reported by
+// Requests. The budget and the error rate are fractions. A flag set to its
+// default is valid, and --error-rate counts only when given.
+func checkWhatIfNumbers(fs *flag.FlagSet, retries, budget, errorRate float64) error {
+	if math.IsNaN(retries) || math.IsInf(retries, 0) || retries < 0 {
+		return fmt.Errorf("--retries %v: want a finite number of retries per hop, 0 or more", retries)
+	}
+	if !(budget >= 0 && budget <= 1) { // NaN fails both
+		return fmt.Errorf("--budget %v: want a fraction of requests between 0 and 1 (0.1 is 10%%)", budget)
+	}
+	if flagenv.Given(fs, "error-rate") && !(errorRate >= 0 && errorRate <= 1) {
+		return fmt.Errorf("--error-rate %v: want a fraction between 0 and 1 (0.05 is 5%%)", errorRate)
+	}
+	return nil
+}
+
+// formatNumber formats a figure for a table: whole numbers without
+// decimals, others with at most 9 decimals (Requests rounds to 9 places;
+// trailing zeros dropped), never in exponent form below 1e15. From 1e15 up
+// a float64 no longer holds every integer and the digits would be noise,
+// so 9 significant digits with an exponent are shown.
+func formatNumber(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) >= 1e15 {
+		return strconv.FormatFloat(x, 'g', 9, 64)
+	}
+	s := strconv.FormatFloat(x, 'f', 9, 64)
+	s = strings.TrimRight(s, "0")
+	s = strings.TrimSuffix(s, ".")
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+// firstRepeat returns the first name that occurs twice in names, "" when
+// none does.
+func firstRepeat(names []string) string {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return n
+		}
+		seen[n] = true
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // listFlag is a repeatable string flag.
