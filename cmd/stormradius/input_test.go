@@ -128,3 +128,27 @@ func TestAnalyzeNoSpans(t *testing.T) {
 		}
 	}
 }
+
+// whatif --traces learns from what a broken file held, says the file was
+// read in part and exits 1; flags may follow the file. Four lines survive
+// the cut: the naive chain's call graph is complete in each trace, so the
+// answer is the one of TestWhatIfTraces: naive, D failing: A 1, B 2, C 4,
+// D 8.
+func TestWhatIfTruncatedInput(t *testing.T) {
+	_, lines := naiveChainFile(t, 6)
+	gz, ends := flushedGzip(t, lines)
+	p := filepath.Join(t.TempDir(), "cut.jsonl.gz")
+	os.WriteFile(p, gz[:ends[3]+5], 0o644)
+	code, out, stderr := runCmd(t, "whatif", "--traces", p, "--api", "A GET /A", "--fail", "D", "--policy", "naive", "--format", "json")
+	var got struct{ Requests map[string]float64 }
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("no answer: %v; stderr %q", err, stderr)
+	}
+	if code != 1 || got.Requests["D"] != 8 || got.Requests["B"] != 2 || !strings.Contains(stderr, "read only in part") {
+		t.Errorf("exit %d requests %v stderr %q", code, got.Requests, stderr)
+	}
+	code, _, stderr = runCmd(t, "whatif", "--api", "A GET /A", "--fail", "D", p, "--policy", "naive")
+	if code != 1 || strings.Contains(stderr, "usage") {
+		t.Errorf("flags after the file: exit %d stderr %q", code, stderr)
+	}
+}

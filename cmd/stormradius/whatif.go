@@ -35,7 +35,7 @@ type whatIfOutput struct {
 	ErrorRateAfterRetries *float64 `json:"error_rate_after_retries,omitempty"`
 }
 
-func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	fs := newFlagSet("whatif", stderr)
 	chain := fs.String("chain", "", "a call chain, root first: A,B,C")
 	fail := fs.String("fail", "", "the failing node(s) (chain) or service(s) (call graph), comma-separated")
@@ -53,14 +53,15 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, `       stormradius whatif --traces FILE... --api "svc op" --fail SERVICE [--retries R] [--policy ...]`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	files, err := parseArgs(fs, args)
+	if err != nil {
 		return exitUsage
 	}
 	if err := flagenv.Apply(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 		return exitUsage
 	}
-	traces = append(traces, fs.Args()...)
+	traces = append(traces, files...)
 	usageErr := func(msg string, a ...any) int {
 		fmt.Fprintf(stderr, "stormradius whatif: "+msg+"\n", a...)
 		return exitUsage
@@ -106,10 +107,22 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return usageErr("--traces needs --api \"service operation\"")
 		}
 		in := readInputs(ctx, traces, *claimHeader, stdin, stderr)
-		if in.failed == len(traces) {
-			fmt.Fprintln(stderr, "stormradius whatif: no trace file could be read")
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "stormradius whatif: interrupted")
 			return exitFail
 		}
+		if msg := in.empty(); msg != "" {
+			fmt.Fprintf(stderr, "stormradius whatif: %s\n", msg)
+			return exitFail
+		}
+		// A file that broke part-way still teaches the call graph what it
+		// held; the answer is given, with a warning and exit status 1.
+		defer func() {
+			if msg := in.summary(); msg != "" && code == exitOK {
+				fmt.Fprintf(stderr, "stormradius whatif: %s\n", strings.Replace(msg, "the report covers", "the call graph is learned from", 1))
+				code = exitFail
+			}
+		}()
 		_, state := analysis.Batch(in.traces.Group(), analysis.Config{}, 0)
 		model, nodes, err = state.WhatIfModel(*api, analysis.Config{})
 		if err != nil {
