@@ -7,35 +7,36 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// Batch analyses a set of traces as one window: every trace is assembled,
-// the window state is the sum of all of them, and every trace is then
-// evaluated against that state. workers ≤ 0 means one per CPU. The result
-// does not depend on the order of traces or on workers. Spans are taken
-// from src one trace at a time and not kept once assembled.
-func Batch(src graph.Source, cfg Config, workers int) (*Document, *State) {
+// Batch analyses a set of traces: every trace is assembled and added to its
+// window's state (SPEC §4.3: the epoch-aligned window of length cfg.Window
+// holding its start), then evaluated against that window's final state.
+// workers ≤ 0 means one per CPU. The result does not depend on the order of
+// traces or on workers. Spans are taken from src one trace at a time and
+// not kept once assembled.
+func Batch(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	n := src.Len()
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(1, min(workers, n))
 	assembled := make([]*graph.Trace, n)
-	states := make([]*State, workers)
+	parts := make([]*Windows, workers)
 	parallel(n, workers, func(w, lo, hi int) {
 		var a graph.Assembler
 		var buf []graph.Span
-		st := NewState()
+		ws := NewWindows(cfg.Window)
 		for i := lo; i < hi; i++ {
 			t := a.Assemble(src.Spans(i, buf))
 			buf, t.Spans = t.Spans[:0], nil // the buffer is reused: drop the spans
 			assembled[i] = t
-			st.Add(t, 1)
+			ws.Add(t)
 		}
-		states[w] = st
+		parts[w] = ws
 	})
-	state := NewState()
-	for _, st := range states {
-		if st != nil {
-			state.Merge(st, 1)
+	windows := NewWindows(cfg.Window)
+	for _, ws := range parts {
+		if ws != nil {
+			windows.Merge(ws)
 		}
 	}
 	reports := make([]*Report, workers)
@@ -43,18 +44,19 @@ func Batch(src graph.Source, cfg Config, workers int) (*Document, *State) {
 		ev := NewEvaluator(cfg)
 		rep := NewReport()
 		for i := lo; i < hi; i++ {
-			tr := ev.Evaluate(assembled[i], state)
-			rep.Add(&tr)
+			t := assembled[i]
+			tr := ev.Evaluate(t, windows.State(windows.Of(t)))
+			rep.Add(&tr, 1)
 		}
 		reports[w] = rep
 	})
 	rep := NewReport()
 	for _, r := range reports {
 		if r != nil {
-			rep.Merge(r)
+			rep.Merge(r, 1)
 		}
 	}
-	return rep.Document(state, cfg), state
+	return rep.Document(windows.Summaries(cfg), cfg), windows
 }
 
 // parallel splits [0, n) into workers contiguous chunks and runs fn on each.

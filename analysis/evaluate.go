@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -15,6 +16,9 @@ type Config struct {
 	// SpeaksClaims: a node speaks claims when at least this fraction of its
 	// failed responses carried a valid claim (default 0.5).
 	SpeaksClaims float64
+	// Window is the length of the windows every multi-trace figure is
+	// taken over (SPEC §4.3; default DefaultWindow).
+	Window time.Duration
 }
 
 func (c Config) speaks() float64 {
@@ -31,7 +35,9 @@ type TraceResult struct {
 	// API is the trace's root API, "" for a fragment trace.
 	API   string
 	Start int64
-	Spans int
+	// Window is the index of the trace's window (WindowOf its start).
+	Window int64
+	Spans  int
 	// Fragments counts the trace's fragment roots.
 	Fragments int
 	// RootFailed reports that the root hop failed: the request failed for
@@ -39,6 +45,9 @@ type TraceResult struct {
 	RootFailed bool
 	// RemoteParent reports that the root hop's caller is outside the trace.
 	RemoteParent bool
+	// Versions lists the service.version of every instrumented service of
+	// the trace that reported one, sorted.
+	Versions []ServiceVersion
 	// Events are the failure events; Radius is their largest radius.
 	Events []Event
 	Radius int
@@ -49,6 +58,16 @@ type TraceResult struct {
 	// replay would have served them.
 	Hops, Counterfactual int64
 	Services             []ServiceResult
+}
+
+// MaxAmplification returns the largest amplification of any owner of the
+// trace, 0 without a failure event.
+func (r *TraceResult) MaxAmplification() float64 {
+	m := 0.0
+	for _, o := range r.Owners {
+		m = max(m, o.Amplification())
+	}
+	return m
 }
 
 // Failed reports whether the trace had a failure event.
@@ -69,7 +88,6 @@ type Event struct {
 // ServiceResult is what one trace says about one service.
 type ServiceResult struct {
 	Service string
-	Virtual bool
 	// Claims audits the service's failed hops.
 	Claims attribution.Counts
 	// Misattributed and NaiveMisattributed count misattributed errors with
@@ -84,11 +102,23 @@ type ServiceResult struct {
 	// OwnedFailures counts failure events the service owns.
 	OwnedFailures int64
 	// Requests and Counterfactual count the service's hops as served and
-	// under a naive replay.
-	Requests, Counterfactual int64
+	// under a naive replay; VirtualRequests those of its hops that were
+	// virtual nodes (the service is uninstrumented when all were).
+	Requests, VirtualRequests, Counterfactual int64
 	// Spurious is the spurious requests prevented in the trace attributed
 	// to the service as an owner (see radius.OwnerStat.Spurious).
 	Spurious int64
+}
+
+// IsVirtual reports whether every hop of the service was a virtual node:
+// an uninstrumented callee (a database, a cache) seen only through its
+// callers' CLIENT spans.
+func (s *ServiceResult) IsVirtual() bool { return s.Requests > 0 && s.VirtualRequests == s.Requests }
+
+// ServiceVersion is a service.version a service ran in a trace.
+type ServiceVersion struct {
+	Service string `json:"service"`
+	Version string `json:"version"`
 }
 
 // Evaluator evaluates traces against a State. It reuses scratch memory and
@@ -116,6 +146,7 @@ func NewEvaluator(cfg Config) *Evaluator { return &Evaluator{cfg: cfg} }
 func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: t.SpanCount, Fragments: t.Fragments,
 		RemoteParent: t.RemoteParent}
+	r.Window = WindowOf(r.Start, e.cfg.Window)
 	if t.Root >= 0 {
 		r.RootFailed = t.Hops[t.Root].Failed
 	}
@@ -152,7 +183,26 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
 	}
 	e.services(t, &r)
+	r.Versions = versions(t, r.Versions)
 	return r
+}
+
+// versions lists the (service, version) pairs of t's instrumented hops.
+func versions(t *graph.Trace, out []ServiceVersion) []ServiceVersion {
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		if h.Virtual || h.Version == "" {
+			continue
+		}
+		v := ServiceVersion{Service: h.Service, Version: h.Version}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(x, y ServiceVersion) int {
+		return cmp.Or(cmp.Compare(x.Service, y.Service), cmp.Compare(x.Version, y.Version))
+	})
+	return out
 }
 
 // maxServiceSlots bounds the evaluator's service index; past it the index
@@ -178,7 +228,7 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 		}
 		if e.stamp[i] != e.gen {
 			e.stamp[i] = e.gen
-			e.slots[i] = ServiceResult{Service: name, Virtual: true}
+			e.slots[i] = ServiceResult{Service: name}
 			touched = append(touched, i)
 		}
 		return &e.slots[i]
@@ -189,8 +239,10 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 		h := &t.Hops[i]
 		v := &e.verdicts[i]
 		s := svc(h.Service)
-		s.Virtual = s.Virtual && h.Virtual
 		s.Requests++
+		if h.Virtual {
+			s.VirtualRequests++
+		}
 		s.Counterfactual = radius.SatAdd(s.Counterfactual, copies[i])
 		if h.Root && h.Fragment {
 			s.ContextDrops++

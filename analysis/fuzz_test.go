@@ -35,7 +35,7 @@ func FuzzAnalyze(f *testing.F) {
 		if _, err := json.Marshal(doc); err != nil {
 			t.Fatal(err)
 		}
-		b, err := json.Marshal(state)
+		b, err := json.Marshal(state.Merged())
 		if err != nil {
 			t.Fatal(err)
 		}

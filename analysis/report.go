@@ -7,153 +7,248 @@ import (
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/radius"
 )
 
-// Report aggregates trace results. Aggregation is made of sums and maxima,
-// so reports merge in any order. The zero value is not ready: use
-// NewReport.
+// Report aggregates trace results. Every aggregate is a sum or a histogram
+// (largest values are read off histograms), so reports merge in any order
+// and a trace's result can be subtracted again exactly: Add(r, +1) then
+// Add(r, -1) leaves the report as it was. Stores keep per-minute reports
+// as rollups. The zero value is not ready: use NewReport.
 type Report struct {
 	Spans, Traces, Fragments int64
-	apis                     map[string]*apiAgg
-	services                 map[string]*ServiceResult
+	// APIs aggregates the traces of each root API.
+	APIs map[string]*APIAgg
+	// Services aggregates what traces said about each service.
+	Services map[string]*ServiceResult
 }
 
-type apiAgg struct {
-	traces, failed    int64
-	rootErrors        int64
-	remoteParent      int64
-	radiusSum         int64
-	maxRadius         int
-	hist              map[int]int64
-	maxAmp            float64
-	suppressed        int64
-	hops, cf          int64
-	misattributed     int64
-	naive, eligible   int64
-	fragments, events int64
-	owners            map[graph.Node]ownerAgg
+// APIAgg aggregates the traces of one root API.
+type APIAgg struct {
+	Traces int64
+	// Failed counts traces with a failure event; RootErrors those whose
+	// root hop failed; RemoteParent those whose root hop's caller is outside
+	// the trace.
+	Failed, RootErrors, RemoteParent int64
+	// RadiusSum sums the radius of failed traces; Radius counts failed
+	// traces by radius.
+	RadiusSum int64
+	Radius    map[int]int64
+	// Amplification counts failed traces by the largest amplification of
+	// any of their owners.
+	Amplification map[float64]int64
+	// Suppressed retries; Hops and Counterfactual requests.
+	Suppressed, Hops, Counterfactual int64
+	// Misattributed, Naive and Eligible sum the services' misattribution
+	// counts (see ServiceResult).
+	Misattributed, Naive, Eligible int64
+	// Fragments counts fragment roots; Events failure events.
+	Fragments, Events int64
+	// Owners aggregates the failure events of every owner.
+	Owners map[graph.Node]*OwnerAgg
 }
 
-type ownerAgg struct{ events, spurious int64 }
+// OwnerAgg counts an owner's failure events and its share of the spurious
+// requests prevented.
+type OwnerAgg struct {
+	Events, Spurious int64
+}
 
 // NewReport returns an empty Report.
 func NewReport() *Report {
-	return &Report{apis: map[string]*apiAgg{}, services: map[string]*ServiceResult{}}
+	return &Report{APIs: map[string]*APIAgg{}, Services: map[string]*ServiceResult{}}
 }
 
-func (r *Report) api(name string) *apiAgg {
-	a := r.apis[name]
+// API returns the aggregate of api, created empty if needed.
+func (r *Report) API(name string) *APIAgg {
+	a := r.APIs[name]
 	if a == nil {
-		a = &apiAgg{hist: map[int]int64{}, owners: map[graph.Node]ownerAgg{}}
-		r.apis[name] = a
+		a = &APIAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}, Owners: map[graph.Node]*OwnerAgg{}}
+		r.APIs[name] = a
 	}
 	return a
 }
 
-func (r *Report) service(name string, virtual bool) *ServiceResult {
-	s := r.services[name]
+// Service returns the aggregate of a service, created empty if needed.
+func (r *Report) Service(name string) *ServiceResult {
+	s := r.Services[name]
 	if s == nil {
-		s = &ServiceResult{Service: name, Virtual: virtual}
-		r.services[name] = s
+		s = &ServiceResult{Service: name}
+		r.Services[name] = s
 	}
 	return s
 }
 
-// Add adds one trace result.
-func (r *Report) Add(tr *TraceResult) {
-	r.Spans += int64(tr.Spans)
-	r.Traces++
-	r.Fragments += int64(tr.Fragments)
+// Owner returns the aggregate of an owner, created empty if needed.
+func (a *APIAgg) Owner(n graph.Node) *OwnerAgg {
+	o := a.Owners[n]
+	if o == nil {
+		o = &OwnerAgg{}
+		a.Owners[n] = o
+	}
+	return o
+}
+
+// Add adds one trace result (sign +1) or removes it again (sign -1).
+func (r *Report) Add(tr *TraceResult, sign int64) {
+	r.Spans += sign * int64(tr.Spans)
+	r.Traces += sign
+	r.Fragments += sign * int64(tr.Fragments)
 	for i := range tr.Services {
-		ts := &tr.Services[i]
-		s := r.service(ts.Service, ts.Virtual)
-		addService(s, ts)
+		r.Service(tr.Services[i].Service).merge(&tr.Services[i], sign)
 	}
-	if tr.API == "" {
-		return
+	if tr.API != "" {
+		a := r.API(tr.API)
+		a.Traces += sign
+		if tr.RootFailed {
+			a.RootErrors += sign
+		}
+		if tr.RemoteParent {
+			a.RemoteParent += sign
+		}
+		a.Fragments += sign * int64(tr.Fragments)
+		a.Suppressed += sign * tr.Suppressed
+		a.Hops += sign * tr.Hops
+		a.Counterfactual += sign * tr.Counterfactual
+		for i := range tr.Services {
+			a.Misattributed += sign * tr.Services[i].Misattributed
+			a.Naive += sign * tr.Services[i].NaiveMisattributed
+			a.Eligible += sign * tr.Services[i].Eligible
+		}
+		if tr.Failed() {
+			a.Failed += sign
+			a.RadiusSum += sign * int64(tr.Radius)
+			a.Radius[tr.Radius] += sign
+			a.Amplification[tr.MaxAmplification()] += sign
+			a.Events += sign * int64(len(tr.Events))
+			for _, o := range tr.Owners {
+				ag := a.Owner(o.Node)
+				ag.Events += sign * o.Hops
+				ag.Spurious += sign * o.Spurious
+			}
+		}
 	}
-	a := r.api(tr.API)
-	a.traces++
-	if tr.RootFailed {
-		a.rootErrors++
-	}
-	if tr.RemoteParent {
-		a.remoteParent++
-	}
-	a.fragments += int64(tr.Fragments)
-	a.suppressed += tr.Suppressed
-	a.hops += tr.Hops
-	a.cf += tr.Counterfactual
-	for i := range tr.Services {
-		a.misattributed += tr.Services[i].Misattributed
-		a.naive += tr.Services[i].NaiveMisattributed
-		a.eligible += tr.Services[i].Eligible
-	}
-	if !tr.Failed() {
-		return
-	}
-	a.failed++
-	a.radiusSum += int64(tr.Radius)
-	a.maxRadius = max(a.maxRadius, tr.Radius)
-	a.hist[tr.Radius]++
-	a.events += int64(len(tr.Events))
-	for _, o := range tr.Owners {
-		ag := a.owners[o.Node]
-		a.owners[o.Node] = ownerAgg{ag.events + o.Hops, ag.spurious + o.Spurious}
-		a.maxAmp = max(a.maxAmp, o.Amplification())
+	if sign < 0 {
+		r.prune()
 	}
 }
 
-func addService(s, o *ServiceResult) {
-	s.Virtual = s.Virtual && o.Virtual
+// merge adds sign × o to s.
+func (s *ServiceResult) merge(o *ServiceResult, sign int64) {
 	for i := range s.Claims {
-		s.Claims[i] += o.Claims[i]
+		s.Claims[i] += sign * o.Claims[i]
 	}
-	s.Misattributed += o.Misattributed
-	s.NaiveMisattributed += o.NaiveMisattributed
-	s.Eligible += o.Eligible
-	s.Mismatches += o.Mismatches
-	s.ContextDrops += o.ContextDrops
-	s.OwnedFailures += o.OwnedFailures
-	s.Requests += o.Requests
-	s.Counterfactual += o.Counterfactual
-	s.Spurious += o.Spurious
+	s.Misattributed += sign * o.Misattributed
+	s.NaiveMisattributed += sign * o.NaiveMisattributed
+	s.Eligible += sign * o.Eligible
+	s.Mismatches += sign * o.Mismatches
+	s.ContextDrops += sign * o.ContextDrops
+	s.OwnedFailures += sign * o.OwnedFailures
+	s.Requests += sign * o.Requests
+	s.VirtualRequests += sign * o.VirtualRequests
+	s.Counterfactual += sign * o.Counterfactual
+	s.Spurious += sign * o.Spurious
 }
 
-// Merge adds the results aggregated in o.
-func (r *Report) Merge(o *Report) {
-	r.Spans += o.Spans
-	r.Traces += o.Traces
-	r.Fragments += o.Fragments
-	for k, v := range o.services {
-		addService(r.service(k, v.Virtual), v)
+// Merge adds sign × o to r (sign +1 merges, -1 subtracts).
+func (r *Report) Merge(o *Report, sign int64) {
+	r.Spans += sign * o.Spans
+	r.Traces += sign * o.Traces
+	r.Fragments += sign * o.Fragments
+	for k, v := range o.Services {
+		r.Service(k).merge(v, sign)
 	}
-	for k, v := range o.apis {
-		a := r.api(k)
-		a.traces += v.traces
-		a.failed += v.failed
-		a.rootErrors += v.rootErrors
-		a.remoteParent += v.remoteParent
-		a.radiusSum += v.radiusSum
-		a.maxRadius = max(a.maxRadius, v.maxRadius)
-		for rad, n := range v.hist {
-			a.hist[rad] += n
-		}
-		a.maxAmp = max(a.maxAmp, v.maxAmp)
-		a.suppressed += v.suppressed
-		a.hops += v.hops
-		a.cf += v.cf
-		a.misattributed += v.misattributed
-		a.naive += v.naive
-		a.eligible += v.eligible
-		a.fragments += v.fragments
-		a.events += v.events
-		for n, c := range v.owners {
-			ag := a.owners[n]
-			a.owners[n] = ownerAgg{ag.events + c.events, ag.spurious + c.spurious}
+	for k, v := range o.APIs {
+		r.API(k).merge(v, sign)
+	}
+	if sign < 0 {
+		r.prune()
+	}
+}
+
+func (a *APIAgg) merge(v *APIAgg, sign int64) {
+	a.Traces += sign * v.Traces
+	a.Failed += sign * v.Failed
+	a.RootErrors += sign * v.RootErrors
+	a.RemoteParent += sign * v.RemoteParent
+	a.RadiusSum += sign * v.RadiusSum
+	for k, n := range v.Radius {
+		a.Radius[k] += sign * n
+	}
+	for k, n := range v.Amplification {
+		a.Amplification[k] += sign * n
+	}
+	a.Suppressed += sign * v.Suppressed
+	a.Hops += sign * v.Hops
+	a.Counterfactual += sign * v.Counterfactual
+	a.Misattributed += sign * v.Misattributed
+	a.Naive += sign * v.Naive
+	a.Eligible += sign * v.Eligible
+	a.Fragments += sign * v.Fragments
+	a.Events += sign * v.Events
+	for n, c := range v.Owners {
+		ag := a.Owner(n)
+		ag.Events += sign * c.Events
+		ag.Spurious += sign * c.Spurious
+	}
+}
+
+// prune drops what subtraction brought back to zero, so that a report
+// that had a trace added and removed equals one that never saw it.
+func (r *Report) prune() {
+	for k, s := range r.Services {
+		if *s == (ServiceResult{Service: k}) {
+			delete(r.Services, k)
 		}
 	}
+	for k, a := range r.APIs {
+		for v, n := range a.Radius {
+			if n == 0 {
+				delete(a.Radius, v)
+			}
+		}
+		for v, n := range a.Amplification {
+			if n == 0 {
+				delete(a.Amplification, v)
+			}
+		}
+		for n, o := range a.Owners {
+			if *o == (OwnerAgg{}) {
+				delete(a.Owners, n)
+			}
+		}
+		if a.isZero() {
+			delete(r.APIs, k)
+		}
+	}
+}
+
+func (a *APIAgg) isZero() bool {
+	return len(a.Radius) == 0 && len(a.Amplification) == 0 && len(a.Owners) == 0 &&
+		a.Traces == 0 && a.Failed == 0 && a.RootErrors == 0 && a.RemoteParent == 0 && a.RadiusSum == 0 &&
+		a.Suppressed == 0 && a.Hops == 0 && a.Counterfactual == 0 && a.Misattributed == 0 &&
+		a.Naive == 0 && a.Eligible == 0 && a.Fragments == 0 && a.Events == 0
+}
+
+// MaxRadius returns the largest radius of a failed trace, 0 without one.
+func (a *APIAgg) MaxRadius() int {
+	m := 0
+	for k, n := range a.Radius {
+		if n > 0 && k > m {
+			m = k
+		}
+	}
+	return m
+}
+
+// MaxAmplification returns the largest amplification of a failed trace.
+func (a *APIAgg) MaxAmplification() float64 {
+	m := 0.0
+	for k, n := range a.Amplification {
+		if n > 0 && k > m {
+			m = k
+		}
+	}
+	return m
 }
 
 // Document is the analysis output of SPEC §5.2. Fields beyond the spec's
@@ -268,63 +363,74 @@ type EdgeDoc struct {
 	SuppressedCalls int64   `json:"suppressed_calls"`
 }
 
-// Document renders the report against window state s (for potential radius
-// and edge states) with the given rules.
-func (r *Report) Document(s *State, cfg Config) *Document {
+// Document renders the report with the summaries of the windows its
+// traces belong to (SPEC §4.3): per API, the potential radius is the
+// largest of its windows' (never below its observed max radius); per edge,
+// counts are summed over the windows and the fail-open state is read from
+// the sums.
+func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	d := &Document{Spans: r.Spans, Traces: r.Traces, Fragments: r.Fragments,
 		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}}
-	pot := newPotentialIndex(s, cfg)
-	names := make([]string, 0, len(r.apis))
-	for k := range r.apis {
-		names = append(names, k)
+	potential := map[string]APIPotential{}
+	edges := map[graph.Edge]*graph.EdgeStats{}
+	for _, w := range windows {
+		for api, p := range w.APIs {
+			q := potential[api]
+			potential[api] = APIPotential{With: max(q.With, p.With), Without: max(q.Without, p.Without)}
+		}
+		for k, e := range w.Edges {
+			sum := edges[k]
+			if sum == nil {
+				sum = &graph.EdgeStats{}
+				edges[k] = sum
+			}
+			sum.Merge(e, 1)
+		}
 	}
-	for k := range s.APIs {
-		if r.apis[k] == nil {
+	names := make([]string, 0, len(r.APIs))
+	for k, a := range r.APIs {
+		if a.Traces > 0 {
 			names = append(names, k)
 		}
 	}
 	slices.Sort(names)
 	var radiusSum, potSum, pot0Sum int64
 	for _, name := range names {
-		a := r.apis[name]
-		if a == nil {
-			a = &apiAgg{}
-		}
+		a := r.APIs[name]
+		maxRadius := a.MaxRadius()
 		ad := APIDoc{
-			API: name, Traces: a.traces, FailedTraces: a.failed, MaxRadius: a.maxRadius,
-			RootErrors: a.rootErrors, RemoteParentTraces: a.remoteParent,
-			RadiusHistogram: map[string]int64{}, MaxAmplification: a.maxAmp,
-			SuppressedRetries: a.suppressed, SpuriousRequestsPrevented: a.cf - a.hops,
-			Requests: a.hops, CounterfactualRequests: a.cf,
-			MisattributedErrors: a.misattributed, NaiveMisattributedErrors: a.naive,
-			MisattributionRate:      attribution.MisattributionRate(a.misattributed, a.eligible),
-			NaiveMisattributionRate: attribution.MisattributionRate(a.naive, a.eligible),
-			FailureEvents:           a.events, Owners: []OwnerDoc{},
+			API: name, Traces: a.Traces, FailedTraces: a.Failed, MaxRadius: maxRadius,
+			RootErrors: a.RootErrors, RemoteParentTraces: a.RemoteParent,
+			RadiusHistogram: map[string]int64{}, MaxAmplification: a.MaxAmplification(),
+			SuppressedRetries: a.Suppressed, SpuriousRequestsPrevented: a.Counterfactual - a.Hops,
+			Requests: a.Hops, CounterfactualRequests: a.Counterfactual,
+			MisattributedErrors: a.Misattributed, NaiveMisattributedErrors: a.Naive,
+			MisattributionRate:      attribution.MisattributionRate(a.Misattributed, a.Eligible),
+			NaiveMisattributionRate: attribution.MisattributionRate(a.Naive, a.Eligible),
+			FailureEvents:           a.Events, Owners: []OwnerDoc{},
 		}
-		if a.failed > 0 {
-			ad.MeanRadius = float64(a.radiusSum) / float64(a.failed)
+		if a.Failed > 0 {
+			ad.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
 			d.Fleet.FailedAPIs++
-			radiusSum += int64(a.maxRadius)
-			d.Fleet.MaxRadius = max(d.Fleet.MaxRadius, a.maxRadius)
+			radiusSum += int64(maxRadius)
+			d.Fleet.MaxRadius = max(d.Fleet.MaxRadius, maxRadius)
 		}
-		for rad, n := range a.hist {
+		for rad, n := range a.Radius {
 			ad.RadiusHistogram[strconv.Itoa(rad)] = n
-		}
-		if g := s.APIs[name]; g != nil {
-			ad.PotentialRadius, ad.PotentialWithout = radius.Potential(pot.nodes(g))
 		}
 		// Recursion through one node reaches deeper than the call graph
 		// (whose cycle-closing edges are not walked) shows: the potential
 		// radius is never below what was observed (SPEC §4.5).
-		ad.PotentialRadius = max(ad.PotentialRadius, a.maxRadius)
-		ad.PotentialWithout = max(ad.PotentialWithout, a.maxRadius)
+		p := potential[name]
+		ad.PotentialRadius = max(p.With, maxRadius)
+		ad.PotentialWithout = max(p.Without, maxRadius)
 		potSum += int64(ad.PotentialRadius)
 		pot0Sum += int64(ad.PotentialWithout)
 		d.Fleet.MaxPotentialRadius = max(d.Fleet.MaxPotentialRadius, ad.PotentialRadius)
 		d.Fleet.MaxPotentialWithout = max(d.Fleet.MaxPotentialWithout, ad.PotentialWithout)
 		d.Fleet.SpuriousRequestsPrevented += ad.SpuriousRequestsPrevented
-		for n, c := range a.owners {
-			ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c.events, SpuriousRequestsPrevented: c.spurious})
+		for n, c := range a.Owners {
+			ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c.Events, SpuriousRequestsPrevented: c.Spurious})
 		}
 		slices.SortFunc(ad.Owners, func(x, y OwnerDoc) int {
 			return cmp.Or(cmp.Compare(y.OwnedFailures, x.OwnedFailures),
@@ -340,9 +446,9 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 		d.Fleet.MeanPotentialRadius = float64(potSum) / float64(len(names))
 		d.Fleet.MeanPotentialWithout = float64(pot0Sum) / float64(len(names))
 	}
-	for _, s := range r.services {
+	for _, s := range r.Services {
 		sd := ServiceDoc{
-			Service: s.Service, Virtual: s.Virtual,
+			Service: s.Service, Virtual: s.IsVirtual(),
 			Claims: ClaimsDoc{
 				Correct: s.Claims[attribution.AuditCorrect], FalseClaim: s.Claims[attribution.AuditFalseClaim],
 				FalseUnclaim: s.Claims[attribution.AuditFalseUnclaim], Missing: s.Claims[attribution.AuditMissing],
@@ -364,7 +470,7 @@ func (r *Report) Document(s *State, cfg Config) *Document {
 		d.Services = append(d.Services, sd)
 	}
 	slices.SortFunc(d.Services, func(x, y ServiceDoc) int { return cmp.Compare(x.Service, y.Service) })
-	for k, e := range s.Edges {
+	for k, e := range edges {
 		open, src := cfg.Attribution.FailOpen(e)
 		ed := EdgeDoc{
 			Caller: k.Caller, Callee: k.Callee.String(), CalleeService: k.Callee.Service, CalleeOperation: k.Callee.Operation,

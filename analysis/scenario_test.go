@@ -407,7 +407,7 @@ func TestScenarioCallGraph(t *testing.T) {
 	svcs[2].Policy = sim.Policy{Retry: sim.RetryNaive, Retries: 1}
 	_, spans := simulate(t, sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 3})
 	_, state := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
-	g, err := state.Graph("A GET /A", analysis.Config{})
+	g, err := state.Merged().Graph("A GET /A", analysis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestScenarioCallGraph(t *testing.T) {
 			t.Errorf("edge %s->%s %+v, want %+v", e.From.Service, e.To.Service, e, w)
 		}
 	}
-	if _, err := state.Graph("nope", analysis.Config{}); err == nil {
+	if _, err := state.Merged().Graph("nope", analysis.Config{}); err == nil {
 		t.Error("unknown API: want error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,18 +71,21 @@ func TestBatchOrderIndependent(t *testing.T) {
 }
 
 // Streaming: traces arrive one at a time into window states split across
-// two instances; merged, the state equals the batch state, survives
-// serialisation, and evaluating every trace against it reproduces the
-// batch document. A trace re-opened by late spans is removed and re-added
-// without a trace.
+// two instances (one-minute windows: the corpus spans five); merged, every
+// window's state equals the batch state, survives serialisation, and
+// evaluating every trace against its window reproduces the batch document.
+// A trace re-opened by late spans is removed and re-added without a trace,
+// in the windows as in the report.
 func TestStreamingMatchesBatch(t *testing.T) {
 	traces := corpus(t, 300)
-	ref, refState := analysis.Batch(graph.Lists(clone(traces)), analysis.Config{}, 2)
-
-	w1, w2 := analysis.NewWindow(24*time.Hour), analysis.NewWindow(24*time.Hour)
+	cfg := analysis.Config{Window: time.Minute}
+	ref, refWindows := analysis.Batch(graph.Lists(clone(traces)), cfg, 2)
+	if n := len(refWindows.Indexes()); n < 5 {
+		t.Fatalf("corpus spans %d windows, want ≥ 5", n)
+	}
+	w1, w2 := analysis.NewWindows(time.Minute), analysis.NewWindows(time.Minute)
 	var asm graph.Assembler
 	var assembled []*graph.Trace
-	var last int64
 	for i, spans := range clone(traces) {
 		// Deliver the trace in two parts: first without its last span, then
 		// whole (late spans re-open it).
@@ -97,52 +101,104 @@ func TestStreamingMatchesBatch(t *testing.T) {
 		} else {
 			w2.Add(tr)
 		}
-		last = max(last, tr.Start())
 	}
-	s := w1.State(last)
-	s.Merge(w2.State(last), 1)
-	b1, _ := json.Marshal(s)
-	b2, _ := json.Marshal(refState)
-	if string(b1) != string(b2) {
-		t.Fatalf("merged streaming state differs from batch state")
+	w1.Merge(w2)
+	back := analysis.NewWindows(time.Minute)
+	for _, k := range refWindows.Indexes() {
+		b1, _ := json.Marshal(w1.State(k))
+		b2, _ := json.Marshal(refWindows.State(k))
+		if string(b1) != string(b2) {
+			t.Fatalf("window %d: merged streaming state differs from batch state", k)
+		}
+		var s analysis.State
+		if err := json.Unmarshal(b1, &s); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&s, refWindows.State(k)) {
+			t.Fatalf("window %d: state does not round-trip", k)
+		}
+		back.Put(k, &s)
 	}
-	var back analysis.State
-	if err := json.Unmarshal(b1, &back); err != nil {
-		t.Fatal(err)
+	if !slices.Equal(w1.Indexes(), refWindows.Indexes()) {
+		t.Fatalf("windows %v, want %v", w1.Indexes(), refWindows.Indexes())
 	}
-	if !reflect.DeepEqual(&back, refState) {
-		t.Fatalf("state does not round-trip")
-	}
-	ev := analysis.NewEvaluator(analysis.Config{})
+	ev := analysis.NewEvaluator(cfg)
 	rep := analysis.NewReport()
 	for i := len(assembled) - 1; i >= 0; i-- {
-		r := ev.Evaluate(assembled[i], &back)
-		rep.Add(&r)
+		r := ev.Evaluate(assembled[i], back.State(back.Of(assembled[i])))
+		rep.Add(&r, 1)
+		if i%3 == 0 { // a result replaced: out and in again
+			rep.Add(&r, -1)
+			rep.Add(&r, 1)
+		}
 	}
-	if got, want := docJSON(t, rep.Document(&back, analysis.Config{})), docJSON(t, ref); got != want {
+	// Summaries survive serialisation too.
+	var sums []*analysis.WindowSummary
+	for _, s := range back.Summaries(cfg) {
+		b, _ := json.Marshal(s)
+		var again analysis.WindowSummary
+		if err := json.Unmarshal(b, &again); err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, &again)
+	}
+	if got, want := docJSON(t, rep.Document(sums, cfg)), docJSON(t, ref); got != want {
 		t.Fatalf("streaming document differs:\n%s\nwant\n%s", got, want)
 	}
 }
 
-// The window slides: a minute older than the window is not in the state.
-func TestWindowSlides(t *testing.T) {
+// A report minus some of its traces equals the report of the others.
+func TestReportSubtracts(t *testing.T) {
+	traces := corpus(t, 200)
+	cfg := analysis.Config{}
+	_, ws := analysis.Batch(graph.Lists(clone(traces)), cfg, 1)
+	var asm graph.Assembler
+	ev := analysis.NewEvaluator(cfg)
+	all, half := analysis.NewReport(), analysis.NewReport()
+	for i, spans := range clone(traces) {
+		tr := asm.Assemble(spans)
+		r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
+		all.Add(&r, 1)
+		if i%2 == 0 {
+			half.Add(&r, 1)
+		} else {
+			all.Add(&r, 1) // counted twice, removed once below
+			all.Add(&r, -1)
+		}
+	}
+	for i, spans := range clone(traces) {
+		if i%2 == 1 {
+			tr := asm.Assemble(spans)
+			r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
+			all.Add(&r, -1)
+		}
+	}
+	sums := ws.Summaries(cfg)
+	if got, want := docJSON(t, all.Document(sums, cfg)), docJSON(t, half.Document(sums, cfg)); got != want {
+		t.Fatalf("subtracted report differs:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Windows are aligned to the epoch (SPEC §4.3): [k·W, (k+1)·W).
+func TestWindowOf(t *testing.T) {
+	h := int64(time.Hour)
+	for _, c := range []struct{ at, want int64 }{
+		{0, 0}, {h - 1, 0}, {h, 1}, {5*h + 7, 5}, {-1, -1}, {-h, -1}, {-h - 1, -2},
+	} {
+		if got := analysis.WindowOf(c.at, time.Hour); got != c.want {
+			t.Errorf("WindowOf(%d) = %d, want %d", c.at, got, c.want)
+		}
+	}
+	// A trace starting at 11:59:59 and one at 12:00:00 are in different
+	// windows, whatever their ends.
 	var asm graph.Assembler
 	mk := func(id byte, at time.Duration) *graph.Trace {
 		return asm.Assemble([]graph.Span{{TraceID: graph.TraceID{id}, SpanID: graph.SpanID{1}, Kind: graph.KindServer,
-			Service: "a", Operation: "op", Start: int64(at), End: int64(at) + 1, Failed: true}})
+			Service: "a", Operation: "op", Start: int64(at), End: int64(at + 10*time.Second), Failed: true}})
 	}
-	w := analysis.NewWindow(time.Hour)
-	w.Add(mk(1, 0))
-	w.Add(mk(2, 30*time.Minute))
-	w.Add(mk(3, 90*time.Minute))
-	if got := w.State(int64(90 * time.Minute)).Traces; got != 2 {
-		t.Errorf("window at 1h30 holds %d traces, want 2", got)
-	}
-	if got := w.State(int64(59 * time.Minute)).Traces; got != 2 {
-		t.Errorf("window at 0h59 holds %d traces, want 2", got)
-	}
-	w.Expire(int64(90 * time.Minute))
-	if got := len(w.Buckets()); got != 2 {
-		t.Errorf("%d buckets after expiry, want 2", got)
+	w := analysis.NewWindows(time.Hour)
+	a, b := w.Add(mk(1, 12*time.Hour-time.Second)), w.Add(mk(2, 12*time.Hour))
+	if a != 11 || b != 12 || w.State(11).Traces != 1 || w.State(12).Traces != 1 {
+		t.Errorf("windows %d %d", a, b)
 	}
 }

@@ -35,7 +35,7 @@ func cycleTrace(id byte) []graph.Span {
 func whatIf(t *testing.T, traces graph.Lists, s radius.Scenario, failing ...string) map[string]float64 {
 	t.Helper()
 	_, state := analysis.Batch(traces, analysis.Config{}, 1)
-	m, nodes, err := state.WhatIfModel("a GET /x", analysis.Config{})
+	m, nodes, err := state.Merged().WhatIfModel("a GET /x", analysis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

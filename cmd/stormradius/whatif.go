@@ -124,7 +124,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			}
 		}()
 		_, state := analysis.Batch(in.traces.Group(), analysis.Config{}, 0)
-		model, nodes, err = state.WhatIfModel(*api, analysis.Config{})
+		model, nodes, err = state.Merged().WhatIfModel(*api, analysis.Config{})
 		if err != nil {
 			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 			return exitFail
