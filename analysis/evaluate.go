@@ -110,6 +110,43 @@ type ServiceResult struct {
 	Spurious int64
 }
 
+// EdgeClass is everything a trace's result depends on from its window,
+// for one dependency: whether it is fail-open (and why), whether it is
+// retry-enabled, and M_e, its max attempts (SPEC §4.3, §4.5). A stored
+// result is stale when the class of an edge it uses changed.
+type EdgeClass struct {
+	FailOpen     bool
+	Source       attribution.Source
+	RetryEnabled bool
+	// MaxAttempts is M_e: the most attempts seen on one call of the edge,
+	// at least 2 when the edge is retry-enabled, 0 when unseen.
+	MaxAttempts int32
+}
+
+// CallEdge returns the dependency call c of t is made on.
+func CallEdge(t *graph.Trace, c *graph.Call) graph.Edge {
+	return graph.Edge{Caller: t.Hops[c.Caller].Service, Callee: graph.Node{Service: c.CalleeService, Operation: c.CalleeOperation}}
+}
+
+// Class returns the class of edge e in the window whose state is s. A nil
+// state is an empty window.
+func (s *State) Class(e graph.Edge, cfg Config) EdgeClass {
+	var es *graph.EdgeStats
+	if s != nil {
+		es = s.Edges[e]
+	}
+	var c EdgeClass
+	c.FailOpen, c.Source = cfg.Attribution.FailOpen(es)
+	if es != nil {
+		c.RetryEnabled = es.RetryEnabled()
+		c.MaxAttempts = int32(es.MaxAttempts())
+		if c.RetryEnabled {
+			c.MaxAttempts = max(c.MaxAttempts, 2)
+		}
+	}
+	return c
+}
+
 // IsVirtual reports whether every hop of the service was a virtual node:
 // an uninstrumented callee (a database, a cache) seen only through its
 // callers' CLIENT spans.
@@ -154,16 +191,15 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	e.failOpen = grow(e.failOpen, len(t.Calls))
 	for i := range t.Calls {
 		c := &t.Calls[i]
-		es := s.Edges[graph.Edge{Caller: t.Hops[c.Caller].Service, Callee: graph.Node{Service: c.CalleeService, Operation: c.CalleeOperation}}]
-		open, _ := e.cfg.Attribution.CallFailOpen(c, es)
-		info := radius.CallInfo{FailOpen: open, MaxAttempts: int32(c.Attempts())}
-		if es != nil {
-			info.RetryEnabled = es.RetryEnabled()
-			info.MaxAttempts = max(info.MaxAttempts, int32(es.MaxAttempts()))
+		class := s.Class(CallEdge(t, c), e.cfg)
+		open := class.FailOpen
+		switch c.FailOpen { // the call's own declaration wins
+		case graph.True:
+			open = true
+		case graph.False:
+			open = false
 		}
-		if info.RetryEnabled {
-			info.MaxAttempts = max(info.MaxAttempts, 2)
-		}
+		info := radius.CallInfo{FailOpen: open, RetryEnabled: class.RetryEnabled, MaxAttempts: max(int32(c.Attempts()), class.MaxAttempts)}
 		e.calls[i] = info
 		e.failOpen[i] = open
 	}
