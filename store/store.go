@@ -1,0 +1,212 @@
+// Package store defines what stormradius needs from storage: durable spans,
+// per-trace records (results and the facts to re-evaluate them), rollups
+// that answer reports without reading spans, window summaries and states,
+// and the pipeline's checkpoint. Implementations live in sub-packages named
+// after their database (store/sqlite, store/clickhouse) and are checked by
+// one conformance suite (store/storetest).
+//
+// Errors are sentinels, wrapped with context: receivers and the REST layer
+// map them to statuses with errors.Is.
+package store
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound: no such trace, record or window.
+	ErrNotFound = errors.New("not found")
+	// ErrBackpressure: too much data is in flight; the client should retry
+	// later (OTLP: 503 / UNAVAILABLE with Retry-After; Kafka: pause).
+	ErrBackpressure = errors.New("overloaded: too much data in flight, retry later")
+	// ErrUnavailable: the database cannot be reached or refused the write;
+	// nothing was stored, the client should retry later.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrCorrupt: stored data could not be decoded.
+	ErrCorrupt = errors.New("stored data is corrupt")
+)
+
+// Record is what is stored about one analysed trace: its result, evaluated
+// against its window, and its facts (the assembled trace without spans),
+// so that it can be evaluated again when the window changes.
+type Record struct {
+	TraceID graph.TraceID
+	// Start is the trace's start (unix nanoseconds); Window the index of
+	// its window.
+	Start  int64
+	Window int64
+	// API is the root API, "" for a trace of fragments only.
+	API string
+	// Seq is the highest span write sequence the record covers.
+	Seq uint64
+	// Result is the trace's result.
+	Result *analysis.TraceResult
+	// Facts is graph.Trace.AppendBinary of the assembled trace.
+	Facts []byte
+	// Edges are the EdgeKeys of the dependencies the trace's calls use,
+	// sorted, without repeats: a record goes stale when one of their
+	// classes changes.
+	Edges []uint64
+}
+
+// Minute returns the unix minute of the record's start: its rollup bucket.
+func (r *Record) Minute() int64 { return MinuteOf(r.Start) }
+
+// MinuteOf returns the unix minute holding unixNano (floor).
+func MinuteOf(unixNano int64) int64 { return analysis.WindowOf(unixNano, time.Minute) }
+
+// EdgeKey hashes a dependency for Record.Edges. A collision only makes a
+// record be re-evaluated for nothing.
+func EdgeKey(e graph.Edge) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(e.Caller))
+	h.Write([]byte{0})
+	h.Write([]byte(e.Callee.Service))
+	h.Write([]byte{0})
+	h.Write([]byte(e.Callee.Operation))
+	return h.Sum64()
+}
+
+// Change replaces the record of one trace: Old is the record as the store
+// holds it (nil when it holds none), New the record that replaces it (nil
+// deletes it). Rollups move from Old to New.
+type Change struct {
+	Old, New *Record
+}
+
+// ID returns the trace id the change is about.
+func (c Change) ID() graph.TraceID {
+	if c.New != nil {
+		return c.New.TraceID
+	}
+	if c.Old != nil {
+		return c.Old.TraceID
+	}
+	return graph.TraceID{}
+}
+
+// Query selects traces by the minute of their start: a trace is in
+// [From, To) when its start minute's first instant is. Zero From and To mean
+// unbounded. API, when set, restricts the per-API aggregates to that API.
+type Query struct {
+	From, To int64 // unix nanoseconds
+	API      string
+}
+
+// MinuteRange returns the minutes the query covers: [lo, hi).
+func (q Query) MinuteRange() (lo, hi int64) {
+	lo, hi = -1<<62, 1<<62
+	if q.From != 0 {
+		lo = MinuteOf(q.From)
+		if lo*int64(time.Minute) < q.From {
+			lo++ // a minute starting before From is not in the range
+		}
+	}
+	if q.To != 0 {
+		hi = MinuteOf(q.To)
+		if hi*int64(time.Minute) < q.To {
+			hi++ // a minute starting before To is in the range
+		}
+	}
+	return lo, hi
+}
+
+// Contains reports whether a trace starting at unixNano is in the range.
+func (q Query) Contains(unixNano int64) bool {
+	lo, hi := q.MinuteRange()
+	m := MinuteOf(unixNano)
+	return m >= lo && m < hi
+}
+
+// SpanWriter stores spans.
+type SpanWriter interface {
+	// WriteSpans stores spans durably: once it returns nil they survive a
+	// crash. A span already stored (same trace id and span id) is kept
+	// once. It returns the write's sequence number, increasing from one
+	// write to the next; spans of one write share it.
+	WriteSpans(ctx context.Context, spans []graph.Span) (seq uint64, err error)
+}
+
+// SpanReader reads stored spans.
+type SpanReader interface {
+	// TraceSpans appends the stored spans of a trace to dst.
+	TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error)
+	// SpansAfter calls fn, in write order, with the spans of every write
+	// whose sequence is above seq, and the sequence of each.
+	SpansAfter(ctx context.Context, seq uint64, fn func(seq uint64, spans []graph.Span) error) error
+}
+
+// Batch is one atomic step of the pipeline: records replaced, the states
+// of the windows they touch after the change, and the checkpoint.
+type Batch struct {
+	Changes []Change
+	// States are the full states of the windows the changes touch, as they
+	// are once the changes are applied: each the sum of the facts of the
+	// window's records.
+	States map[int64]*analysis.State
+	// Watermark: every span write up to this sequence is covered by stored
+	// records (0 leaves the checkpoint unchanged).
+	Watermark uint64
+}
+
+// Records stores one record per trace.
+type Records interface {
+	// Records returns the stored records of the given traces; traces
+	// without one are absent from the map.
+	Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*Record, error)
+	// WindowRecords calls fn with every record of window w; with edges not
+	// empty, only those using at least one of them (their EdgeKeys).
+	WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*Record) error) error
+	// Apply stores a batch: records replaced, rollups kept the exact sum of
+	// the stored records' results, window states and the checkpoint. It is
+	// atomic where the database allows (see State for where it is not).
+	Apply(ctx context.Context, b Batch) error
+	// Watermark returns the last checkpoint stored by Apply.
+	Watermark(ctx context.Context) (uint64, error)
+}
+
+// Rollups answer reports from pre-aggregated records.
+type Rollups interface {
+	// Report returns the aggregate of the records the query selects.
+	Report(ctx context.Context, q Query) (*analysis.Report, error)
+}
+
+// Windows stores per-window data.
+type Windows interface {
+	// State returns the stored state of window w, ErrNotFound when the
+	// window has no record. exact reports that it is known to be the sum
+	// of the window's stored records' facts; a store that cannot apply a
+	// batch atomically says false after an unclean shutdown, and the
+	// caller rebuilds the state from WindowRecords.
+	State(ctx context.Context, w int64) (s *analysis.State, exact bool, err error)
+	// PutSummaries stores window summaries, replacing those of the same
+	// windows.
+	PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error
+	// Summaries returns the stored summaries of windows lo..hi (inclusive),
+	// oldest first.
+	Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error)
+}
+
+// Store is everything the service needs.
+type Store interface {
+	SpanWriter
+	SpanReader
+	Records
+	Rollups
+	Windows
+	// DeleteBefore drops spans, records, rollups, states and summaries of
+	// traces that started before t (unix nanoseconds), without a full scan.
+	DeleteBefore(ctx context.Context, t int64) error
+	// Close flushes and closes the store; a store closed cleanly has exact
+	// states when opened again.
+	Close() error
+}
