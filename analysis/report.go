@@ -128,7 +128,7 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 		}
 	}
 	if sign < 0 {
-		r.prune()
+		r.Prune()
 	}
 }
 
@@ -161,7 +161,7 @@ func (r *Report) Merge(o *Report, sign int64) {
 		r.API(k).merge(v, sign)
 	}
 	if sign < 0 {
-		r.prune()
+		r.Prune()
 	}
 }
 
@@ -192,9 +192,9 @@ func (a *APIAgg) merge(v *APIAgg, sign int64) {
 	}
 }
 
-// prune drops what subtraction brought back to zero, so that a report
+// Prune drops what subtraction brought back to zero, so that a report
 // that had a trace added and removed equals one that never saw it.
-func (r *Report) prune() {
+func (r *Report) Prune() {
 	for k, s := range r.Services {
 		if *s == (ServiceResult{Service: k}) {
 			delete(r.Services, k)

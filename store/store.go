@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
@@ -209,4 +210,25 @@ type Store interface {
 	// Close flushes and closes the store; a store closed cleanly has exact
 	// states when opened again.
 	Close() error
+}
+
+// NewRecord returns the record of trace t with result r, covering span
+// writes up to seq.
+func NewRecord(t *graph.Trace, r *analysis.TraceResult, seq uint64) *Record {
+	rec := &Record{TraceID: t.ID, Start: r.Start, Window: r.Window, API: r.API, Seq: seq, Result: r,
+		Facts: t.AppendBinary(nil)}
+	rec.Edges = TraceEdges(t, rec.Edges)
+	return rec
+}
+
+// TraceEdges appends the EdgeKeys of the dependencies t's calls use to dst,
+// sorted, without repeats.
+func TraceEdges(t *graph.Trace, dst []uint64) []uint64 {
+	start := len(dst)
+	for i := range t.Calls {
+		dst = append(dst, EdgeKey(analysis.CallEdge(t, &t.Calls[i])))
+	}
+	tail := dst[start:]
+	slices.Sort(tail)
+	return append(dst[:start], slices.Compact(tail)...)
 }

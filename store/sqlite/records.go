@@ -1,0 +1,456 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
+)
+
+const recordColumns = `trace_id, start, win, api, seq, result, facts, edges`
+
+// scanRecord reads one row of recordColumns.
+func scanRecord(rows *sql.Rows) (*store.Record, error) {
+	var (
+		id                 []byte
+		start, win, seq    int64
+		result, facts, eds []byte
+		r                  store.Record
+	)
+	if err := rows.Scan(&id, &start, &win, &r.API, &seq, &result, &facts, &eds); err != nil {
+		return nil, err
+	}
+	if len(id) != len(r.TraceID) || len(eds)%8 != 0 {
+		return nil, fmt.Errorf("%w: malformed record row", store.ErrCorrupt)
+	}
+	copy(r.TraceID[:], id)
+	r.Start, r.Window, r.Seq, r.Facts = start, win, uint64(seq), facts
+	r.Result = &analysis.TraceResult{}
+	if err := json.Unmarshal(result, r.Result); err != nil {
+		return nil, fmt.Errorf("%w: record %s: %w", store.ErrCorrupt, r.TraceID, err)
+	}
+	r.Edges = make([]uint64, len(eds)/8)
+	for i := range r.Edges {
+		r.Edges[i] = binary.BigEndian.Uint64(eds[8*i:])
+	}
+	return &r, nil
+}
+
+// Records returns the stored records of ids.
+func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*store.Record, error) {
+	out := make(map[graph.TraceID]*store.Record, len(ids))
+	const chunk = 256
+	for len(ids) > 0 {
+		part := ids[:min(chunk, len(ids))]
+		ids = ids[len(part):]
+		args := make([]any, len(part))
+		for i := range part {
+			args[i] = part[i][:]
+		}
+		q := `SELECT ` + recordColumns + ` FROM records WHERE trace_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(part)), ",") + `)`
+		if err := s.queryRecords(ctx, q, args, func(r *store.Record) error { out[r.TraceID] = r; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) queryRecords(ctx context.Context, q string, args []any, fn func(*store.Record) error) error {
+	rows, err := s.resR.QueryContext(ctx, q, args...)
+	if err != nil {
+		return unavailable(ctx, "read records", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			if errors.Is(err, store.ErrCorrupt) {
+				return fmt.Errorf("sqlite: %w", err)
+			}
+			return unavailable(ctx, "read records", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(ctx, "read records", err)
+	}
+	return nil
+}
+
+// WindowRecords calls fn with the records of window w that use one of
+// edges (all of them when edges is empty).
+func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) error {
+	want := slices.Clone(edges)
+	slices.Sort(want)
+	return s.queryRecords(ctx, `SELECT `+recordColumns+` FROM records WHERE win = ?`, []any{w}, func(r *store.Record) error {
+		if len(want) > 0 && !intersects(r.Edges, want) {
+			return nil
+		}
+		return fn(r)
+	})
+}
+
+// intersects reports whether two sorted lists share an element.
+func intersects(a, b []uint64) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] == b[j]:
+			return true
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false
+}
+
+// Watermark returns the checkpoint.
+func (s *Store) Watermark(ctx context.Context) (uint64, error) {
+	var v sql.NullInt64
+	err := s.resR.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'watermark'`).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, unavailable(ctx, "read watermark", err)
+	}
+	return uint64(v.Int64), nil
+}
+
+// Apply stores a batch in one transaction.
+func (s *Store) Apply(ctx context.Context, b store.Batch) error {
+	if s.resW == nil {
+		return fmt.Errorf("sqlite: apply: %w", store.ErrClosed)
+	}
+	// Rollup deltas per minute and per hour, merged over the batch so that
+	// a bucket costs one upsert per key whatever the batch holds.
+	minutes := map[int64]*analysis.Report{}
+	delta := func(rec *store.Record, sign int64) {
+		m := rec.Minute()
+		d := minutes[m]
+		if d == nil {
+			d = analysis.NewReport()
+			minutes[m] = d
+		}
+		d.Add(rec.Result, sign)
+	}
+	tx, err := s.resW.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(ctx, "apply", err)
+	}
+	defer tx.Rollback()
+	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records (`+recordColumns+`) VALUES (?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return unavailable(ctx, "apply", err)
+	}
+	defer put.Close()
+	for _, c := range b.Changes {
+		if c.Old != nil {
+			delta(c.Old, -1)
+		}
+		if c.New == nil {
+			if c.Old != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE trace_id = ?`, c.Old.TraceID[:]); err != nil {
+					return unavailable(ctx, "delete record", err)
+				}
+			}
+			continue
+		}
+		r := c.New
+		delta(r, 1)
+		result, err := json.Marshal(r.Result)
+		if err != nil {
+			return fmt.Errorf("sqlite: encode result %s: %w", r.TraceID, err)
+		}
+		eds := make([]byte, 8*len(r.Edges))
+		for i, e := range r.Edges {
+			binary.BigEndian.PutUint64(eds[8*i:], e)
+		}
+		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), result, r.Facts, eds); err != nil {
+			return unavailable(ctx, "put record", err)
+		}
+	}
+	hours := map[int64]*analysis.Report{}
+	for m, d := range minutes {
+		h := floorDiv(m, 60)
+		if hours[h] == nil {
+			hours[h] = analysis.NewReport()
+		}
+		hours[h].Merge(d, 1)
+	}
+	for _, tier := range []struct {
+		n       int
+		reports map[int64]*analysis.Report
+	}{{0, minutes}, {1, hours}} {
+		for bucket, d := range tier.reports {
+			if err := upsertReport(ctx, tx, tier.n, bucket, d); err != nil {
+				return unavailable(ctx, "update rollups", err)
+			}
+		}
+	}
+	for w, st := range b.States {
+		if st == nil || st.Traces == 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM states WHERE win = ?`, w); err != nil {
+				return unavailable(ctx, "delete state", err)
+			}
+			continue
+		}
+		enc, err := json.Marshal(st)
+		if err != nil {
+			return fmt.Errorf("sqlite: encode state of window %d: %w", w, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO states (win, state) VALUES (?, ?)`, w, enc); err != nil {
+			return unavailable(ctx, "put state", err)
+		}
+	}
+	if b.Watermark > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('watermark', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(b.Watermark)); err != nil {
+			return unavailable(ctx, "put watermark", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(ctx, "commit", err)
+	}
+	return nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// upsertReport adds report d to the rollups of (tier, bucket).
+func upsertReport(ctx context.Context, tx *sql.Tx, tier int, bucket int64, d *analysis.Report) error {
+	if d.Spans != 0 || d.Traces != 0 || d.Fragments != 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_totals (tier, bucket, spans, traces, fragments) VALUES (?,?,?,?,?)
+			ON CONFLICT (tier, bucket) DO UPDATE SET spans = spans + excluded.spans, traces = traces + excluded.traces,
+			fragments = fragments + excluded.fragments`, tier, bucket, d.Spans, d.Traces, d.Fragments); err != nil {
+			return err
+		}
+	}
+	for api, a := range d.APIs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_api (tier, bucket, api, traces, failed, root_errors, remote_parent,
+			radius_sum, suppressed, hops, counterfactual, misattributed, naive, eligible, fragments, events)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+			ON CONFLICT (tier, bucket, api) DO UPDATE SET traces = traces + excluded.traces, failed = failed + excluded.failed,
+			root_errors = root_errors + excluded.root_errors, remote_parent = remote_parent + excluded.remote_parent,
+			radius_sum = radius_sum + excluded.radius_sum, suppressed = suppressed + excluded.suppressed,
+			hops = hops + excluded.hops, counterfactual = counterfactual + excluded.counterfactual,
+			misattributed = misattributed + excluded.misattributed, naive = naive + excluded.naive,
+			eligible = eligible + excluded.eligible, fragments = fragments + excluded.fragments, events = events + excluded.events`,
+			tier, bucket, api, a.Traces, a.Failed, a.RootErrors, a.RemoteParent, a.RadiusSum, a.Suppressed, a.Hops,
+			a.Counterfactual, a.Misattributed, a.Naive, a.Eligible, a.Fragments, a.Events); err != nil {
+			return err
+		}
+		for r, n := range a.Radius {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_radius (tier, bucket, api, radius, n) VALUES (?,?,?,?,?)
+				ON CONFLICT (tier, bucket, api, radius) DO UPDATE SET n = n + excluded.n`, tier, bucket, api, r, n); err != nil {
+				return err
+			}
+		}
+		for amp, n := range a.Amplification {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_amp (tier, bucket, api, amp, n) VALUES (?,?,?,?,?)
+				ON CONFLICT (tier, bucket, api, amp) DO UPDATE SET n = n + excluded.n`, tier, bucket, api, amp, n); err != nil {
+				return err
+			}
+		}
+		for o, c := range a.Owners {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner (tier, bucket, api, service, operation, events, spurious)
+				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation)
+				DO UPDATE SET events = events + excluded.events, spurious = spurious + excluded.spurious`,
+				tier, bucket, api, o.Service, o.Operation, c.Events, c.Spurious); err != nil {
+				return err
+			}
+		}
+	}
+	for name, v := range d.Services {
+		c := &v.Claims
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_service (tier, bucket, service, correct, false_claim,
+			false_unclaim, missing, invalid, mismatches, misattributed, naive, eligible, context_drops, owned, requests,
+			virtual_requests, counterfactual, spurious) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+			ON CONFLICT (tier, bucket, service) DO UPDATE SET correct = correct + excluded.correct,
+			false_claim = false_claim + excluded.false_claim, false_unclaim = false_unclaim + excluded.false_unclaim,
+			missing = missing + excluded.missing, invalid = invalid + excluded.invalid,
+			mismatches = mismatches + excluded.mismatches, misattributed = misattributed + excluded.misattributed,
+			naive = naive + excluded.naive, eligible = eligible + excluded.eligible,
+			context_drops = context_drops + excluded.context_drops, owned = owned + excluded.owned,
+			requests = requests + excluded.requests, virtual_requests = virtual_requests + excluded.virtual_requests,
+			counterfactual = counterfactual + excluded.counterfactual, spurious = spurious + excluded.spurious`,
+			tier, bucket, name, c[auditCorrect], c[auditFalseClaim], c[auditFalseUnclaim], c[auditMissing], c[auditInvalid],
+			v.Mismatches, v.Misattributed, v.NaiveMisattributed, v.Eligible, v.ContextDrops, v.OwnedFailures,
+			v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// State returns the stored state of window w; SQLite applies batches
+// atomically, so it is always exact.
+func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
+	var b []byte
+	err := s.resR.QueryRowContext(ctx, `SELECT state FROM states WHERE win = ?`, w).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, true, fmt.Errorf("sqlite: state of window %d: %w", w, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, unavailable(ctx, "read state", err)
+	}
+	st := analysis.NewState()
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, false, fmt.Errorf("sqlite: state of window %d: %w: %w", w, store.ErrCorrupt, err)
+	}
+	return st, true, nil
+}
+
+// PutSummaries stores window summaries.
+func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
+	tx, err := s.resW.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(ctx, "put summaries", err)
+	}
+	defer tx.Rollback()
+	for _, w := range sums {
+		b, err := json.Marshal(w)
+		if err != nil {
+			return fmt.Errorf("sqlite: encode summary of window %d: %w", w.Window, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO summaries (win, summary) VALUES (?, ?)`, w.Window, b); err != nil {
+			return unavailable(ctx, "put summaries", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(ctx, "put summaries", err)
+	}
+	return nil
+}
+
+// Summaries returns the summaries of windows lo..hi.
+func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error) {
+	rows, err := s.resR.QueryContext(ctx, `SELECT summary FROM summaries WHERE win BETWEEN ? AND ? ORDER BY win`, lo, hi)
+	if err != nil {
+		return nil, unavailable(ctx, "read summaries", err)
+	}
+	defer rows.Close()
+	var out []*analysis.WindowSummary
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, unavailable(ctx, "read summaries", err)
+		}
+		w := &analysis.WindowSummary{}
+		if err := json.Unmarshal(b, w); err != nil {
+			return nil, fmt.Errorf("sqlite: %w: %w", store.ErrCorrupt, err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(ctx, "read summaries", err)
+	}
+	return out, nil
+}
+
+// DeleteBefore drops what started before the hour holding t: spans by
+// write time (whole writes, by rowid range), records by start, rollups,
+// states and summaries by bucket and window, each through an index.
+func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
+	cutoff := floorDiv(t, int64(time.Hour)) * int64(time.Hour)
+	minute, hour := floorDiv(cutoff, int64(time.Minute)), floorDiv(cutoff, int64(time.Hour))
+	win := analysis.WindowOf(cutoff, s.window) // windows wholly before the cutoff
+	if err := s.deleteWrites(ctx, cutoff); err != nil {
+		return err
+	}
+	for {
+		res, err := s.resW.ExecContext(ctx, `DELETE FROM records WHERE trace_id IN
+			(SELECT trace_id FROM records WHERE start < ? LIMIT 5000)`, cutoff)
+		if err != nil {
+			return unavailable(ctx, "delete records", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			break
+		}
+	}
+	tx, err := s.resW.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(ctx, "delete rollups", err)
+	}
+	defer tx.Rollback()
+	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"} {
+		// Table names are our own constants.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE (tier = 0 AND bucket < ?) OR (tier = 1 AND bucket < ?)`, minute, hour); err != nil {
+			return unavailable(ctx, "delete rollups", err)
+		}
+	}
+	for _, table := range []string{"states", "summaries"} {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE win < ?`, win); err != nil {
+			return unavailable(ctx, "delete windows", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(ctx, "delete rollups", err)
+	}
+	return nil
+}
+
+// deleteWrites drops the spans of writes made before cutoff.
+func (s *Store) deleteWrites(ctx context.Context, cutoff int64) error {
+	for {
+		s.spanMu.Lock()
+		err := func() error {
+			tx, err := s.spansW.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			rows, err := tx.QueryContext(ctx, `SELECT seq, first_row, last_row FROM writes WHERE written_at < ? ORDER BY seq LIMIT 100`, cutoff)
+			if err != nil {
+				return err
+			}
+			type w struct{ seq, first, last int64 }
+			var ws []w
+			for rows.Next() {
+				var x w
+				if err := rows.Scan(&x.seq, &x.first, &x.last); err != nil {
+					rows.Close()
+					return err
+				}
+				ws = append(ws, x)
+			}
+			rows.Close()
+			if len(ws) == 0 {
+				return errDone
+			}
+			for _, x := range ws {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM spans WHERE rowid BETWEEN ? AND ?`, x.first, x.last); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM writes WHERE seq = ?`, x.seq); err != nil {
+					return err
+				}
+			}
+			return tx.Commit()
+		}()
+		s.spanMu.Unlock()
+		if errors.Is(err, errDone) {
+			return nil
+		}
+		if err != nil {
+			return unavailable(ctx, "delete spans", err)
+		}
+	}
+}
+
+var errDone = errors.New("done")

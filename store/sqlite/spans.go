@@ -1,0 +1,198 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
+)
+
+// spansPerInsert is how many rows one INSERT statement carries: fewer
+// statements, less per-statement overhead in the driver.
+const spansPerInsert = 64
+
+type spanStatements struct {
+	many, one *sql.Stmt
+}
+
+func (p *spanStatements) close() {
+	for _, st := range []*sql.Stmt{p.many, p.one} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	*p = spanStatements{}
+}
+
+func (s *Store) prepareSpans(ctx context.Context) error {
+	if s.spanSQL.many != nil {
+		return nil
+	}
+	row := "(?,?,?,?)"
+	many, err := s.spansW.PrepareContext(ctx, `INSERT OR IGNORE INTO spans (trace_id, span_id, seq, data) VALUES `+
+		strings.TrimSuffix(strings.Repeat(row+",", spansPerInsert), ","))
+	if err != nil {
+		return err
+	}
+	one, err := s.spansW.PrepareContext(ctx, `INSERT OR IGNORE INTO spans (trace_id, span_id, seq, data) VALUES `+row)
+	if err != nil {
+		many.Close()
+		return err
+	}
+	s.spanSQL = spanStatements{many: many, one: one}
+	return nil
+}
+
+// WriteSpans stores spans in one transaction: durable when it returns.
+func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
+	s.spanMu.Lock()
+	defer s.spanMu.Unlock()
+	if s.spansW == nil {
+		return 0, fmt.Errorf("sqlite: write spans: %w", store.ErrClosed)
+	}
+	if err := s.prepareSpans(ctx); err != nil {
+		return 0, unavailable(ctx, "prepare span insert", err)
+	}
+	tx, err := s.spansW.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, unavailable(ctx, "write spans", err)
+	}
+	defer tx.Rollback()
+	seq := s.seq + 1
+	var first int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) + 1 FROM spans`).Scan(&first); err != nil {
+		return 0, unavailable(ctx, "write spans", err)
+	}
+	many, one := tx.StmtContext(ctx, s.spanSQL.many), tx.StmtContext(ctx, s.spanSQL.one)
+	args := make([]any, 0, 4*spansPerInsert)
+	buf := make([]byte, 0, 64*len(spans)+64)
+	for i := range spans {
+		sp := &spans[i]
+		start := len(buf)
+		buf = graph.AppendSpan(buf, sp)
+		args = append(args, sp.TraceID[:], sp.SpanID[:], int64(seq), buf[start:len(buf):len(buf)])
+		if len(args) == cap(args) {
+			if _, err := many.ExecContext(ctx, args...); err != nil {
+				return 0, unavailable(ctx, "write spans", err)
+			}
+			args = args[:0]
+		}
+	}
+	for i := 0; i < len(args); i += 4 {
+		if _, err := one.ExecContext(ctx, args[i:i+4]...); err != nil {
+			return 0, unavailable(ctx, "write spans", err)
+		}
+	}
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM spans`).Scan(&last); err != nil {
+		return 0, unavailable(ctx, "write spans", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO writes (seq, first_row, last_row, written_at) VALUES (?,?,?,?)`,
+		int64(seq), first, last, time.Now().UnixNano()); err != nil {
+		return 0, unavailable(ctx, "write spans", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, unavailable(ctx, "commit spans", err)
+	}
+	s.seq = seq
+	return seq, nil
+}
+
+// interner shares repeated names among decoded spans.
+type interner map[string]string
+
+func (in interner) intern(b []byte) string {
+	if v, ok := in[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	in[v] = v
+	return v
+}
+
+// TraceSpans appends the stored spans of trace id to dst.
+func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error) {
+	rows, err := s.spansR.QueryContext(ctx, `SELECT data FROM spans WHERE trace_id = ?`, id[:])
+	if err != nil {
+		return dst, unavailable(ctx, "read trace spans", err)
+	}
+	defer rows.Close()
+	in := interner{}
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return dst, unavailable(ctx, "read trace spans", err)
+		}
+		dst = append(dst, graph.Span{})
+		if err := graph.DecodeSpan(b, &dst[len(dst)-1], in.intern); err != nil {
+			return dst[:len(dst)-1], fmt.Errorf("sqlite: trace %s: %w: %w", id, store.ErrCorrupt, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return dst, unavailable(ctx, "read trace spans", err)
+	}
+	return dst, nil
+}
+
+// SpansAfter calls fn with the spans of every write after seq, in order.
+func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []graph.Span) error) error {
+	type write struct {
+		seq         uint64
+		first, last int64
+	}
+	var writes []write
+	rows, err := s.spansR.QueryContext(ctx, `SELECT seq, first_row, last_row FROM writes WHERE seq > ? ORDER BY seq`, int64(seq))
+	if err != nil {
+		return unavailable(ctx, "list writes", err)
+	}
+	for rows.Next() {
+		var w write
+		var sq int64
+		if err := rows.Scan(&sq, &w.first, &w.last); err != nil {
+			rows.Close()
+			return unavailable(ctx, "list writes", err)
+		}
+		w.seq = uint64(sq)
+		writes = append(writes, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return unavailable(ctx, "list writes", err)
+	}
+	in := interner{}
+	var spans []graph.Span
+	for _, w := range writes {
+		spans = spans[:0]
+		rows, err := s.spansR.QueryContext(ctx, `SELECT data FROM spans WHERE rowid BETWEEN ? AND ? ORDER BY rowid`, w.first, w.last)
+		if err != nil {
+			return unavailable(ctx, "read writes", err)
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return unavailable(ctx, "read writes", err)
+			}
+			spans = append(spans, graph.Span{})
+			if err := graph.DecodeSpan(b, &spans[len(spans)-1], in.intern); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: write %d: %w: %w", w.seq, store.ErrCorrupt, err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(ctx, "read writes", err)
+		}
+		if err := fn(w.seq, spans); err != nil {
+			return err
+		}
+		if len(in) > 1<<16 {
+			in = interner{}
+		}
+	}
+	return nil
+}

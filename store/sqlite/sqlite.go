@@ -1,0 +1,239 @@
+// Package sqlite is the embedded store: two SQLite databases under one
+// directory, through the pure-Go modernc.org/sqlite (no cgo, nothing to
+// install). spans.db holds the spans as received; results.db holds the
+// per-trace records, the rollups, window states and summaries, and the
+// pipeline's checkpoint. Two files, two write locks: span writes (on the
+// acknowledgement path) never wait for result writes.
+//
+// Both run in WAL mode with synchronous=FULL by default: a write that
+// returned survives a crash of the process and of the machine. Every batch
+// of records (with its rollup deltas, window states and checkpoint) is one
+// transaction, so rollups are always exactly the sum of the stored records
+// and window states the sum of their facts.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/schema"
+	"github.com/stormradius/stormradius/store"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Dir holds spans.db and results.db; created if missing.
+	Dir string
+	// Window is the length of analysis windows (analysis.DefaultWindow when
+	// zero): DeleteBefore drops whole windows.
+	Window time.Duration
+	// Synchronous is SQLite's synchronous setting: "full" (default: a
+	// returned write survives power loss) or "normal" (it survives a crash
+	// of the process; a power loss may lose the last writes).
+	Synchronous string
+	// Logger receives the store's log lines (slog.Default() when nil).
+	Logger *slog.Logger
+}
+
+// Store is the embedded store. It is safe for concurrent use.
+type Store struct {
+	spansW, spansR *sql.DB // one writer connection, a pool of readers
+	resW, resR     *sql.DB
+	window         time.Duration
+	log            *slog.Logger
+
+	spanMu  sync.Mutex // orders span writes: sequence numbers follow commits
+	seq     uint64
+	spanSQL spanStatements
+
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in opts.Dir and applies the
+// schema's migrations.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("sqlite: no data directory")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	syncMode := strings.ToUpper(opts.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, fmt.Errorf("sqlite: synchronous %q: want full or normal", opts.Synchronous)
+	}
+	s := &Store{window: opts.Window, log: opts.Logger}
+	if s.window <= 0 {
+		s.window = analysis.DefaultWindow
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	var err error
+	open := func(name string, writer bool) (*sql.DB, error) {
+		dsn := "file:" + filepath.Join(opts.Dir, name) +
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + syncMode + ")" +
+			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
+		if writer {
+			dsn += "&_txlock=immediate"
+		}
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: open %s: %w", name, err)
+		}
+		if writer {
+			db.SetMaxOpenConns(1)
+		} else {
+			db.SetMaxOpenConns(8)
+		}
+		db.SetConnMaxIdleTime(0)
+		return db, nil
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.spansW, err = open("spans.db", true); err != nil {
+		return nil, err
+	}
+	if err = migrate(ctx, s.spansW, "sqlite/spans"); err != nil {
+		return nil, err
+	}
+	if s.spansR, err = open("spans.db", false); err != nil {
+		return nil, err
+	}
+	if s.resW, err = open("results.db", true); err != nil {
+		return nil, err
+	}
+	if err = migrate(ctx, s.resW, "sqlite/results"); err != nil {
+		return nil, err
+	}
+	if s.resR, err = open("results.db", false); err != nil {
+		return nil, err
+	}
+	var seq sql.NullInt64
+	if err = s.spansW.QueryRowContext(ctx, `SELECT max(seq) FROM writes`).Scan(&seq); err != nil {
+		err = fmt.Errorf("sqlite: read last write: %w", err)
+		return nil, err
+	}
+	s.seq = uint64(seq.Int64)
+	return s, nil
+}
+
+// migrate applies the migrations of dir that the database has not seen,
+// tracked in PRAGMA user_version.
+func migrate(ctx context.Context, db *sql.DB, dir string) error {
+	ms, err := schema.Load(dir)
+	if err != nil {
+		return err
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
+		return fmt.Errorf("sqlite: %s: read schema version: %w", dir, err)
+	}
+	for _, m := range ms {
+		if m.Version <= have {
+			continue
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sqlite: %s: migration %d: %w", dir, m.Version, err)
+		}
+		for _, st := range m.Statements() {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("sqlite: %s: migration %d (%s): %w", dir, m.Version, m.Name, err)
+			}
+		}
+		// PRAGMA takes no parameters; the version is our own integer.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.Version)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlite: %s: record migration %d: %w", dir, m.Version, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sqlite: %s: migration %d: %w", dir, m.Version, err)
+		}
+	}
+	return nil
+}
+
+// Migrations returns the migrations a store at dir would apply, without
+// applying them: for `stormradius migrate --dry-run`.
+func Migrations(ctx context.Context, dir string) ([]schema.Migration, error) {
+	var out []schema.Migration
+	for _, part := range []string{"spans", "results"} {
+		ms, err := schema.Load("sqlite/" + part)
+		if err != nil {
+			return nil, err
+		}
+		have := 0
+		path := filepath.Join(dir, part+".db")
+		if _, err := os.Stat(path); err == nil {
+			db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: %w", err)
+			}
+			err = db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have)
+			db.Close()
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+			}
+		}
+		for _, m := range ms {
+			if m.Version > have {
+				m.Name = part + ".db: " + m.Name
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Close closes the databases, checkpointing the WAL into the main files.
+func (s *Store) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		s.spanMu.Lock()
+		defer s.spanMu.Unlock()
+		s.spanSQL.close()
+		for _, db := range []*sql.DB{s.spansR, s.resR} {
+			if db != nil {
+				errs = append(errs, db.Close())
+			}
+		}
+		for _, db := range []*sql.DB{s.spansW, s.resW} {
+			if db != nil {
+				_, _ = db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+				errs = append(errs, db.Close())
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// unavailable wraps a database error as store.ErrUnavailable, keeping
+// context errors as they are.
+func unavailable(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("sqlite: %s: %w", what, ctx.Err())
+	}
+	return fmt.Errorf("sqlite: %s: %w: %w", what, store.ErrUnavailable, err)
+}
