@@ -322,10 +322,10 @@ func testRollups(t *testing.T, open Opener) {
 	queries := []store.Query{
 		{},
 		{From: h(9, 0), To: h(14, 0)},
-		{From: h(10, 0), To: h(12, 0)},             // whole hours
-		{From: h(9, 45), To: h(12, 17)},            // cut at both ends
-		{From: h(10, 5) + 1, To: h(10, 6) + 1},     // a minute that starts after From is in, one that starts before To too
-		{From: h(11, 0), To: h(11, 0)},             // empty
+		{From: h(10, 0), To: h(12, 0)},         // whole hours
+		{From: h(9, 45), To: h(12, 17)},        // cut at both ends
+		{From: h(10, 5) + 1, To: h(10, 6) + 1}, // a minute that starts after From is in, one that starts before To too
+		{From: h(11, 0), To: h(11, 0)},         // empty
 		{From: h(9, 31), To: h(13, 2), API: "front GET /dispatch"},
 		{API: "nobody"},
 	}
