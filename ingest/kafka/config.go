@@ -1,0 +1,254 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTopic is the kafka exporter's default traces topic.
+	DefaultTopic = "otlp_spans"
+	// DefaultGroupID is the consumer group the ingesters share.
+	DefaultGroupID = "stormradius"
+	// DefaultMaxBatchMessages bounds the records of one batch.
+	DefaultMaxBatchMessages = 1000
+	// DefaultMaxBatchBytes bounds the record bytes of one batch (the
+	// exporter's records are up to 1 MB by default).
+	DefaultMaxBatchBytes = 16 << 20
+	// DefaultMaxBatchWait is how long a batch waits for more records after
+	// its first one.
+	DefaultMaxBatchWait = 250 * time.Millisecond
+	// DefaultFetchMaxWait is how long the broker holds a fetch open when it
+	// has no new record.
+	DefaultFetchMaxWait = time.Second
+	// DefaultFetchMaxBytes bounds the bytes the broker returns per fetch.
+	DefaultFetchMaxBytes = 10 << 20
+	// DefaultMinBackoff and DefaultMaxBackoff bound the wait before a batch
+	// the store refused is offered again.
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+	// DefaultCommitTimeout bounds one offset commit.
+	DefaultCommitTimeout = 10 * time.Second
+	// DefaultLagInterval is how often the lag per partition is measured.
+	DefaultLagInterval = 15 * time.Second
+)
+
+// Encoding is the payload encoding the kafka exporter was configured with
+// (its traces::encoding setting).
+type Encoding string
+
+// Encodings read.
+const (
+	// EncodingProto: OTLP protobuf, the exporter's default.
+	EncodingProto Encoding = "otlp_proto"
+	// EncodingJSON: OTLP JSON.
+	EncodingJSON Encoding = "otlp_json"
+)
+
+// Config configures a Receiver. Zero fields take the documented defaults;
+// only Brokers is required.
+type Config struct {
+	// Brokers are the bootstrap brokers, "host:port".
+	Brokers []string
+	// Topic is the topic the exporter writes traces to (DefaultTopic).
+	Topic string
+	// GroupID is the consumer group (DefaultGroupID). Ingesters that share
+	// it share the topic's partitions.
+	GroupID string
+	// StartAtLatest makes a group without committed offsets start at the
+	// end of each partition instead of its beginning (which reads
+	// everything the topic retains: nothing is missed).
+	StartAtLatest bool
+
+	// Encoding is the exporter's encoding (EncodingProto when empty). With
+	// EncodingProto a record starting with '{' is still read as JSON.
+	Encoding Encoding
+	// ClaimHeader is the error-claim header name the decoder looks for
+	// (ingest.DecoderConfig.ClaimHeader; empty: ingest.DefaultClaimHeader).
+	ClaimHeader string
+
+	// MaxBatchMessages, MaxBatchBytes and MaxBatchWait close a batch: at
+	// that many records, at that many record bytes, or that long after its
+	// first record, whichever comes first. One batch is one Consume call
+	// and one commit.
+	MaxBatchMessages int
+	MaxBatchBytes    int
+	MaxBatchWait     time.Duration
+	// FetchMaxWait and FetchMaxBytes tune the client's fetches (kafka-go's
+	// MaxWait and MaxBytes; defaults DefaultFetchMaxWait and
+	// DefaultFetchMaxBytes). A record larger than FetchMaxBytes is still
+	// fetched (brokers return at least one record batch).
+	FetchMaxWait  time.Duration
+	FetchMaxBytes int
+	// QueueCapacity is how many records the client prefetches (kafka-go's
+	// default, 100, when zero).
+	QueueCapacity int
+
+	// MinBackoff and MaxBackoff bound the exponential backoff before a
+	// refused batch is offered again, and before a failed fetch is retried.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// CommitTimeout bounds one offset commit (DefaultCommitTimeout).
+	CommitTimeout time.Duration
+
+	// Consumer-group timing, passed to kafka-go (its defaults when zero:
+	// 30 s, 3 s, 30 s, 5 s). Tests shorten them; production rarely needs to.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
+	JoinGroupBackoff  time.Duration
+	// ReadBackoffMin and ReadBackoffMax are kafka-go's poll backoff on an
+	// empty or failed fetch (its defaults when zero: 100 ms, 1 s).
+	ReadBackoffMin time.Duration
+	ReadBackoffMax time.Duration
+
+	// Dialer, when not nil, is how the client connects (TLS, SASL, client
+	// id); the lag probe uses the same TLS and SASL settings.
+	Dialer *kafkago.Dialer
+
+	// LagInterval is how often the group's lag per partition is measured
+	// (DefaultLagInterval); negative disables the lag metric.
+	LagInterval time.Duration
+
+	// Logger receives bad-record, retry and client error logs
+	// (slog.Default() when nil).
+	Logger *slog.Logger
+	// Registerer, when not nil, registers the stormradius_kafka_* metrics.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns c with its zero fields set, or an error naming the
+// first field that is wrong.
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Brokers) == 0 {
+		return c, errors.New("kafka: config: no brokers")
+	}
+	for _, b := range c.Brokers {
+		if b == "" {
+			return c, errors.New("kafka: config: empty broker address")
+		}
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.GroupID == "" {
+		c.GroupID = DefaultGroupID
+	}
+	switch c.Encoding {
+	case "":
+		c.Encoding = EncodingProto
+	case EncodingProto, EncodingJSON:
+	default:
+		return c, fmt.Errorf("kafka: config: encoding %q: want %s or %s", c.Encoding, EncodingProto, EncodingJSON)
+	}
+	if c.MaxBatchMessages == 0 {
+		c.MaxBatchMessages = DefaultMaxBatchMessages
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxBatchWait == 0 {
+		c.MaxBatchWait = DefaultMaxBatchWait
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = DefaultFetchMaxWait
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = DefaultCommitTimeout
+	}
+	if c.LagInterval == 0 {
+		c.LagInterval = DefaultLagInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	// kafka-go panics when its poll backoff maximum is below its minimum,
+	// also when one of them is its default (100 ms, 1 s).
+	if c.ReadBackoffMin < 0 || c.ReadBackoffMax < 0 {
+		return c, errors.New("kafka: config: read backoff out of range")
+	}
+	if c.ReadBackoffMax == 0 && c.ReadBackoffMin > time.Second {
+		c.ReadBackoffMax = c.ReadBackoffMin
+	}
+	if c.ReadBackoffMin == 0 && c.ReadBackoffMax > 0 && c.ReadBackoffMax < 100*time.Millisecond {
+		c.ReadBackoffMin = c.ReadBackoffMax
+	}
+	if c.ReadBackoffMax > 0 && c.ReadBackoffMax < c.ReadBackoffMin {
+		return c, errors.New("kafka: config: read backoff max below min")
+	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"max batch messages", c.MaxBatchMessages < 0},
+		{"max batch bytes", c.MaxBatchBytes < 0},
+		{"max batch wait", c.MaxBatchWait < 0},
+		{"fetch max wait", c.FetchMaxWait < 0},
+		{"fetch max bytes", c.FetchMaxBytes < 0},
+		{"queue capacity", c.QueueCapacity < 0},
+		{"min backoff", c.MinBackoff < 0},
+		{"max backoff", c.MaxBackoff < c.MinBackoff},
+		{"commit timeout", c.CommitTimeout < 0},
+	} {
+		if f.bad {
+			return c, fmt.Errorf("kafka: config: %s out of range", f.name)
+		}
+	}
+	return c, nil
+}
+
+// readerConfig is the kafka-go reader configuration: a consumer-group member
+// that never commits by itself (FetchMessage, explicit synchronous commits).
+func (c Config) readerConfig() kafkago.ReaderConfig {
+	start := kafkago.FirstOffset
+	if c.StartAtLatest {
+		start = kafkago.LastOffset
+	}
+	log := c.Logger
+	return kafkago.ReaderConfig{
+		Brokers:           c.Brokers,
+		GroupID:           c.GroupID,
+		Topic:             c.Topic,
+		Dialer:            c.Dialer,
+		QueueCapacity:     c.QueueCapacity,
+		MinBytes:          1,
+		MaxBytes:          c.FetchMaxBytes,
+		MaxWait:           c.FetchMaxWait,
+		ReadLagInterval:   -1, // kafka-go measures lag only without a group; the lag probe does it
+		HeartbeatInterval: c.HeartbeatInterval,
+		CommitInterval:    0, // synchronous: CommitMessages returns once the broker answered
+		SessionTimeout:    c.SessionTimeout,
+		RebalanceTimeout:  c.RebalanceTimeout,
+		JoinGroupBackoff:  c.JoinGroupBackoff,
+		StartOffset:       start,
+		ReadBackoffMin:    c.ReadBackoffMin,
+		ReadBackoffMax:    c.ReadBackoffMax,
+		// kafka-go's info log is a line per fetch cycle and rebalance step:
+		// debug. Its error log is what an operator needs (coordinator
+		// lost, broker unreachable): warn, since it retries by itself.
+		Logger: kafkago.LoggerFunc(func(format string, args ...any) {
+			if log.Enabled(context.Background(), slog.LevelDebug) {
+				log.Debug("kafka client: " + fmt.Sprintf(format, args...))
+			}
+		}),
+		ErrorLogger: kafkago.LoggerFunc(func(format string, args ...any) {
+			log.Warn("kafka client: " + fmt.Sprintf(format, args...))
+		}),
+	}
+}
