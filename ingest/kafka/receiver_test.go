@@ -475,11 +475,12 @@ func TestBadRecordSkipped(t *testing.T) {
 	if got := rec.numAccepted(); got != want {
 		t.Fatalf("%d spans, want %d", got, want)
 	}
-	if bad := testutil.ToFloat64(r.m.bad); bad != 3 {
-		t.Fatalf("%v bad records, want 3", bad)
-	}
-	if empty := testutil.ToFloat64(r.m.empty); empty != 2 {
-		t.Fatalf("%v empty records, want 2", empty)
+	// The OTLP logs record is bad with a decoder that recognises other
+	// signals (ingest.ErrNotTraces), else empty: either way it gives no
+	// span and is committed.
+	bad, empty := testutil.ToFloat64(r.m.bad), testutil.ToFloat64(r.m.empty)
+	if bad < 2 || empty < 2 || bad+empty != 5 {
+		t.Fatalf("%v bad and %v empty records, want 2 or 3 bad and 5 in all", bad, empty)
 	}
 	if msgs := testutil.ToFloat64(r.m.messages); msgs != float64(len(recs)) {
 		t.Fatalf("%v records counted, want %d", msgs, len(recs))
