@@ -48,7 +48,7 @@ func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Cor
 	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}
 	naive := sim.Policy{Retry: sim.RetryNaive, Retries: 2}
 	svcs := []sim.Service{
-		{Name: "front", Operation: "GET /dispatch", Policy: own, Calls: []sim.Edge{{To: "route"}, {To: "ads", FailOpen: true}}},
+		{Name: "front", Operation: "GET /dispatch", Policy: own, ErrorRate: 0.08, Calls: []sim.Edge{{To: "route"}, {To: "ads", FailOpen: true}}},
 		{Name: "route", Operation: "GET /route", Policy: naive, Calls: []sim.Edge{{To: "driver"}, {To: "redis", Virtual: true}}},
 		{Name: "driver", Operation: "GET /driver", Policy: own, ErrorRate: 0.05},
 		{Name: "ads", Operation: "GET /ads", Policy: own, ErrorRate: 0.3},

@@ -1,0 +1,62 @@
+package pipeline
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the pipeline's Prometheus metrics (SPEC §6: every drop or
+// partial trace is counted).
+type metrics struct {
+	stored        prometheus.Counter
+	rejected      *prometheus.CounterVec // by reason: backpressure, store
+	pendingTraces prometheus.Gauge
+	pendingSpans  prometheus.Gauge
+	flushed       *prometheus.CounterVec // by reason: idle, age, early, flush, shutdown
+	reopened      prometheus.Counter
+	reevaluated   prometheus.Counter
+	analysed      prometheus.Counter
+	duplicates    prometheus.Counter
+	recovered     prometheus.Counter
+	writeSeconds  prometheus.Histogram
+	applySeconds  prometheus.Histogram
+	storeErrors   *prometheus.CounterVec // by operation
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := func(c prometheus.Collector) {
+		if reg != nil {
+			reg.MustRegister(c)
+		}
+	}
+	m := &metrics{
+		stored: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_stored_total",
+			Help: "Spans durably written (acknowledged to their sender)."}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_spans_refused_total",
+			Help: "Spans refused before storage, by reason: backpressure (too many in flight) or store (write failed); the sender was told to retry."}, []string{"reason"}),
+		pendingTraces: prometheus.NewGauge(prometheus.GaugeOpts{Name: "stormradius_traces_pending",
+			Help: "Traces stored and waiting to be analysed (until idle)."}),
+		pendingSpans: prometheus.NewGauge(prometheus.GaugeOpts{Name: "stormradius_spans_pending",
+			Help: "Spans of pending traces held in memory."}),
+		flushed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_traces_flushed_total",
+			Help: "Pending traces analysed, by reason: idle, age (max trace age), early (buffer over its share), flush, shutdown."}, []string{"reason"}),
+		reopened: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_traces_reopened_total",
+			Help: "Traces analysed again because spans arrived after their analysis."}),
+		reevaluated: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_records_reevaluated_total",
+			Help: "Stored trace results replaced because their window's state changed an edge they use."}),
+		analysed: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_traces_analysed_total",
+			Help: "Trace analyses stored (re-opened traces count again)."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_duplicate_total",
+			Help: "Spans dropped at assembly as duplicates of a span id already in their trace."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_recovered_total",
+			Help: "Stored spans beyond the checkpoint read back at start (after a crash) and analysed."}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stormradius_span_write_seconds",
+			Help: "Latency of group-committed span writes.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stormradius_analysis_batch_seconds",
+			Help: "Latency of one analysis step: assembly, evaluation and the store batch.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_store_errors_total",
+			Help: "Store operations that failed, by operation."}, []string{"op"}),
+	}
+	for _, c := range []prometheus.Collector{m.stored, m.rejected, m.pendingTraces, m.pendingSpans, m.flushed, m.reopened,
+		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors} {
+		f(c)
+	}
+	return m
+}

@@ -1,0 +1,255 @@
+// Package pipeline owns the stream and all its concurrency: it admits the
+// spans receivers decoded, writes them durably (group commit) before they
+// are acknowledged, holds them per trace until the trace is idle, assembles
+// and evaluates each trace against its window, keeps the window states,
+// re-evaluates the stored records a window change made stale, and stores
+// records, rollups, states and summaries through a store.Store. See
+// docs/ARCHITECTURE.md.
+//
+// Three goroutines do the work: the writer (span writes), the analyser
+// (flushes, evaluation, store batches: it alone owns the window states) and
+// a retention loop. Receivers call Consume from any number of goroutines.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
+)
+
+// Config configures a Pipeline. Zero fields take the documented defaults.
+type Config struct {
+	// Analysis holds the analysis rules, including the window length
+	// (default 1 h).
+	Analysis analysis.Config
+	// TraceIdle: a trace is analysed once no span of it arrived for this
+	// long (default 5 s).
+	TraceIdle time.Duration
+	// MaxTraceAge: a trace is analysed at the latest this long after its
+	// first span arrived, even if spans keep coming (default 1 min).
+	MaxTraceAge time.Duration
+	// MaxInflightSpans bounds the spans held in memory: being written plus
+	// waiting for their trace to be analysed (default 1,000,000). Past 80%
+	// of it, the oldest traces are analysed early; past it, Consume
+	// refuses with store.ErrBackpressure.
+	MaxInflightSpans int
+	// MaxWriteSpans bounds one group-committed span write (default 50,000).
+	MaxWriteSpans int
+	// Tick is how often idle traces are looked for (default TraceIdle/10,
+	// at least 10 ms, at most 1 s).
+	Tick time.Duration
+	// SummaryInterval is how often changed windows' summaries are stored
+	// (default 1 s).
+	SummaryInterval time.Duration
+	// Retention: data that started longer ago is deleted, checked hourly
+	// (default 7 days; negative keeps everything).
+	Retention time.Duration
+	// Logger (slog.Default() when nil) and Registerer (no metrics when nil).
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now returns the current time (time.Now when nil); tests move it.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Analysis.Window <= 0 {
+		c.Analysis.Window = analysis.DefaultWindow
+	}
+	if c.TraceIdle <= 0 {
+		c.TraceIdle = 5 * time.Second
+	}
+	if c.MaxTraceAge <= 0 {
+		c.MaxTraceAge = time.Minute
+	}
+	if c.MaxInflightSpans <= 0 {
+		c.MaxInflightSpans = 1_000_000
+	}
+	if c.MaxWriteSpans <= 0 {
+		c.MaxWriteSpans = 50_000
+	}
+	if c.Tick <= 0 {
+		c.Tick = min(max(c.TraceIdle/10, 10*time.Millisecond), time.Second)
+	}
+	if c.SummaryInterval <= 0 {
+		c.SummaryInterval = time.Second
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Pipeline is the streaming analysis. Create it with New, start it with
+// Run, feed it with Consume.
+type Pipeline struct {
+	cfg Config
+	st  store.Store
+	log *slog.Logger
+	m   *metrics
+
+	inflight atomic.Int64 // spans admitted and not yet analysed
+	writes   chan *writeReq
+
+	mu      sync.Mutex // guards pending
+	pending pendingSet
+
+	flushReq chan flushReq // Flush asks the analyser to flush everything
+	an       *analyser     // owned by the analyser goroutine
+
+	closed  atomic.Bool
+	started chan struct{}
+	done    chan struct{}
+}
+
+type flushReq struct {
+	done chan error
+}
+
+// New returns a pipeline over st. Call Run to start it.
+func New(st store.Store, cfg Config) *Pipeline {
+	cfg.defaults()
+	p := &Pipeline{
+		cfg:      cfg,
+		st:       st,
+		log:      cfg.Logger,
+		m:        newMetrics(cfg.Registerer),
+		writes:   make(chan *writeReq, 1024),
+		flushReq: make(chan flushReq),
+		started:  make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	p.pending.init()
+	p.an = newAnalyser(p)
+	return p
+}
+
+// Consume stores spans durably and queues them for analysis (store.Consumer).
+// It returns an error wrapping store.ErrBackpressure when too many spans
+// are in flight, store.ErrUnavailable when the store failed, and ctx's
+// error when the caller gave up (the spans may still be stored and
+// analysed: at least once).
+func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	if p.closed.Load() {
+		return fmt.Errorf("pipeline: %w", store.ErrClosed)
+	}
+	n := int64(len(spans))
+	// A request larger than the whole budget is let in when nothing else
+	// is in flight, so that it can ever be accepted.
+	if cur := p.inflight.Add(n); cur > int64(p.cfg.MaxInflightSpans) && cur != n {
+		p.inflight.Add(-n)
+		p.m.rejected.WithLabelValues("backpressure").Add(float64(n))
+		return fmt.Errorf("pipeline: %d spans in flight: %w", cur-n, store.ErrBackpressure)
+	}
+	req := &writeReq{spans: spans, done: make(chan error, 1)}
+	select {
+	case p.writes <- req:
+	case <-ctx.Done():
+		p.inflight.Add(-n)
+		return ctx.Err()
+	case <-p.done:
+		p.inflight.Add(-n)
+		return fmt.Errorf("pipeline: %w", store.ErrClosed)
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run starts the pipeline: it recovers what the store holds beyond its
+// checkpoint, then writes, analyses and applies retention until ctx ends;
+// then it stops accepting spans, analyses every pending trace, stores the
+// summaries and returns. The store is not closed.
+func (p *Pipeline) Run(ctx context.Context) error {
+	defer close(p.done)
+	if err := p.recover(ctx); err != nil {
+		return err
+	}
+	close(p.started)
+	var wg sync.WaitGroup
+	wctx, stopWriter := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() { defer wg.Done(); p.writer(wctx) }()
+	rctx, stopRetention := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); p.retention(rctx) }()
+
+	err := p.an.run(ctx)
+
+	// Shut down: refuse new spans, let the writer finish what it accepted,
+	// then analyse everything pending.
+	p.closed.Store(true)
+	stopRetention()
+	stopWriter()
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if ferr := p.an.flushAll(fctx, "shutdown"); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	return err
+}
+
+// Started is closed once recovery is done and the pipeline accepts spans.
+func (p *Pipeline) Started() <-chan struct{} { return p.started }
+
+// Flush analyses every pending trace now and stores the window summaries:
+// once it returns, the store answers for every span consumed before it was
+// called. Tests and `report` after a load use it; idle traces are flushed
+// on their own.
+func (p *Pipeline) Flush(ctx context.Context) error {
+	req := flushReq{done: make(chan error, 1)}
+	select {
+	case p.flushReq <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return fmt.Errorf("pipeline: %w", store.ErrClosed)
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retention deletes old data every hour.
+func (p *Pipeline) retention(ctx context.Context) {
+	if p.cfg.Retention < 0 {
+		return
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		cutoff := p.cfg.Now().Add(-p.cfg.Retention).UnixNano()
+		if err := p.st.DeleteBefore(ctx, cutoff); err != nil && ctx.Err() == nil {
+			p.log.Warn("retention", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

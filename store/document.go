@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+)
+
+// Reader is what reports read.
+type Reader interface {
+	Rollups
+	Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error)
+}
+
+// Document returns the SPEC §5.2 document of the traces q selects, from
+// rollups and window summaries alone: per-trace figures from the rollups
+// of the minutes in range, edges and potential radius from the summaries
+// of the windows those minutes belong to. cfg must carry the window length
+// the data was analysed with.
+func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
+	rep, err := r.Report(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := WindowRange(q, cfg.Window)
+	var sums []*analysis.WindowSummary
+	if lo <= hi {
+		if sums, err = r.Summaries(ctx, lo, hi); err != nil {
+			return nil, err
+		}
+	}
+	return rep.Document(sums, cfg), nil
+}
+
+// WindowRange returns the windows (inclusive) that hold the minutes q
+// selects; lo > hi when it selects none.
+func WindowRange(q Query, window time.Duration) (lo, hi int64) {
+	mlo, mhi := q.MinuteRange()
+	if mlo >= mhi {
+		return 1, 0
+	}
+	lo, hi = math.MinInt64, math.MaxInt64
+	if q.From != 0 {
+		lo = analysis.WindowOf(mlo*int64(time.Minute), window)
+	}
+	if q.To != 0 {
+		hi = analysis.WindowOf(mhi*int64(time.Minute)-1, window)
+	}
+	return lo, hi
+}
