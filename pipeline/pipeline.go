@@ -122,6 +122,9 @@ type flushReq struct {
 
 // New returns a pipeline over st. Call Run to start it.
 func New(st store.Store, cfg Config) *Pipeline {
+	// The store knows the window its data was analysed with (it refused
+	// to open with another one): figures only mean something in it.
+	cfg.Analysis.Window = st.Window()
 	cfg.defaults()
 	p := &Pipeline{
 		cfg:      cfg,

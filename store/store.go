@@ -207,6 +207,10 @@ type Store interface {
 	// DeleteBefore drops spans, records, rollups, states and summaries of
 	// traces that started before t (unix nanoseconds), without a full scan.
 	DeleteBefore(ctx context.Context, t int64) error
+	// Window returns the length of the analysis windows the stored data
+	// was analysed with: window indexes in records, states and summaries
+	// count in it.
+	Window() time.Duration
 	// Close flushes and closes the store; a store closed cleanly has exact
 	// states when opened again.
 	Close() error

@@ -35,8 +35,9 @@ import (
 type Options struct {
 	// Dir holds spans.db and results.db; created if missing.
 	Dir string
-	// Window is the length of analysis windows (analysis.DefaultWindow when
-	// zero): DeleteBefore drops whole windows.
+	// Window is the length of the analysis windows. The first open of a
+	// directory records it; later opens must give the same or zero (zero
+	// adopts the recorded one; analysis.DefaultWindow for a new directory).
 	Window time.Duration
 	// Synchronous is SQLite's synchronous setting: "full" (default: a
 	// returned write survives power loss) or "normal" (it survives a crash
@@ -79,10 +80,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqlite: synchronous %q: want full or normal", opts.Synchronous)
 	}
-	s := &Store{window: opts.Window, log: opts.Logger}
-	if s.window <= 0 {
-		s.window = analysis.DefaultWindow
+	if opts.Window < 0 {
+		return nil, fmt.Errorf("sqlite: negative window %v", opts.Window)
 	}
+	s := &Store{log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -135,8 +136,41 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.seq = uint64(seq.Int64)
+	if err = s.settleWindow(ctx, opts.Window); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// settleWindow records the window length in a new directory and checks it
+// against the recorded one in an existing directory: data analysed with
+// one window cannot be read with another.
+func (s *Store) settleWindow(ctx context.Context, want time.Duration) error {
+	var have sql.NullInt64
+	err := s.resW.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'window_ns'`).Scan(&have)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite: read window: %w", err)
+	}
+	switch {
+	case have.Valid && want != 0 && time.Duration(have.Int64) != want:
+		return fmt.Errorf("sqlite: the data was analysed with --window %v, not %v: use the same window, or another --data directory",
+			time.Duration(have.Int64), want)
+	case have.Valid:
+		s.window = time.Duration(have.Int64)
+		return nil
+	}
+	if want == 0 {
+		want = analysis.DefaultWindow
+	}
+	s.window = want
+	if _, err := s.resW.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('window_ns', ?)`, int64(want)); err != nil {
+		return fmt.Errorf("sqlite: record window: %w", err)
+	}
+	return nil
+}
+
+// Window returns the window length of the stored data.
+func (s *Store) Window() time.Duration { return s.window }
 
 // migrate applies the migrations of dir that the database has not seen,
 // tracked in PRAGMA user_version.

@@ -26,3 +26,46 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+// A directory remembers its window: reopening with another is refused,
+// with none adopts it.
+func TestWindowRecorded(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: time.Hour}); err == nil {
+		t.Fatal("reopened with another window")
+	}
+	s, err = sqlite.Open(ctx, sqlite.Options{Dir: dir})
+	if err != nil || s.Window() != 10*time.Minute {
+		t.Fatalf("window %v, %v; want 10m", s.Window(), err)
+	}
+	s.Close()
+	s, err = sqlite.Open(ctx, sqlite.Options{Dir: t.TempDir()})
+	if err != nil || s.Window() != time.Hour {
+		t.Fatalf("new directory: window %v, %v; want 1h", s.Window(), err)
+	}
+	s.Close()
+}
+
+// The dry run lists what a new directory needs, nothing for a current one.
+func TestMigrationsDryRun(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	ms, err := sqlite.Migrations(ctx, dir)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("new directory: %d migrations %v, want 2 (spans, results)", len(ms), err)
+	}
+	s, err := sqlite.Open(ctx, sqlite.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if ms, err := sqlite.Migrations(ctx, dir); err != nil || len(ms) != 0 {
+		t.Fatalf("current directory: %d migrations %v", len(ms), err)
+	}
+}
