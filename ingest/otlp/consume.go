@@ -1,0 +1,241 @@
+package otlp
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/store"
+)
+
+// work is what one in-flight request needs, pooled so that a steady stream
+// of requests reuses it: a Decoder (with its intern table, warm after the
+// first requests), the span slice it fills, and for HTTP the body buffer
+// and a gzip reader.
+type work struct {
+	dec   *ingest.Decoder
+	spans []graph.Span
+	body  []byte
+	br    *bufio.Reader // gzip reads byte by byte: buffer the body once per work, not per request
+	gz    *gzip.Reader
+}
+
+func (s *Server) getWork() *work {
+	if w, ok := s.works.Get().(*work); ok {
+		return w
+	}
+	return &work{dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: s.cfg.ClaimHeader})}
+}
+
+func (s *Server) putWork(w *work) {
+	// Strings in the spans are interned by the decoder and live on; only
+	// the slice is reused. Zeroing it drops the references of the last
+	// request, so that a pooled work does not pin strings the intern
+	// table has since let go.
+	clear(w.spans[:cap(w.spans)])
+	w.spans = w.spans[:0]
+	w.body = w.body[:0]
+	s.works.Put(w)
+}
+
+// acquire takes one of the MaxInflightRequests slots, waiting at most
+// admissionWait (or until ctx is done). It reports whether it got one; the
+// caller then calls release.
+func (s *Server) acquire(ctx context.Context) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(admissionWait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (s *Server) release() { <-s.slots }
+
+// failure classifies why a request's spans were not stored.
+type failure uint8
+
+const (
+	failNone         failure = iota
+	failBackpressure         // retryable: too much in flight downstream
+	failUnavailable          // retryable: the store is down or closing
+	failCanceled             // the caller gave up
+	failInternal             // not retryable
+)
+
+// outcome is what became of a request's decoded spans.
+type outcome struct {
+	received int
+	accepted int
+	rejected [reasonStartTime + 1]int // spans rejected for good, by reason
+	fail     failure
+	err      error // the Consume error, for the log
+}
+
+// permanentRejects returns the number of spans rejected for good.
+func (o *outcome) permanentRejects() int {
+	n := 0
+	for _, c := range o.rejected {
+		n += c
+	}
+	return n
+}
+
+// rejectMessage is the partial-success error message: how many spans were
+// rejected, and why.
+func (o *outcome) rejectMessage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d spans rejected:", o.permanentRejects(), o.received)
+	sep := " "
+	for r, what := range [...]string{
+		reasonTraceID:   "with an all-zero (invalid) trace id",
+		reasonSpanID:    "with an all-zero (invalid) span id",
+		reasonStartTime: "without a start time",
+	} {
+		if o.rejected[r] > 0 {
+			fmt.Fprintf(&b, "%s%d %s", sep, o.rejected[r], what)
+			sep = ", "
+		}
+	}
+	return b.String()
+}
+
+// consume filters out the spans of w.spans that are rejected for good,
+// hands the rest to the Consumer and counts what became of them. The spans
+// must be fully decoded: what Consume returns nil for is acknowledged.
+func (s *Server) consume(ctx context.Context, p protocol, w *work, start time.Time) outcome {
+	spans := w.spans
+	o := outcome{received: len(spans)}
+	n := 0
+	for i := range spans {
+		sp := &spans[i]
+		switch {
+		case sp.TraceID.IsZero():
+			o.rejected[reasonTraceID]++
+			continue
+		case sp.SpanID.IsZero():
+			o.rejected[reasonSpanID]++
+			continue
+		case sp.Start == 0:
+			o.rejected[reasonStartTime]++
+			continue
+		}
+		if n != i { // compact in place; no copy while nothing was rejected
+			spans[n] = *sp
+		}
+		n++
+	}
+	kept := spans[:n]
+	m := s.metrics
+	m.received[p].Add(float64(len(spans)))
+	for r, n := range o.rejected {
+		if n > 0 {
+			m.rejected[p][r].Add(float64(n))
+		}
+	}
+	if len(kept) > 0 {
+		if err := s.consumer.Consume(ctx, kept); err != nil {
+			if ctx.Err() != nil {
+				// Consume gave up waiting, but what it handed the spans
+				// to may still read them (the pipeline's writer does):
+				// leave the slice to it, and to the GC.
+				w.spans = nil
+			}
+			o.fail, o.err = classify(ctx, err)
+			m.rejected[p][o.fail.reason()].Add(float64(len(kept)))
+		} else {
+			o.accepted = len(kept)
+			m.accepted[p].Add(float64(len(kept)))
+		}
+	}
+	m.duration[p].Observe(time.Since(start).Seconds())
+	if o.fail != failNone {
+		s.logFailure(p, &o)
+	}
+	return o
+}
+
+// classify maps a Consume error to a failure.
+func classify(ctx context.Context, err error) (failure, error) {
+	switch {
+	case errors.Is(err, store.ErrBackpressure):
+		return failBackpressure, err
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
+		// Closed: this process is going away; another (or this one,
+		// restarted) will take the retry.
+		return failUnavailable, err
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return failCanceled, err
+	}
+	return failInternal, err
+}
+
+func (f failure) reason() reason {
+	switch f {
+	case failBackpressure:
+		return reasonBackpressure
+	case failUnavailable:
+		return reasonUnavailable
+	case failCanceled:
+		return reasonCanceled
+	}
+	return reasonInternal
+}
+
+// clientMessage is what a client is told about a failure: the store's own
+// error stays in the log, as it may name internal hosts.
+func (f failure) clientMessage() string {
+	switch f {
+	case failBackpressure:
+		return "stormradius is overloaded: too much data in flight, retry later"
+	case failUnavailable:
+		return "stormradius cannot store spans now (storage unavailable), retry later"
+	case failCanceled:
+		return "request canceled before its spans were stored"
+	}
+	return "internal error: the spans could not be stored"
+}
+
+// busyMessage is what a client refused by admission control is told.
+const busyMessage = "stormradius is busy: too many requests in flight, retry later"
+
+// logFailure logs a failed store, at most once per second per kind:
+// under backpressure every request fails the same way, and the metrics
+// already count each one.
+func (s *Server) logFailure(p protocol, o *outcome) {
+	if !s.logLimit[o.fail].allow(time.Now()) {
+		return
+	}
+	level := slog.LevelWarn
+	if o.fail == failInternal {
+		level = slog.LevelError
+	}
+	s.log.Log(context.Background(), level, "otlp: spans not stored",
+		"protocol", protocolNames[p], "spans", o.received-o.permanentRejects(),
+		"reason", reasonNames[o.fail.reason()], "err", o.err)
+}
+
+// rateLimit lets one event through per second.
+type rateLimit struct{ next atomic.Int64 }
+
+func (r *rateLimit) allow(now time.Time) bool {
+	n := now.UnixNano()
+	next := r.next.Load()
+	return n >= next && r.next.CompareAndSwap(next, n+int64(time.Second))
+}
