@@ -198,13 +198,7 @@ func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string)
 	out.Suppressed = a.tri(sSuppressed) == graph.True
 	out.FailOpen = a.tri(sFailOpen)
 
-	out.Peer = UnknownPeer
-	for _, s := range [...]slot{sPeerServiceName, sPeerService, sServerAddress, sNetPeerName, sDBSystemName, sDBSystem} {
-		if v, ok := a.str(s); ok && v != "" {
-			out.Peer = d.intern(v)
-			break
-		}
-	}
+	out.Peer = d.peer(a)
 
 	for _, s := range [...]slot{sURLFull, sHTTPURL, sDBQueryText, sDBStatement} {
 		if v, ok := a.str(s); ok && v != "" {
@@ -212,6 +206,78 @@ func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string)
 			break
 		}
 	}
+}
+
+// peer names the callee as a span that may call an uninstrumented one sees
+// it: SPEC §2's list first (service.peer.name or peer.service, else
+// server.address, else db.system.name or db.system), then what older or
+// other instrumentation writes instead: the old semantic conventions'
+// net.peer.name, the host of url.full or of the old http.url, and Envoy's
+// upstream cluster (upstream_cluster.name, its observability name, before
+// upstream_cluster, its configuration name); else UnknownPeer.
+func (d *Decoder) peer(a *attrSet) string {
+	for _, s := range [...]slot{sPeerServiceName, sPeerService, sServerAddress, sDBSystemName, sDBSystem, sNetPeerName} {
+		if v, ok := a.str(s); ok && v != "" {
+			return d.intern(v)
+		}
+	}
+	for _, s := range [...]slot{sURLFull, sHTTPURL} {
+		if v, ok := a.str(s); ok {
+			if h := urlHost(v); h != "" {
+				return d.intern(h)
+			}
+		}
+	}
+	for _, s := range [...]slot{sUpstreamClusterName, sUpstreamCluster} {
+		if v, ok := a.str(s); ok && v != "" {
+			return d.intern(v)
+		}
+	}
+	return UnknownPeer
+}
+
+// urlHost returns the host of an absolute URL
+// (scheme://[userinfo@]host[:port][/path][?query][#fragment]), without the
+// user info, the port or an IPv6 address's brackets: what names a service.
+// It returns "" when s has no host. The host is a substring of s: nothing is
+// allocated.
+func urlHost(s string) string {
+	i := strings.Index(s, "://")
+	if i <= 0 || !isScheme(s[:i]) {
+		return ""
+	}
+	h := s[i+3:]
+	if j := strings.IndexAny(h, "/?#"); j >= 0 {
+		h = h[:j]
+	}
+	if j := strings.LastIndexByte(h, '@'); j >= 0 {
+		h = h[j+1:]
+	}
+	if strings.HasPrefix(h, "[") {
+		if j := strings.IndexByte(h, ']'); j > 0 {
+			return h[1:j]
+		}
+		return ""
+	}
+	if j := strings.LastIndexByte(h, ':'); j >= 0 {
+		h = h[:j]
+	}
+	return h
+}
+
+// isScheme reports whether s is a URL scheme: a letter, then letters,
+// digits, '+', '-' or '.'.
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // ASCII lower case
+		switch {
+		case 'a' <= c && c <= 'z':
+		case i > 0 && ('0' <= s[i] && s[i] <= '9' || s[i] == '+' || s[i] == '-' || s[i] == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // operation names a SERVER span: "METHOD route", "rpc.service/rpc.method",
@@ -310,35 +376,40 @@ func claimOf(s string) graph.Claim {
 type slot uint8
 
 const (
-	sHTTPMethod      slot = iota // http.request.method
-	sHTTPMethodOld               // http.method
-	sHTTPRoute                   // http.route
-	sRPCService                  // rpc.service
-	sRPCMethod                   // rpc.method
-	sHTTPStatus                  // http.response.status_code
-	sHTTPStatusOld               // http.status_code
-	sGRPCStatus                  // rpc.grpc.status_code
-	sRPCStatus                   // rpc.response.status_code
-	sClaimAttr                   // error.claim
-	sClaimHeader                 // http.response.header.<claim header>
-	sClaimMeta                   // rpc.response.metadata.<claim header>
-	sResendCount                 // http.request.resend_count
-	sRetryAttempt                // retry.attempt
-	sCriteria                    // retry.criteria_satisfied
-	sSuppressed                  // retry.suppressed
-	sFailOpen                    // dependency.fail_open
-	sPeerServiceName             // service.peer.name
-	sPeerService                 // peer.service
-	sServerAddress               // server.address
-	sNetPeerName                 // net.peer.name
-	sDBSystemName                // db.system.name
-	sDBSystem                    // db.system
-	sURLFull                     // url.full
-	sHTTPURL                     // http.url
-	sDBQueryText                 // db.query.text
-	sDBStatement                 // db.statement
+	sHTTPMethod          slot = iota // http.request.method
+	sHTTPMethodOld                   // http.method
+	sHTTPRoute                       // http.route
+	sRPCService                      // rpc.service
+	sRPCMethod                       // rpc.method
+	sHTTPStatus                      // http.response.status_code
+	sHTTPStatusOld                   // http.status_code
+	sGRPCStatus                      // rpc.grpc.status_code
+	sRPCStatus                       // rpc.response.status_code
+	sClaimAttr                       // error.claim
+	sClaimHeader                     // http.response.header.<claim header>
+	sClaimMeta                       // rpc.response.metadata.<claim header>
+	sResendCount                     // http.request.resend_count
+	sRetryAttempt                    // retry.attempt
+	sCriteria                        // retry.criteria_satisfied
+	sSuppressed                      // retry.suppressed
+	sFailOpen                        // dependency.fail_open
+	sPeerServiceName                 // service.peer.name
+	sPeerService                     // peer.service
+	sServerAddress                   // server.address
+	sNetPeerName                     // net.peer.name
+	sDBSystemName                    // db.system.name
+	sDBSystem                        // db.system
+	sURLFull                         // url.full
+	sHTTPURL                         // http.url
+	sDBQueryText                     // db.query.text
+	sDBStatement                     // db.statement
+	sUpstreamCluster                 // upstream_cluster (Envoy)
+	sUpstreamClusterName             // upstream_cluster.name (Envoy)
 	nSlots
 )
+
+// attrSet.has has one bit per slot: this fails to compile past 32 slots.
+const _ = uint32(1 << (nSlots - 1))
 
 // attrSet holds, per slot, the first value seen for it in one span.
 type attrSet struct {
@@ -415,6 +486,10 @@ func (d *Decoder) slotOf(k string) (slot, bool) {
 		return sDBQueryText, true
 	case "db.statement":
 		return sDBStatement, true
+	case "upstream_cluster":
+		return sUpstreamCluster, true
+	case "upstream_cluster.name":
+		return sUpstreamClusterName, true
 	}
 	if strings.HasPrefix(k, headerPrefix) && headerEqual(k[len(headerPrefix):], d.claimHeader) {
 		return sClaimHeader, true

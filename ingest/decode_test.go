@@ -340,34 +340,101 @@ func TestRetryFlags(t *testing.T) {
 }
 
 func TestPeer(t *testing.T) {
-	all := map[string]any{
-		"service.peer.name": "a-service-peer-name",
-		"peer.service":      "b-peer-service",
-		"server.address":    "c-server-address",
-		"net.peer.name":     "d-net-peer-name",
-		"db.system.name":    "e-db-system-name",
-		"db.system":         "f-db-system",
+	// Each rule, with every later rule's attribute present too: the rule
+	// wins over all that follow it. The order is SPEC §2's, then the old
+	// net.peer.name, the URL's host, and Envoy's upstream cluster.
+	rules := []struct{ key, value, want string }{
+		{"service.peer.name", "a-service-peer-name", "a-service-peer-name"},
+		{"peer.service", "b-peer-service", "b-peer-service"},
+		{"server.address", "c-server-address", "c-server-address"},
+		{"db.system.name", "d-db-system-name", "d-db-system-name"},
+		{"db.system", "e-db-system", "e-db-system"},
+		{"net.peer.name", "f-net-peer-name", "f-net-peer-name"},
+		{"url.full", "https://user:secret@g-url-full.example:8443/p/a?q=1#frag", "g-url-full.example"},
+		{"http.url", "http://h-http-url:8080/x", "h-http-url"},
+		{"upstream_cluster.name", "i-cluster-name", "i-cluster-name"},
+		{"upstream_cluster", "outbound|8080||j-cluster", "outbound|8080||j-cluster"},
 	}
-	order := []string{"service.peer.name", "peer.service", "server.address", "net.peer.name", "db.system.name", "db.system"}
-	for i, key := range order {
+	for i, r := range rules {
 		attrs := map[string]any{}
-		for _, k := range order[i:] {
-			attrs[k] = all[k]
+		for _, later := range rules[i:] {
+			attrs[later.key] = later.value
 		}
-		if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient, attrs: attrs}).Peer; got != all[key] {
-			t.Errorf("with %v: peer %q, want %q", order[i:], got, all[key])
+		if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient, attrs: attrs}).Peer; got != r.want {
+			t.Errorf("from %s on: peer %q, want %q", r.key, got, r.want)
 		}
 	}
 	if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient}).Peer; got != "unknown" {
 		t.Errorf("no peer attributes: peer %q, want unknown", got)
 	}
-	// HotROD style: a redis client span with only db.system.
-	if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient, name: "FindDriverIDs", attrs: map[string]any{"db.system": "redis"}}).Peer; got != "redis" {
-		t.Errorf("peer %q, want redis", got)
+	for _, tt := range []struct {
+		name  string
+		attrs map[string]any
+		want  string
+	}{
+		// HotROD: a redis client span with only db.system.
+		{"db.system alone", map[string]any{"db.system": "redis"}, "redis"},
+		// Empty values do not count as present.
+		{"empty peer.service", map[string]any{"peer.service": "", "server.address": "db.local"}, "db.local"},
+		{"empty net.peer.name", map[string]any{"net.peer.name": "", "url.full": "http://route:8083/route"}, "route"},
+		// A URL without a host falls through to the next rule.
+		{"relative url", map[string]any{"url.full": "/route?x=1", "http.url": "http://old-host/x"}, "old-host"},
+		{"url without host", map[string]any{"url.full": "file:///tmp/x", "upstream_cluster": "c"}, "c"},
+		{"not a url", map[string]any{"http.url": "GET /x", "upstream_cluster.name": "n"}, "n"},
+		// An Envoy egress span (the OpenTelemetry tracer's attributes):
+		// the URL names the callee first, the cluster without it.
+		{"envoy egress with url", map[string]any{"component": "proxy", "http.url": "http://customer:8081/customer?customer=123",
+			"upstream_cluster": "outbound|8081||customer.default.svc.cluster.local", "upstream_cluster.name": "customer"}, "customer"},
+		{"envoy egress, cluster only", map[string]any{"component": "proxy",
+			"upstream_cluster": "outbound|8081||customer.default.svc.cluster.local", "upstream_cluster.name": "customer-http"}, "customer-http"},
+		{"envoy, configuration name only", map[string]any{"upstream_cluster": "frontend"}, "frontend"},
+		{"non-string url ignored", map[string]any{"url.full": 42, "upstream_cluster": "c"}, "c"},
+	} {
+		if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient, name: "router frontend egress", attrs: tt.attrs}).Peer; got != tt.want {
+			t.Errorf("%s: peer %q, want %q", tt.name, got, tt.want)
+		}
 	}
-	// Empty values do not count as present.
-	if got := decodeOne(t, spanDef{kind: ptrace.SpanKindClient, attrs: map[string]any{"peer.service": "", "server.address": "db.local"}}).Peer; got != "db.local" {
-		t.Errorf("peer %q, want db.local", got)
+}
+
+func TestURLHost(t *testing.T) {
+	for url, want := range map[string]string{
+		"http://route:8083/route?pickup=1":        "route",
+		"https://api.example.com/v1":              "api.example.com",
+		"https://api.example.com":                 "api.example.com",
+		"https://api.example.com?x=1":             "api.example.com",
+		"https://api.example.com#top":             "api.example.com",
+		"http://user@host/x":                      "host",
+		"http://user:p@ss@host:1/x":               "host", // the last '@' ends the user info
+		"http://[::1]:8080/x":                     "::1",
+		"http://[2001:db8::7]/x":                  "2001:db8::7",
+		"http://[::1/x":                           "",
+		"grpc+tls://driver:8082":                  "driver",
+		"HTTP://Upper.Example/":                   "Upper.Example",
+		"redis://cache:6379/0":                    "cache",
+		"http://:8080/x":                          "",
+		"http:///x":                               "",
+		"/route?pickup=1":                         "",
+		"route:8083":                              "",
+		"://host/x":                               "",
+		"1http://host/x":                          "",
+		"ht tp://host/x":                          "",
+		"":                                        "",
+		"mailto:someone@example.com":              "",
+		"http://host:8080/a://b":                  "host",
+		"https://10.0.4.2:443/path/with:colon":    "10.0.4.2",
+		"http://xn--bcher-kva.example:80/b%C3%BC": "xn--bcher-kva.example",
+	} {
+		if got := urlHost(url); got != want {
+			t.Errorf("urlHost(%q) = %q, want %q", url, got, want)
+		}
+	}
+}
+
+func TestURLHostNoAllocs(t *testing.T) {
+	url := "https://user@api.example.com:443/v1/orders?id=7"
+	var host string
+	if n := testing.AllocsPerRun(100, func() { host = urlHost(url) }); n != 0 || host != "api.example.com" {
+		t.Fatalf("%v allocations, host %q", n, host)
 	}
 }
 
