@@ -171,12 +171,14 @@ func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
 		p.inflight.Add(-n)
 		return fmt.Errorf("pipeline: %w", store.ErrClosed)
 	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	// Once queued, the write is waited for even if the caller gives up:
+	// the writer reads the caller's slice, which must not be reused before
+	// Consume returns (store.Consumer). Writes are bounded (30 s).
+	err := <-req.done
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err() // stored, but the caller asked to stop waiting
 	}
+	return err
 }
 
 // Run starts the pipeline: it recovers what the store holds beyond its

@@ -13,6 +13,7 @@ type Consumer interface {
 	// receiver acknowledge them (or Kafka commit their offsets). An error
 	// wrapping ErrBackpressure or ErrUnavailable means nothing was stored
 	// and the client should retry later; ctx's error means the caller gave
-	// up.
+	// up (the spans may have been stored). Consume does not retain spans
+	// after it returns: the caller may reuse the slice.
 	Consume(ctx context.Context, spans []graph.Span) error
 }

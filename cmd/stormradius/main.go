@@ -31,6 +31,8 @@ type command struct {
 var commands = []command{
 	{"analyze", "analyse OTLP trace files and print the storm radius report", runAnalyze},
 	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
+	{"serve", "receive OTLP (gRPC, HTTP, Kafka), store, analyse continuously, serve the results", runServe},
+	{"report", "print the storm radius report of stored traces (from rollups)", runReport},
 }
 
 func main() {

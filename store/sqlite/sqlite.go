@@ -45,6 +45,9 @@ type Options struct {
 	Synchronous string
 	// Logger receives the store's log lines (slog.Default() when nil).
 	Logger *slog.Logger
+	// Existing refuses to create a new store: readers (report) open data
+	// that must be there.
+	Existing bool
 }
 
 // Store is the embedded store. It is safe for concurrent use.
@@ -68,6 +71,11 @@ var _ store.Store = (*Store)(nil)
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("sqlite: no data directory")
+	}
+	if opts.Existing {
+		if _, err := os.Stat(filepath.Join(opts.Dir, "results.db")); err != nil {
+			return nil, fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
+		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)

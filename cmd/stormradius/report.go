@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/internal/timerange"
+	"github.com/stormradius/stormradius/store"
+)
+
+func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("report", stderr)
+	data := fs.String("data", "./data", "directory of the embedded store")
+	storeURL := fs.String("store", "", "store URL instead of --data: clickhouse://host:9000/db")
+	from := fs.String("from", "", "start of the range: RFC 3339, unix seconds or now-DURATION (default: everything)")
+	to := fs.String("to", "", "end of the range, exclusive (default: everything)")
+	api := fs.String("api", "", `only this root API ("service operation") in apis`)
+	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: stormradius report [--data DIR | --store URL] [--from T] [--to T] [--api API] [--format json|table]")
+		fmt.Fprintln(stderr, "\nPrints the SPEC §5.2 document of the stored traces whose start minute is in [from, to),")
+		fmt.Fprintln(stderr, "from rollups: once ingestion is quiet it equals `analyze` of the same traces.")
+		fs.PrintDefaults()
+	}
+	if _, err := parseArgs(fs, args); err != nil {
+		return exitUsage
+	}
+	if err := flagenv.Apply(fs); err != nil {
+		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
+		return exitUsage
+	}
+	if *format != "json" && *format != "table" {
+		fmt.Fprintf(stderr, "stormradius report: unknown --format %q (want json or table)\n", *format)
+		return exitUsage
+	}
+	var q store.Query
+	now := time.Now()
+	for _, f := range []struct {
+		name, val string
+		dst       *int64
+	}{{"from", *from, &q.From}, {"to", *to, &q.To}} {
+		if f.val == "" {
+			continue
+		}
+		t, err := timerange.Parse(f.val, now)
+		if err != nil {
+			fmt.Fprintf(stderr, "stormradius report: --%s: %v\n", f.name, err)
+			return exitUsage
+		}
+		*f.dst = t
+	}
+	if q.From != 0 && q.To != 0 && q.To <= q.From {
+		fmt.Fprintln(stderr, "stormradius report: --to must be after --from")
+		return exitUsage
+	}
+	q.API = *api
+	st, err := storeurl.Open(ctx, storeurl.Options{Data: *data, URL: *storeURL, Existing: true})
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
+		return exitFail
+	}
+	defer st.Close()
+	cfg := analysis.Config{Window: st.Window()}
+	doc, err := store.Document(ctx, st, q, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
+		return exitFail
+	}
+	if *api != "" {
+		kept := doc.APIs[:0]
+		for _, a := range doc.APIs {
+			if a.API == *api {
+				kept = append(kept, a)
+			}
+		}
+		doc.APIs = kept
+		if len(kept) == 0 {
+			fmt.Fprintf(stderr, "stormradius report: no traces of root API %q in the range\n", *api)
+			return exitFail
+		}
+	}
+	if *format == "table" {
+		err = doc.WriteTable(stdout)
+	} else {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(doc)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius report: write output: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

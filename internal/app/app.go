@@ -1,0 +1,202 @@
+// Package app wires the service: a store, the pipeline, the OTLP and Kafka
+// receivers and the HTTP server (health, readiness, metrics, and the routes
+// a binary adds), with a graceful shutdown that flushes everything. Both
+// `stormradius serve` and cmd/ingest run it; it holds no logic of its own.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stormradius/stormradius/ingest/kafka"
+	"github.com/stormradius/stormradius/ingest/otlp"
+	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/store"
+)
+
+// Config is a whole service.
+type Config struct {
+	// Store says where data lives.
+	Store storeurl.Options
+	// Pipeline configures the analysis (its window is the store's).
+	Pipeline pipeline.Config
+	// OTLP configures the receivers; Disable both to run without them.
+	OTLP otlp.Config
+	// Kafka, when Brokers are set, adds a Kafka consumer.
+	Kafka kafka.Config
+	// HTTPAddr serves /healthz, /readyz, /metrics and Routes ("" for none).
+	HTTPAddr string
+	// Routes adds handlers to the HTTP server (the REST API and the UI).
+	Routes func(mux *http.ServeMux, st store.Store)
+	// Logger is the service's logger.
+	Logger *slog.Logger
+	// Ready, when not nil, is called once the service accepts data, with
+	// the addresses it listens on.
+	Ready func(Addrs)
+}
+
+// Addrs are the bound addresses of a running service.
+type Addrs struct {
+	OTLPGRPC, OTLPHTTP, HTTP net.Addr
+}
+
+// Run runs the service until ctx ends, then shuts it down in order:
+// receivers stop taking data (in-flight requests finish), the Kafka
+// consumer stops, the pipeline analyses every pending trace, the store is
+// closed.
+func Run(ctx context.Context, cfg Config) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cfg.Store.Logger = log
+	st, err := storeurl.Open(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+
+	pcfg := cfg.Pipeline
+	pcfg.Logger, pcfg.Registerer = log, reg
+	p := pipeline.New(st, pcfg)
+	pctx, stopPipeline := context.WithCancel(context.Background())
+	defer stopPipeline()
+	perr := make(chan error, 1)
+	go func() { perr <- p.Run(pctx) }()
+	select {
+	case <-p.Started():
+	case err := <-perr:
+		return fmt.Errorf("pipeline: %w", err)
+	case <-ctx.Done():
+		stopPipeline()
+		return errors.Join(ctx.Err(), <-perr)
+	}
+
+	var ready atomic.Bool
+	var addrs Addrs
+	var srv *http.Server
+	httpErr := make(chan error, 1)
+	if cfg.HTTPAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready")
+		})
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		if cfg.Routes != nil {
+			cfg.Routes(mux, st)
+		}
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			stopPipeline()
+			return errors.Join(fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err), <-perr)
+		}
+		addrs.HTTP = ln.Addr()
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { httpErr <- srv.Serve(ln) }()
+	}
+
+	var recv *otlp.Server
+	if !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP {
+		ocfg := cfg.OTLP
+		ocfg.Logger, ocfg.Registerer = log, reg
+		if recv, err = otlp.New(ocfg, p); err == nil {
+			err = recv.Start(ctx)
+		}
+		if err != nil {
+			shutdownHTTP(srv)
+			stopPipeline()
+			return errors.Join(err, <-perr)
+		}
+		addrs.OTLPGRPC, addrs.OTLPHTTP = recv.GRPCAddr(), recv.HTTPAddr()
+	}
+
+	var wg sync.WaitGroup
+	kctx, stopKafka := context.WithCancel(context.Background())
+	defer stopKafka()
+	kafkaErr := make(chan error, 1)
+	if len(cfg.Kafka.Brokers) > 0 {
+		kcfg := cfg.Kafka
+		kcfg.Logger, kcfg.Registerer = log, reg
+		kr, err := kafka.NewReceiver(kcfg, p)
+		if err != nil {
+			shutdownReceivers(recv, srv)
+			stopPipeline()
+			return errors.Join(err, <-perr)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); kafkaErr <- kr.Run(kctx) }()
+	}
+
+	ready.Store(true)
+	log.Info("stormradius is running", "otlp_grpc", addrs.OTLPGRPC, "otlp_http", addrs.OTLPHTTP, "http", addrs.HTTP,
+		"kafka", cfg.Kafka.Brokers, "window", st.Window())
+	if cfg.Ready != nil {
+		cfg.Ready(addrs)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		runErr = fmt.Errorf("http: %w", err)
+	case err := <-kafkaErr:
+		runErr = fmt.Errorf("kafka: %w", err)
+	case err := <-perr:
+		perr <- err // read again below
+		runErr = fmt.Errorf("pipeline stopped: %w", err)
+	}
+	ready.Store(false)
+	log.Info("shutting down: receivers stop, pending traces are analysed")
+	shutdownReceivers(recv, nil)
+	stopKafka()
+	wg.Wait()
+	stopPipeline()
+	if err := <-perr; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("pipeline: %w", err))
+	}
+	shutdownHTTP(srv)
+	return runErr
+}
+
+func shutdownReceivers(recv *otlp.Server, srv *http.Server) {
+	if recv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		recv.Shutdown(ctx)
+		cancel()
+	}
+	shutdownHTTP(srv)
+}
+
+func shutdownHTTP(srv *http.Server) {
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
+}

@@ -1,0 +1,119 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/ingest/kafka"
+	"github.com/stormradius/stormradius/ingest/otlp"
+	"github.com/stormradius/stormradius/pipeline"
+)
+
+// Flags registers the service's flags on fs and returns a function that,
+// after fs.Parse (and flagenv.Apply), builds the Config they describe.
+// defaultStore is the --store default ("" for the embedded store).
+func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
+	data := fs.String("data", "./data", "directory of the embedded store (used when --store is empty)")
+	storeURL := fs.String("store", defaultStore, "store URL instead of the embedded store: clickhouse://host:9000/db")
+	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
+	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
+	httpAddr := fs.String("http", ":8080", `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`)
+	var tokens listValue
+	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers")
+	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, compressed or not")
+	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
+	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
+	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
+	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
+	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "Kafka message encoding: otlp_proto or otlp_json")
+	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
+	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
+	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
+	window := fs.Duration("window", 0, "analysis window (SPEC §4.3; default 1h; data keeps the window it was analysed with)")
+	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+
+	return func() (Config, error) {
+		var errs []error
+		off := func(s string) bool { return s == "" || s == "off" }
+		c := Config{}
+		c.Store.Data, c.Store.URL, c.Store.Window = *data, *storeURL, *window
+		if *window < 0 {
+			errs = append(errs, fmt.Errorf("--window %v is negative", *window))
+		}
+		c.OTLP = otlp.Config{GRPCAddr: *grpcAddr, HTTPAddr: *httpOTLP, DisableGRPC: off(*grpcAddr), DisableHTTP: off(*httpOTLP),
+			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody, ClaimHeader: *claimHeader}
+		if !off(*httpAddr) {
+			c.HTTPAddr = *httpAddr
+		}
+		if *brokers != "" {
+			enc := kafka.Encoding(*encoding)
+			if enc != kafka.EncodingProto && enc != kafka.EncodingJSON {
+				errs = append(errs, fmt.Errorf("--kafka-encoding %q: want otlp_proto or otlp_json", *encoding))
+			}
+			c.Kafka = kafka.Config{Brokers: splitComma(*brokers), Topic: *topic, GroupID: *group, Encoding: enc, ClaimHeader: *claimHeader}
+		}
+		if *idle <= 0 || *maxAge <= 0 || *inflight <= 0 {
+			errs = append(errs, errors.New("--trace-idle, --max-trace-age and --max-inflight-spans must be positive"))
+		}
+		ret := *retention
+		switch {
+		case ret < 0:
+			errs = append(errs, fmt.Errorf("--retention %v is negative", ret))
+		case ret == 0:
+			ret = -1 // keep everything
+		}
+		c.Pipeline = pipelineOf(*idle, *maxAge, *inflight, ret)
+		c.Pipeline.Analysis = analysis.Config{Window: *window}
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+			errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level))
+		}
+		opts := &slog.HandlerOptions{Level: lvl}
+		switch *logFormat {
+		case "text":
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+		case "json":
+			c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		default:
+			errs = append(errs, fmt.Errorf("--log-format %q: want text or json", *logFormat))
+		}
+		return c, errors.Join(errs...)
+	}
+}
+
+// listValue is a repeatable flag whose values may also be comma-separated
+// (so that one STORMRADIUS_INGEST_TOKEN can carry several).
+type listValue []string
+
+func (l *listValue) String() string { return strings.Join(*l, ",") }
+
+func (l *listValue) Set(v string) error {
+	for _, s := range splitComma(v) {
+		*l = append(*l, s)
+	}
+	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func pipelineOf(idle, maxAge time.Duration, inflight int, retention time.Duration) pipeline.Config {
+	return pipeline.Config{TraceIdle: idle, MaxTraceAge: maxAge, MaxInflightSpans: inflight, Retention: retention}
+}

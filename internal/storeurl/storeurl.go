@@ -1,0 +1,61 @@
+// Package storeurl opens the store a command names: the embedded store in
+// a data directory by default, or the one a URL names
+// (clickhouse://host:9000/db, sqlite:///path/to/dir).
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/sqlite"
+)
+
+// Options says which store to open.
+type Options struct {
+	// Data is the embedded store's directory, used when URL is empty.
+	Data string
+	// URL names another store: clickhouse://… or sqlite:///dir.
+	URL string
+	// Window is the analysis window length (0: the stored one, or the
+	// default for new data).
+	Window time.Duration
+	// Existing refuses to create a new store (for readers).
+	Existing bool
+	Logger   *slog.Logger
+}
+
+// Open opens the store.
+func Open(ctx context.Context, o Options) (store.Store, error) {
+	if o.URL == "" {
+		return sqlite.Open(ctx, sqlite.Options{Dir: o.Data, Window: o.Window, Logger: o.Logger, Existing: o.Existing})
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("--store %q: %w", o.URL, err)
+	}
+	switch u.Scheme {
+	case "sqlite", "file":
+		dir := u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			dir = u.Host + u.Path // sqlite://relative/dir
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("--store %q: no directory", o.URL)
+		}
+		q := u.Query()
+		return sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
+			Synchronous: q.Get("synchronous")})
+	case "clickhouse":
+		return openClickHouse(ctx, o, u)
+	}
+	return nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
+}
+
+// openClickHouse is replaced when the ClickHouse store is built in.
+var openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
+	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", o.URL)
+}
