@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -309,4 +310,44 @@ func TestBenchCorpusShape(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkCheckJSON is the pre-scan AppendRequest runs on a JSON request
+// before pdata's unmarshal (BenchmarkPdataUnmarshalJSON, same input): the
+// ratio of the two is what the depth and size limits cost.
+func BenchmarkCheckJSON(b *testing.B) {
+	_, _, js, spans := benchCorpus(b)
+	b.SetBytes(int64(len(js)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkJSON(js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpans(b, spans)
+}
+
+// BenchmarkReadFileJSONLines reads a JSON-lines file of 20 requests of 250
+// spans each (~200 KB lines, as a collector's file exporter writes them).
+func BenchmarkReadFileJSONLines(b *testing.B) {
+	td := benchTraces(17) // 255 spans
+	line, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var file []byte
+	for range 20 {
+		file = append(append(file, line...), '\n')
+	}
+	spans := 20 * td.SpanCount()
+	b.SetBytes(int64(len(file)))
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	for b.Loop() {
+		st, err := d.ReadFile(bytes.NewReader(file), "bench.jsonl", nil, nil)
+		if err != nil || st.Spans != spans {
+			b.Fatal(err, st)
+		}
+	}
+	reportSpans(b, spans)
 }

@@ -62,6 +62,7 @@ type Decoder struct {
 	line  []byte
 	frame []byte
 	whole []byte
+	ids   []byte // a JSON request with base64 ids rewritten in hex
 
 	protoU ptrace.ProtoUnmarshaler
 	jsonU  ptrace.JSONUnmarshaler
@@ -120,16 +121,23 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 // AppendRequest decodes b, one OTLP ExportTraceServiceRequest (OTLP JSON when
 // json is true, else protobuf), and appends its spans to dst as AppendTraces
 // does. On error dst is returned unchanged.
+//
+// JSON is checked before pdata sees it: a request nested deeper than
+// MaxJSONDepth or with more than MaxJSONElements elements is rejected with
+// an error wrapping ErrLimit, and one that is not valid JSON with an error
+// that says where. Trace and span ids in base64 (protobuf's generic JSON
+// mapping) are accepted as well as hex. A request that decodes to no span
+// because it holds OTLP logs, metrics or profiles, or Jaeger or Zipkin JSON,
+// is rejected with an error wrapping ErrNotTraces; an empty trace request
+// ({} or {"resourceSpans":[]}) is not an error.
 func (d *Decoder) AppendRequest(dst []graph.Span, b []byte, json bool) ([]graph.Span, error) {
-	var (
-		td  ptrace.Traces
-		err error
-	)
 	if json {
-		td, err = d.jsonU.UnmarshalTraces(b)
-	} else {
-		td, err = d.protoU.UnmarshalTraces(b)
+		if err := checkJSON(b); err != nil {
+			return dst, err
+		}
+		return d.decodeJSON(dst, b)
 	}
+	td, err := d.protoU.UnmarshalTraces(b)
 	if err != nil {
 		return dst, err
 	}
