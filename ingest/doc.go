@@ -7,4 +7,12 @@
 // A Decoder is the unit of work: it carries the configuration (the claim
 // header name), a string intern table and scratch buffers. It is not safe for
 // concurrent use; give each goroutine its own.
+//
+// Input is untrusted. Nothing panics on any input; OTLP/JSON is checked
+// before pdata decodes it, so that no request can nest deeper than
+// MaxJSONDepth or make pdata allocate without bound (MaxJSONElements). Errors
+// name the file and the line or message, and wrap a kind that callers can
+// test with errors.Is: a partial file (ErrTruncated, ErrTrailingData,
+// ErrCorrupt), what is not OTLP traces at all (ErrFormat, ErrNotTraces), a
+// request over a limit (ErrLimit).
 package ingest

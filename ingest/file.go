@@ -3,20 +3,21 @@ package ingest
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/stormradius/stormradius/graph"
 )
 
-// MaxRequestSize is the largest request ReadFile accepts: one JSON line, one
-// length-prefixed message, or a whole raw protobuf file. Longer JSON lines
-// are reported as bad and skipped; a longer length prefix makes the file
-// unreadable.
+// MaxRequestSize is the largest request ReadFile accepts: one JSON request
+// (a line, or a document over several lines), one length-prefixed message,
+// or a whole raw protobuf file. Longer JSON requests are reported as bad and
+// skipped; a longer length prefix makes the rest of the file unreadable.
 const MaxRequestSize = 256 << 20
 
 // maxLineSize is MaxRequestSize, a variable so tests can lower it.
@@ -36,13 +37,18 @@ type FileStats struct {
 	// Bytes is the number of bytes read from the file as given (compressed
 	// bytes for a gzip file).
 	Bytes int64
-	// Requests is the number of requests (JSON lines or protobuf messages)
-	// decoded and passed to emit.
+	// Requests is the number of requests (JSON documents or lines, or
+	// protobuf messages) decoded and passed to emit, including requests
+	// with no span.
 	Requests int
-	// BadRequests is the number of JSON lines or framed messages rejected
-	// (and passed to onBad).
+	// BadRequests is the number of requests rejected (and passed to onBad).
 	BadRequests int
-	// Spans is the number of spans passed to emit.
+	// NotTraces is how many of BadRequests were well-formed JSON of another
+	// kind: OTLP logs, metrics or profiles, Jaeger or Zipkin JSON (their
+	// errors wrap ErrNotTraces).
+	NotTraces int
+	// Spans is the number of spans passed to emit. It is 0 for a file that
+	// decoded fine but held no span: the caller should say so.
 	Spans int
 }
 
@@ -53,12 +59,19 @@ type FileStats struct {
 // errors. emit and onBad may be nil.
 //
 // The format is detected from the content, after an optional gzip layer
-// (magic 1f 8b; detected again inside, up to two layers):
+// (magic 1f 8b; detected again inside, up to two layers; a gzip file may
+// hold several members, one after another):
 //
-//   - First byte '{' (after an optional UTF-8 BOM), or a run of whitespace
-//     followed by `{"resource` or `{}`: JSON lines, each non-empty line one
-//     OTLP/JSON ExportTraceServiceRequest — what the OpenTelemetry
-//     Collector's file exporter writes with format: json.
+//   - First byte '{' or '[' (after an optional UTF-8 BOM), or a run of
+//     whitespace followed by `{"resource`, `{"data"`, `{}`, `[{` or `[[`:
+//     OTLP/JSON ExportTraceServiceRequests, checked and decoded as
+//     AppendRequest does. Usually one per line — what the OpenTelemetry
+//     Collector's file exporter writes with format: json — but a request
+//     may also span lines, as in a pretty-printed document (or several, one
+//     after another): a line that leaves brackets open is continued by the
+//     lines after it, until its brackets close or a line starts with '{' or
+//     '[' in its first column, which starts a new request (so a request
+//     that breaks off does not swallow those after it).
 //   - First byte 0x00 (or any byte below 0x10 other than 0x0a): a stream of
 //     messages each preceded by its length as a 4-byte big-endian unsigned
 //     integer — what the file exporter writes with format: proto (its
@@ -75,14 +88,39 @@ type FileStats struct {
 //   - zstd (magic 28 b5 2f fd), whole-file or per message: not supported,
 //     reported as an error that says to decompress the file first.
 //
-// A JSON line or a length-prefixed message that does not decode is passed to
-// onBad as an error naming the file and the line or message number, and
-// reading goes on. A file that cannot be read as any of the formats (garbage,
-// a truncated gzip stream or message, a length prefix over MaxRequestSize, an
-// invalid raw protobuf file) makes ReadFile return an error naming the file;
-// requests already emitted stay emitted. An error returned by emit stops
-// reading and is returned, wrapped with the file name. An empty file is not
-// an error.
+// A request that cannot be decoded is passed to onBad as an error naming
+// the file and the line (JSON) or message number, and reading goes on: a
+// request that is not valid OTLP/JSON or protobuf; one nested deeper than
+// MaxJSONDepth or with more than MaxJSONElements elements (the error wraps
+// ErrLimit); one longer than MaxRequestSize; one that is OTLP logs, metrics
+// or profiles, Jaeger or Zipkin JSON (the error wraps ErrNotTraces, and it
+// is counted in FileStats.NotTraces too). A JSON request with no span ({} or
+// {"resourceSpans":[]}) is a request, not an error.
+//
+// ReadFile returns an error naming the file when it cannot read it to its
+// end; requests emitted before that stay emitted, and the error says, in
+// words a user understands, what happened and how far reading got:
+//
+//   - ErrTruncated: the input ends part-way, as a file copied while it is
+//     being written does: a gzip stream cut short ("traces.jsonl.gz: gzip
+//     stream truncated after 196 lines (the file may still be being
+//     written)"), a length-prefixed stream cut inside a message
+//     ("x.pb: length-prefixed stream truncated in message 12 (11 messages
+//     read, ...)"), a file that ends inside a JSON request (a last line
+//     without its end, or a document cut after one of its lines; a
+//     complete last line without a newline is fine), a raw protobuf request
+//     with a field that runs past the end of the file.
+//   - ErrTrailingData: bytes after the end of the gzip stream that are not
+//     another gzip member ("123 bytes of trailing data after the gzip
+//     stream: ignored"); everything before them was read.
+//   - ErrCorrupt: a gzip stream that fails its checksum or does not
+//     inflate, or a length prefix over MaxRequestSize after valid messages.
+//   - ErrFormat: nothing in the file is in a format ReadFile reads (garbage,
+//     zstd, more than two gzip layers, a raw protobuf file that does not
+//     decode).
+//
+// An error returned by emit stops reading and is returned, wrapped with the
+// file name. An empty file is not an error.
 func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) error, onBad func(error)) (st FileStats, err error) {
 	cr := &countingReader{r: r, progress: d.Progress}
 	defer func() {
@@ -95,41 +133,54 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 	fr := &fileReader{d: d, name: name, emit: emit, onBad: onBad, st: &st}
 
 	src := bufio.NewReaderSize(cr, readBufSize)
+	var layers []*gzipReader
 	for depth := 0; ; depth++ {
 		head, perr := src.Peek(2)
-		if perr != nil && perr != io.EOF {
-			return st, fmt.Errorf("%s: %w", name, perr)
+		if len(head) < 2 && perr != nil && perr != io.EOF {
+			return st, fr.readErr(perr, "before any data", "")
 		}
 		if len(head) < 2 || head[0] != 0x1f || head[1] != 0x8b {
 			break
 		}
 		if depth == maxGzipDepth {
-			return st, fmt.Errorf("%s: more than %d nested gzip layers", name, maxGzipDepth)
+			return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: more than %d nested gzip layers", name, maxGzipDepth))
 		}
-		gz, gerr := gzip.NewReader(src)
+		g, gerr := newGzipReader(src)
 		if gerr != nil {
-			return st, fmt.Errorf("%s: gzip: %w", name, gerr)
+			return st, fr.readErr(gerr, "in its header", "")
 		}
-		src = bufio.NewReaderSize(gz, readBufSize)
+		layers = append(layers, g)
+		src = bufio.NewReaderSize(g, readBufSize)
 	}
 
 	f, err := sniff(src)
 	if err != nil {
-		return st, fmt.Errorf("%s: %w", name, err)
+		return st, fr.readErr(err, "before any data", "")
 	}
 	switch f {
 	case formatEmpty:
-		return st, nil
 	case formatJSON:
-		return st, fr.jsonLines(src)
+		err = fr.jsonLines(src)
 	case formatFramed:
-		return st, fr.framed(src)
+		err = fr.framed(src)
 	case formatRaw:
-		return st, fr.raw(src)
+		err = fr.raw(src)
 	case formatZstd:
-		return st, fmt.Errorf("%s: zstd-compressed data is not supported: decompress it first (zstd -d)", name)
+		return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: zstd-compressed data is not supported: decompress it first (zstd -d)", name))
+	default:
+		return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: unrecognised format: neither OTLP JSON nor OTLP protobuf (raw or length-prefixed)", name))
 	}
-	return st, fmt.Errorf("%s: unrecognised format: neither OTLP JSON lines nor OTLP protobuf (raw or length-prefixed)", name)
+	if err != nil {
+		return st, err
+	}
+	var trailing int64
+	for _, g := range layers {
+		trailing += g.trailing
+	}
+	if trailing > 0 {
+		return st, newKindError(ErrTrailingData, nil, fmt.Sprintf("%s: %s of trailing data after the gzip stream: ignored", name, plural(int(min(trailing, math.MaxInt)), "byte")))
+	}
+	return st, nil
 }
 
 type format uint8
@@ -146,13 +197,15 @@ const (
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // sniff decides the format from the first bytes of src (see ReadFile). It
-// consumes a UTF-8 byte order mark, nothing else.
+// consumes a UTF-8 byte order mark, nothing else. A read error after some
+// bytes is left for the format's reader to meet, when it knows how far it
+// got.
 func sniff(src *bufio.Reader) (format, error) {
 	b, err := src.Peek(sniffLen)
-	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return formatUnknown, err
-	}
 	if len(b) == 0 {
+		if err != nil && err != io.EOF {
+			return formatUnknown, err
+		}
 		return formatEmpty, nil
 	}
 	if bytes.HasPrefix(b, []byte{0xef, 0xbb, 0xbf}) {
@@ -160,7 +213,7 @@ func sniff(src *bufio.Reader) (format, error) {
 		return formatJSON, nil
 	}
 	switch c := b[0]; {
-	case c == '{':
+	case c == '{' || c == '[':
 		return formatJSON, nil
 	case bytes.HasPrefix(b, zstdMagic):
 		return formatZstd, nil
@@ -176,26 +229,26 @@ func sniff(src *bufio.Reader) (format, error) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// looksLikeJSON reports whether b (which starts with whitespace) is JSON
-// lines: whitespace, then `{`, optional whitespace and `"resource` or `}`.
-// A window of nothing but whitespace counts as JSON (blank lines).
+// looksLikeJSON reports whether b (which starts with whitespace) is JSON:
+// whitespace, then `{` and `"resource`, `"data"` (Jaeger, to say it is not
+// supported) or `}`, or `[` and `{` or `[` (Zipkin, likewise), with optional
+// whitespace between. A window of nothing but whitespace counts as JSON
+// (blank lines). A raw protobuf request starts with 0x0a, a newline, but
+// cannot go on like this: its nested lengths would not fit.
 func looksLikeJSON(b []byte) bool {
-	i := 0
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
+	i := skipSpace(b, 0)
 	if i == len(b) {
 		return true
 	}
-	if b[i] != '{' {
+	open := b[i]
+	if open != '{' && open != '[' {
 		return false
 	}
-	i++
-	for i < len(b) && isSpace(b[i]) {
-		i++
+	rest := b[skipSpace(b, i+1):]
+	if open == '[' {
+		return len(rest) > 0 && (rest[0] == '{' || rest[0] == '[')
 	}
-	rest := b[i:]
-	return bytes.HasPrefix(rest, []byte(`"resource`)) || bytes.HasPrefix(rest, []byte{'}'})
+	return bytes.HasPrefix(rest, []byte(`"resource`)) || bytes.HasPrefix(rest, []byte(`"data"`)) || bytes.HasPrefix(rest, []byte{'}'})
 }
 
 // fileReader is the state of one ReadFile call.
@@ -207,25 +260,32 @@ type fileReader struct {
 	st    *FileStats
 }
 
-// request decodes one request and emits its spans. A decoding error is
-// reported through onBad, naming the file and line (JSON lines) or message
-// (length-prefixed stream) number n.
-func (fr *fileReader) request(b []byte, json, line bool, n int) error {
+// message decodes one message of a length-prefixed stream and emits its
+// spans. A decoding error is reported through onBad.
+func (fr *fileReader) message(b []byte, json bool, n int) error {
 	d := fr.d
 	spans, err := d.AppendRequest(d.spans[:0], b, json)
 	if err != nil {
-		kind := "OTLP protobuf"
-		if json {
-			kind = "OTLP JSON"
-		}
-		if line {
-			fr.bad(fmt.Errorf("%s:%d: invalid %s: %w", fr.name, n, kind, err))
-		} else {
-			fr.bad(fmt.Errorf("%s: message %d: invalid %s: %w", fr.name, n, kind, err))
-		}
+		fr.rejected(err, fmt.Sprintf(": message %d", n), json)
 		return nil
 	}
 	return fr.emitSpans(spans)
+}
+
+// rejected reports a request that did not decode; where is ":<line>" or
+// ": message <n>".
+func (fr *fileReader) rejected(err error, where string, json bool) {
+	switch {
+	case errors.Is(err, ErrNotTraces):
+		fr.st.NotTraces++
+		fr.bad(fmt.Errorf("%s%s: %w", fr.name, where, err))
+	case errors.Is(err, ErrLimit):
+		fr.bad(fmt.Errorf("%s%s: %w: skipped", fr.name, where, err))
+	case json:
+		fr.bad(fmt.Errorf("%s%s: invalid OTLP JSON: %w", fr.name, where, err))
+	default:
+		fr.bad(fmt.Errorf("%s%s: invalid OTLP protobuf: %w", fr.name, where, err))
+	}
 }
 
 func (fr *fileReader) emitSpans(spans []graph.Span) error {
@@ -247,103 +307,65 @@ func (fr *fileReader) bad(err error) {
 	}
 }
 
-// jsonLines reads JSON lines: every non-blank line is one request.
-func (fr *fileReader) jsonLines(src *bufio.Reader) error {
-	for lineNo := 1; ; lineNo++ {
-		line, tooLong, err := fr.d.readLine(src)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", fr.name, lineNo, err)
-		}
-		if tooLong {
-			fr.bad(fmt.Errorf("%s:%d: line longer than %d bytes: skipped", fr.name, lineNo, maxLineSize))
-			continue
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if err := fr.request(line, true, true, lineNo); err != nil {
-			return err
-		}
-	}
-}
+// mayBeWritten ends the message of every truncation error: it is what a
+// truncated trace file usually is.
+const mayBeWritten = "the file may still be being written"
 
-// readLine returns the next line without its '\n'; the slice is valid until
-// the next read. A line longer than MaxRequestSize is consumed and reported
-// with tooLong. io.EOF is returned only when no bytes remain; any other
-// error is a read error.
-func (d *Decoder) readLine(src *bufio.Reader) (line []byte, tooLong bool, err error) {
-	d.line = d.line[:0]
-	n := 0
-	for {
-		frag, err := src.ReadSlice('\n')
-		n += len(frag)
-		if n > maxLineSize {
-			tooLong = true
-			d.line = d.line[:0]
-		}
-		switch {
-		case err == nil && len(d.line) == 0 && !tooLong:
-			return frag[:len(frag)-1], false, nil // the common case: no copy
-		case err == nil:
-			if !tooLong {
-				d.line = append(d.line, frag[:len(frag)-1]...)
-			}
-			return d.line, tooLong, nil
-		case err == bufio.ErrBufferFull:
-			if !tooLong {
-				d.line = append(d.line, frag...)
-			}
-		case err == io.EOF:
-			if n == 0 {
-				return nil, false, io.EOF
-			}
-			if !tooLong {
-				d.line = append(d.line, frag...)
-			}
-			return d.line, tooLong, nil
-		default:
-			return nil, false, err
-		}
+// readErr describes an error met reading the file (or its gzip stream);
+// where says where reading stopped ("after 196 lines"), and read, if not
+// empty, what was read before ("11 messages read").
+func (fr *fileReader) readErr(err error, where, read string) error {
+	if read != "" {
+		read += "; "
 	}
+	var corrupt *gzipCorruptError
+	switch {
+	case errors.Is(err, errGzipTruncated):
+		return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: gzip stream truncated %s (%s%s)", fr.name, where, read, mayBeWritten))
+	case errors.As(err, &corrupt):
+		if read != "" {
+			where += " (" + strings.TrimSuffix(read, "; ") + ")"
+		}
+		return newKindError(ErrCorrupt, corrupt.err, fmt.Sprintf("%s: gzip stream corrupt %s: %v", fr.name, where, corrupt.err))
+	}
+	return fmt.Errorf("%s: read error %s: %w", fr.name, where, err)
 }
 
 // framed reads a stream of 4-byte big-endian length-prefixed messages.
 func (fr *fileReader) framed(src io.Reader) error {
 	var hdr [4]byte
 	for msg := 1; ; msg++ {
+		read := plural(msg-1, "message")
 		n, err := io.ReadFull(src, hdr[:])
-		if err == io.EOF {
+		switch {
+		case err == io.EOF:
 			return nil
-		}
-		if err == io.ErrUnexpectedEOF {
-			return fmt.Errorf("%s: message %d: truncated length prefix (%d of 4 bytes)", fr.name, msg, n)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: message %d: %w", fr.name, msg, err)
+		case err == io.ErrUnexpectedEOF:
+			return newKindError(ErrTruncated, err, fmt.Sprintf("%s: length-prefixed stream truncated in message %d (%s read, then %d of its 4 length bytes; %s)", fr.name, msg, read, n, mayBeWritten))
+		case err != nil:
+			return fr.readErr(err, fmt.Sprintf("in message %d", msg), read+" read")
 		}
 		size := binary.BigEndian.Uint32(hdr[:])
 		if size > MaxRequestSize {
-			return fmt.Errorf("%s: message %d: length prefix %d exceeds %d bytes: not a length-prefixed OTLP stream, or corrupt", fr.name, msg, size, MaxRequestSize)
+			// Unreachable for message 1 (sniff sends files whose first
+			// byte is 0x10 or more elsewhere): the stream was valid so far.
+			return newKindError(ErrCorrupt, nil, fmt.Sprintf("%s: message %d: length prefix %d exceeds %d bytes: corrupt length-prefixed stream (%s read)", fr.name, msg, size, MaxRequestSize, read))
 		}
 		payload, err := fr.d.readN(src, int(size))
-		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return fmt.Errorf("%s: message %d: truncated: %d of %d bytes", fr.name, msg, len(payload), size)
-			}
-			return fmt.Errorf("%s: message %d: %w", fr.name, msg, err)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: length-prefixed stream truncated in message %d (%s read, then %d of its %d bytes; %s)", fr.name, msg, read, len(payload), size, mayBeWritten))
+		case err != nil:
+			return fr.readErr(err, fmt.Sprintf("in message %d", msg), read+" read")
 		}
 		if bytes.HasPrefix(payload, zstdMagic) {
-			return fmt.Errorf("%s: message %d: zstd-compressed messages are not supported: decompress the file first", fr.name, msg)
+			return newKindError(ErrFormat, nil, fmt.Sprintf("%s: message %d: zstd-compressed messages are not supported: decompress the file first", fr.name, msg))
 		}
 		json := false
-		if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 			json = true
 		}
-		if err := fr.request(payload, json, false, msg); err != nil {
+		if err := fr.message(payload, json, msg); err != nil {
 			return err
 		}
 	}
@@ -376,10 +398,10 @@ func (fr *fileReader) raw(src io.Reader) error {
 	n, err := buf.ReadFrom(io.LimitReader(src, MaxRequestSize+1))
 	d.whole = buf.Bytes()
 	if err != nil {
-		return fmt.Errorf("%s: %w", fr.name, err)
+		return fr.readErr(err, "after "+plural(int(n), "byte"), "")
 	}
 	if n > MaxRequestSize {
-		return fmt.Errorf("%s: protobuf request larger than %d bytes", fr.name, MaxRequestSize)
+		return newKindError(ErrFormat, nil, fmt.Sprintf("%s: protobuf request larger than %d bytes", fr.name, MaxRequestSize))
 	}
 	b := d.whole
 	spans, err := d.AppendRequest(d.spans[:0], b, false)
@@ -387,7 +409,11 @@ func (fr *fileReader) raw(src io.Reader) error {
 		if framedExactly(b) {
 			return fr.framed(bytes.NewReader(b))
 		}
-		return fmt.Errorf("%s: invalid OTLP protobuf: %w", fr.name, err)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// A field runs past the end of the file: cut short, or corrupt.
+			return newKindError(ErrTruncated, err, fmt.Sprintf("%s: protobuf request truncated: a field runs past its end, after %s (%s)", fr.name, plural(len(b), "byte"), mayBeWritten))
+		}
+		return newKindError(ErrFormat, err, fmt.Sprintf("%s: invalid OTLP protobuf: %v", fr.name, err))
 	}
 	return fr.emitSpans(spans)
 }
@@ -420,6 +446,9 @@ func (d *Decoder) dropScratch() {
 	}
 	if cap(d.whole) > keepScratch {
 		d.whole = nil
+	}
+	if cap(d.ids) > keepScratch {
+		d.ids = nil
 	}
 	if cap(d.spans) > keepScratch/64 {
 		d.spans = nil

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -227,28 +228,61 @@ func TestReadFileErrors(t *testing.T) {
 	good := protoOf(t, request(t, "a", 2))
 	gzJSON := gz(t, append(jsonOf(t, request(t, "a", 2)), '\n'))
 	framed := frame(good, good)
+	L := len(good)
 	tests := []struct {
 		name, file string
 		data       []byte
-		wantIn     string
+		want       string // the whole message
+		kind       error
+		requests   int // emitted before the error
 	}{
-		{"garbage", "garbage.bin", []byte("this is not a trace file at all"), "garbage.bin: unrecognised format"},
-		{"truncated gzip", "t.jsonl.gz", gzJSON[:len(gzJSON)/2], "t.jsonl.gz"},
-		{"corrupt gzip header", "h.gz", []byte{0x1f, 0x8b, 0xff, 0x00, 0x00}, "h.gz: gzip"},
-		{"truncated frame", "f.proto", framed[:len(framed)-3], "f.proto: message 2: truncated"},
-		{"truncated length prefix", "p.proto", append(frame(good), 0, 0), "p.proto: message 2: truncated length prefix"},
-		{"oversized length prefix", "o.proto", append(frame(good), 0x7f, 0xff, 0xff, 0xff, 0x0a), "o.proto: message 2: length prefix"},
-		{"bogus length, short file", "s.proto", []byte{0x0f, 0xff, 0xff, 0xff, 0x0a}, "s.proto: message 1: truncated"},
-		{"invalid raw proto", "r.pb", []byte{0x0a, 0x7f, 0x01}, "r.pb: invalid OTLP protobuf"},
-		{"zstd", "z.zst", []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0}, "z.zst: zstd"},
+		{"garbage", "garbage.bin", []byte("this is not a trace file at all"),
+			"garbage.bin: unrecognised format: neither OTLP JSON nor OTLP protobuf (raw or length-prefixed)", ErrFormat, 0},
+		{"truncated gzip", "t.jsonl.gz", gzJSON[:len(gzJSON)/2],
+			"t.jsonl.gz: gzip stream truncated after 0 lines (the file may still be being written)", ErrTruncated, 0},
+		{"gzip header cut", "h.gz", []byte{0x1f, 0x8b, 0x08, 0x00, 0x00},
+			"h.gz: gzip stream truncated in its header (the file may still be being written)", ErrTruncated, 0},
+		{"corrupt gzip header", "c.gz", []byte{0x1f, 0x8b, 0x07, 0, 0, 0, 0, 0, 0, 0xff, 1, 2, 3},
+			"c.gz: gzip stream corrupt in its header: gzip: invalid header", ErrCorrupt, 0},
+		{"truncated frame", "f.proto", framed[:len(framed)-3],
+			fmt.Sprintf("f.proto: length-prefixed stream truncated in message 2 (1 message read, then %d of its %d bytes; the file may still be being written)", L-3, L), ErrTruncated, 1},
+		{"truncated length prefix", "p.proto", append(frame(good), 0, 0),
+			"p.proto: length-prefixed stream truncated in message 2 (1 message read, then 2 of its 4 length bytes; the file may still be being written)", ErrTruncated, 1},
+		{"oversized length prefix", "o.proto", append(frame(good), 0x7f, 0xff, 0xff, 0xff, 0x0a),
+			"o.proto: message 2: length prefix 2147483647 exceeds 268435456 bytes: corrupt length-prefixed stream (1 message read)", ErrCorrupt, 1},
+		{"bogus length, short file", "s.proto", []byte{0x0f, 0xff, 0xff, 0xff, 0x0a},
+			"s.proto: length-prefixed stream truncated in message 1 (0 messages read, then 1 of its 268435455 bytes; the file may still be being written)", ErrTruncated, 0},
+		{"raw proto cut in a field", "r.pb", []byte{0x0a, 0x7f, 0x01},
+			"r.pb: protobuf request truncated: a field runs past its end, after 3 bytes (the file may still be being written)", ErrTruncated, 0},
+		{"zstd", "z.zst", []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0},
+			"z.zst: zstd-compressed data is not supported: decompress it first (zstd -d)", ErrFormat, 0},
+		{"three gzip layers", "g.gz", gz(t, gz(t, gz(t, []byte("{}\n")))),
+			"g.gz: more than 2 nested gzip layers", ErrFormat, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := readAll(t, NewDecoder(DecoderConfig{}), tt.file, tt.data)
-			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantIn) {
-				t.Fatalf("err %v, want it to contain %q", res.err, tt.wantIn)
+			if res.err == nil || res.err.Error() != tt.want {
+				t.Fatalf("err %v\nwant  %s", res.err, tt.want)
+			}
+			if !errors.Is(res.err, tt.kind) {
+				t.Fatalf("err %v: not %v", res.err, tt.kind)
+			}
+			if len(res.requests) != tt.requests {
+				t.Fatalf("%d requests emitted, want %d", len(res.requests), tt.requests)
 			}
 		})
+	}
+}
+
+func TestReadFileInvalidRawProto(t *testing.T) {
+	// resource_spans holding a field 1 of wire type 7, which does not exist.
+	res := readAll(t, NewDecoder(DecoderConfig{}), "r.pb", []byte{0x0a, 0x01, 0x0f})
+	if res.err == nil || !strings.HasPrefix(res.err.Error(), "r.pb: invalid OTLP protobuf: ") || !errors.Is(res.err, ErrFormat) {
+		t.Fatalf("err %v", res.err)
+	}
+	if errors.Is(res.err, ErrTruncated) {
+		t.Fatalf("err %v: reported as truncated", res.err)
 	}
 }
 
@@ -265,7 +299,7 @@ func TestReadFileTooLongLine(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	wantNames(t, res, []string{"a-0"}, []string{"b-0"})
-	if len(res.bad) != 1 || !strings.HasPrefix(res.bad[0].Error(), "long.jsonl:2: line longer than") {
+	if len(res.bad) != 1 || res.bad[0].Error() != "long.jsonl:2: JSON request longer than 1000 bytes: skipped" {
 		t.Fatalf("bad: %v", res.bad)
 	}
 }
@@ -359,8 +393,8 @@ func TestReadFileBOMAndNestedGzip(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	wantNames(t, res, []string{"a-0"})
-	if res := readAll(t, NewDecoder(DecoderConfig{}), "thrice.gz", gz(t, gz(t, gz(t, js)))); res.err == nil {
-		t.Fatal("three gzip layers accepted")
+	if res := readAll(t, NewDecoder(DecoderConfig{}), "thrice.gz", gz(t, gz(t, gz(t, js)))); !errors.Is(res.err, ErrFormat) {
+		t.Fatalf("three gzip layers: %v", res.err)
 	}
 }
 

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -33,14 +34,80 @@ func fuzzSeeds(t testing.TB) []ptrace.Traces {
 	}
 }
 
+// deepJSON is a request whose attribute value nests arrayValue levels deep,
+// the shape that overflowed pdata's stack.
+func deepJSON(levels int) []byte {
+	b := []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":`)
+	b = append(b, bytes.Repeat([]byte(`{"arrayValue":{"values":[`), levels)...)
+	b = append(b, `{"stringValue":"x"}`...)
+	b = append(b, bytes.Repeat([]byte(`]}}`), levels)...)
+	return append(b, `}]}]}]}]}`...)
+}
+
+// jsonSeeds are JSON requests for the fuzz targets beyond fuzzSeeds: deep
+// nesting, shapes that could make pdata's decoder read strings as
+// structure, other kinds of JSON, base64 ids.
+func jsonSeeds() [][]byte {
+	return [][]byte{
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":2,"attributes":[{"key":"error.claim","value":{"arrayValue":{}}}]}]}]}]}`),
+		deepJSON(20), deepJSON(70),
+		[]byte(strings.Repeat("[", 100) + strings.Repeat("]", 100)),
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":` + strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, 20) + `{}` + strings.Repeat(`}]}}`, 20) + `}]}]}]}]}`),
+		// A string where pdata wants an object, then what would be
+		// structure if the string's contents were read as such.
+		[]byte(`{"resourceSpans":[{"resource":"{"arrayValue":{"values":[{"arrayValue":{}}]}}"}]}`),
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"","attributes":[{"value":{"arrayValue":{}}}]","name":"A
+"}]}]}]}`),
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","name":"a"b","attributes":[{"key":"k","value":{"stringValue":""},{"arrayValue":"}}]}]}]}]}`),
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"AQIDBAUGBwgJCgsMDQ4PEA==","spanId":"ERITFBUWFxg=","parentSpanId":"ISIjJCUmJyg="}]}]}]}`),
+		[]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]}`),
+		[]byte(`{"data":[{"traceID":"abc","spans":[]}]}`),
+		[]byte(`[{"traceId":"a","id":"b","localEndpoint":{}}]`),
+		[]byte(`{}`), []byte(`{"a":tru}`), []byte(`{} {}`), []byte(`{"a":"x\`),
+	}
+}
+
 func FuzzDecodeJSON(f *testing.F) {
 	for _, td := range fuzzSeeds(f) {
 		f.Add(jsonOf(f, td))
 	}
-	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":2,"attributes":[{"key":"error.claim","value":{"arrayValue":{}}}]}]}]}]}`))
+	for _, b := range jsonSeeds() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
-		decodeAndCheck(t, DecoderConfig{}, td, err)
+		// Through AppendRequest, never pdata directly: pdata alone
+		// overflows its stack on deep input.
+		d := NewDecoder(DecoderConfig{})
+		spans, err := d.AppendRequest(nil, b, true)
+		if err != nil {
+			if len(spans) != 0 {
+				t.Fatalf("%d spans with error %v", len(spans), err)
+			}
+			return
+		}
+		checkSpans(t, spans)
+	})
+}
+
+// FuzzJSONScanner checks that the scanner says the same of any input
+// whatever its cutting into chunks, and that what it accepts pdata decodes
+// without crashing.
+func FuzzJSONScanner(f *testing.F) {
+	for _, b := range jsonSeeds() {
+		f.Add(b, uint16(len(b)/2))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
+		var whole, parts jsonScanner
+		whole.scan(b)
+		c := min(int(cut), len(b))
+		parts.scan(b[:c])
+		parts.scan(b[c:])
+		if whole.fault != parts.fault || whole.faultAt != parts.faultAt || whole.done() != parts.done() || whole.depth != parts.depth {
+			t.Fatalf("cut at %d: %+v, whole: %+v", c, parts, whole)
+		}
+		if whole.done() {
+			_, _ = (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+		}
 	})
 }
 
@@ -78,6 +145,29 @@ func FuzzReadFile(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte("\n\n{}\n"))
+	// Partial files: truncated gzip and length-prefixed streams, junk after
+	// a gzip stream, a JSON line cut short, pretty-printed documents, deep
+	// nesting between good lines.
+	js := jsonOf(f, benchTraces(1))
+	pb := protoOf(f, benchTraces(1))
+	lines := append(append(append([]byte{}, js...), '\n'), js...)
+	zl := gz(f, append(lines, '\n'))
+	f.Add(zl[:len(zl)/2])
+	f.Add(zl[:len(zl)-4])
+	f.Add(append(append([]byte{}, zl...), "junk"...))
+	f.Add(append(append([]byte{}, zl...), 0x1f))
+	f.Add(append(append([]byte{}, zl...), zl[:12]...))
+	fr := frame(pb, pb, pb)
+	f.Add(fr[:len(fr)-7])
+	f.Add(fr[:len(fr)-len(pb)-2])
+	f.Add(gz(f, fr)[:len(gz(f, fr))*2/3])
+	f.Add(lines[:len(lines)-9])
+	f.Add(append(append(append([]byte{}, js...), '\n'), deepJSON(100)...))
+	f.Add([]byte("{\n  \"resourceSpans\": [\n    {}\n  ]\n}\n{\n}\n"))
+	f.Add([]byte("{\n  \"resourceSpans\": [\n    {\n{}\n"))
+	for _, b := range jsonSeeds() {
+		f.Add(append(b, '\n'))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := NewDecoder(DecoderConfig{})
 		n := 0
@@ -85,12 +175,22 @@ func FuzzReadFile(f *testing.F) {
 			n += len(spans)
 			checkSpans(t, spans)
 			return nil
-		}, func(error) {})
+		}, func(err error) {
+			if !strings.HasPrefix(err.Error(), "fuzz") {
+				t.Fatalf("bad request error does not name the file: %v", err)
+			}
+		})
 		if st.Spans != n {
 			t.Fatalf("stats say %d spans, emitted %d", st.Spans, n)
 		}
 		if err == nil && st.Bytes != int64(len(b)) {
 			t.Fatalf("read %d of %d bytes without error", st.Bytes, len(b))
+		}
+		if st.NotTraces > st.BadRequests {
+			t.Fatalf("stats %+v", st)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "fuzz: ") {
+			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }

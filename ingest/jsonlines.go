@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+)
+
+// jsonRequest is the JSON request being read by jsonLines.
+type jsonRequest struct {
+	sc     jsonScanner
+	active bool   // a request has started and is being read
+	skip   bool   // it was rejected (and reported): skip the rest of it
+	start  int    // the line it starts on
+	buf    []byte // its bytes, when they are not just frag
+	frag   []byte // its bytes, when they are one fragment still in the read buffer
+	size   int    // its length so far
+	elems  int    // its commas and '[' so far (MaxJSONElements)
+}
+
+// bytes returns the request's bytes.
+func (r *jsonRequest) bytes() []byte {
+	if r.frag != nil {
+		return r.frag
+	}
+	return r.buf
+}
+
+// jsonLines reads OTLP/JSON requests: one per line (JSON lines), or spread
+// over several lines (pretty-printed documents). See ReadFile.
+//
+// Each fragment of a line is checked by a jsonScanner as it is read, so a
+// request is known to be complete, and valid as far as the scanner can tell,
+// before pdata sees it; and a rejected one (too deep, too large, not JSON)
+// is skipped without keeping its bytes, however long it is. A request that
+// fits in one fragment of the read buffer (one line, shorter than
+// readBufSize) is decoded where it lies, without a copy.
+func (fr *fileReader) jsonLines(src *bufio.Reader) error {
+	r := &jsonRequest{buf: fr.d.line[:0]}
+	defer func() { fr.d.line = r.buf[:0] }()
+	line := 1         // the line the next fragment belongs to
+	lineStart := true // the next fragment starts a line
+	lineLen := 0      // bytes of the current line before the next fragment
+	for {
+		if r.frag != nil {
+			// The next read reuses the buffer frag lies in.
+			r.buf = append(r.buf[:0], r.frag...)
+			r.frag = nil
+		}
+		frag, err := src.ReadSlice('\n')
+		if len(frag) > 0 {
+			if lineStart && (frag[0] == '{' || frag[0] == '[') && (r.active || r.skip) {
+				// A line that starts with a bracket in its first column starts
+				// a new request: pretty-printers indent what is inside one.
+				// So whatever came before has ended, and a request that
+				// broke off does not swallow those that follow.
+				if r.active {
+					fr.bad(fmt.Errorf("%s:%d: invalid OTLP JSON: the request %s when line %d starts a new one", fr.name, r.start, r.sc.incomplete(), line))
+				}
+				r.active, r.skip = false, false
+			}
+			fr.feed(r, frag, line, lineLen)
+			lineLen += len(frag)
+		}
+		switch err {
+		case nil:
+			// The line is complete.
+			if r.active && r.sc.done() {
+				if err := fr.decodeJSON(r); err != nil {
+					return err
+				}
+			}
+			line++
+			lineStart, lineLen = true, 0
+		case bufio.ErrBufferFull:
+			lineStart = false
+		case io.EOF:
+			return fr.endJSON(r, line, lineStart && len(frag) == 0)
+		default:
+			// A read error, such as a truncated gzip stream: keep a request
+			// that was complete but for its newline, then say where
+			// reading stopped.
+			if r.active && r.sc.done() {
+				if err := fr.decodeJSON(r); err != nil {
+					return err
+				}
+			}
+			return fr.readErr(err, "after "+plural(line-1, "line"), "")
+		}
+	}
+}
+
+// feed adds one fragment of line (lineLen bytes of which came before it) to
+// the request being read, starting one if none is.
+func (fr *fileReader) feed(r *jsonRequest, frag []byte, line, lineLen int) {
+	if r.skip {
+		return
+	}
+	if !r.active {
+		if skipSpace(frag, 0) == len(frag) {
+			return // blank
+		}
+		r.sc.reset()
+		r.active, r.start, r.size, r.elems = true, line, 0, 0
+		r.buf = r.buf[:0]
+	}
+	before := r.size
+	r.size += len(frag)
+	if r.size > maxLineSize {
+		fr.reject(r, fmt.Errorf("%s:%d: JSON request longer than %d bytes: skipped", fr.name, r.start, maxLineSize))
+		return
+	}
+	if r.elems += countElements(frag); r.elems > MaxJSONElements {
+		fr.reject(r, fmt.Errorf("%s:%d: %w: skipped", fr.name, r.start, elementsError()))
+		return
+	}
+	if !r.sc.scan(frag) {
+		// Where: the column of the offending byte on its line, and the
+		// line too if the request started on another.
+		col := lineLen + int(r.sc.faultAt-int64(before)) + 1
+		where := fmt.Sprintf("at column %d", col)
+		if line != r.start {
+			where = fmt.Sprintf("on line %d, column %d", line, col)
+		}
+		problem := r.sc.problem()
+		if r.sc.fault == faultTooDeep {
+			fr.reject(r, fmt.Errorf("%s:%d: %w (%s): skipped", fr.name, r.start, problem, where))
+		} else {
+			fr.reject(r, fmt.Errorf("%s:%d: invalid OTLP JSON: %w %s", fr.name, r.start, problem, where))
+		}
+		return
+	}
+	if before == 0 {
+		r.frag = frag
+	} else {
+		r.buf = append(r.buf, frag...)
+	}
+}
+
+// reject reports the request being read as bad and skips the rest of it.
+func (fr *fileReader) reject(r *jsonRequest, err error) {
+	fr.bad(err)
+	r.active, r.skip = false, true
+	r.frag, r.buf = nil, r.buf[:0]
+}
+
+// decodeJSON decodes the complete request r and emits its spans.
+func (fr *fileReader) decodeJSON(r *jsonRequest) error {
+	d := fr.d
+	b := r.bytes()
+	r.active, r.frag, r.buf = false, nil, r.buf[:0]
+	spans, err := d.decodeJSON(d.spans[:0], b)
+	if err != nil {
+		fr.rejected(err, fmt.Sprintf(":%d", r.start), true)
+		return nil
+	}
+	return fr.emitSpans(spans)
+}
+
+// endJSON finishes reading at the end of the file, which is on line (the
+// line after the last when the file ends with a newline: atNewline).
+func (fr *fileReader) endJSON(r *jsonRequest, line int, atNewline bool) error {
+	if !r.active {
+		return nil
+	}
+	if r.sc.done() {
+		return fr.decodeJSON(r) // a last line without a newline
+	}
+	last := line
+	if atNewline {
+		last--
+	}
+	r.active = false
+	if atNewline && r.start == last {
+		// A whole line that leaves brackets open: a bad line, not a
+		// truncated file (writers end a line when they end a request).
+		fr.bad(fmt.Errorf("%s:%d: invalid OTLP JSON: the request %s", fr.name, r.start, r.sc.incomplete()))
+		return nil
+	}
+	where := fmt.Sprintf("on line %d", r.start)
+	if r.start != last {
+		where = fmt.Sprintf("that starts on line %d", r.start)
+	}
+	complete := last - 1
+	if atNewline {
+		complete = last
+	}
+	return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: file truncated in the JSON request %s (after %s; %s)", fr.name, where, plural(complete, "complete line"), mayBeWritten))
+}
