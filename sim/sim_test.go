@@ -726,3 +726,29 @@ func benchWrite(b *testing.B, f Format) {
 	}
 	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
 }
+
+// Exports keeps every span once, in pieces of one service's spans of one
+// trace.
+func TestExports(t *testing.T) {
+	res, err := Run(Scenario{Services: Chain([]string{"A", "B", "C"}, Policy{Retry: RetryNaive, Retries: 1}), Root: "A", Traces: 20, Seed: 3,
+		Faults: []Fault{{Service: "C", Rate: 0.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := res.Exports(1, 7)
+	spans, pieces := 0, 0
+	for _, td := range ex {
+		spans += td.SpanCount()
+		pieces += td.ResourceSpans().Len()
+		if td.ResourceSpans().Len() > 7 {
+			t.Fatalf("request with %d pieces", td.ResourceSpans().Len())
+		}
+	}
+	want := 0
+	for _, tr := range res.Traces {
+		want += tr.Data.ResourceSpans().Len()
+	}
+	if spans != res.Stats.Spans || pieces != want {
+		t.Fatalf("%d spans in %d pieces, want %d in %d", spans, pieces, res.Stats.Spans, want)
+	}
+}

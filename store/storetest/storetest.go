@@ -42,9 +42,12 @@ type Corpus struct {
 	Windows *analysis.Windows
 }
 
-// NewCorpus simulates n traces, one every spacing, from start.
-func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Corpus {
-	t.Helper()
+// Scenario is the incident the suite simulates: n traces, one every
+// spacing, from start. An ownership front end (failing on its own now and
+// then) calls a naive router and a learned fail-open ads service; the
+// router retries a persistently failing driver and a flaky redis; a cron
+// job calls the driver too.
+func Scenario(n int, start time.Time, spacing time.Duration) sim.Scenario {
 	own := sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}
 	naive := sim.Policy{Retry: sim.RetryNaive, Retries: 2}
 	svcs := []sim.Service{
@@ -54,8 +57,14 @@ func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Cor
 		{Name: "ads", Operation: "GET /ads", Policy: own, ErrorRate: 0.3},
 		{Name: "batch", Operation: "tick", Policy: naive, Calls: []sim.Edge{{To: "driver"}}},
 	}
-	res, err := sim.Run(sim.Scenario{Services: svcs, Root: "front", Traces: n, Seed: 7, Start: start, Spacing: spacing,
-		Faults: []sim.Fault{{Service: "driver", Rate: 0.4, Persistent: true}, {Service: "redis", Rate: 0.1}}})
+	return sim.Scenario{Services: svcs, Root: "front", Traces: n, Seed: 7, Start: start, Spacing: spacing,
+		Faults: []sim.Fault{{Service: "driver", Rate: 0.4, Persistent: true}, {Service: "redis", Rate: 0.1}}}
+}
+
+// NewCorpus simulates Scenario(n, start, spacing) and assembles it.
+func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Corpus {
+	t.Helper()
+	res, err := sim.Run(Scenario(n, start, spacing))
 	if err != nil {
 		t.Fatal(err)
 	}

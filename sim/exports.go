@@ -1,0 +1,34 @@
+package sim
+
+import (
+	"math/rand/v2"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Exports reshapes the result as a mesh of SDKs exports it: every service
+// sends its own spans, so a trace reaches the collector in pieces (one
+// ResourceSpans per service per trace), from many requests, in no
+// particular order. The pieces are shuffled with seed and packed
+// perRequest to an export request. The traces are copied; r is unchanged.
+func (r *Result) Exports(seed uint64, perRequest int) []ptrace.Traces {
+	var pieces []ptrace.ResourceSpans
+	for _, t := range r.Traces {
+		rss := t.Data.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			pieces = append(pieces, rss.At(i))
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	rng.Shuffle(len(pieces), func(i, j int) { pieces[i], pieces[j] = pieces[j], pieces[i] })
+	perRequest = max(perRequest, 1)
+	var out []ptrace.Traces
+	for lo := 0; lo < len(pieces); lo += perRequest {
+		td := ptrace.NewTraces()
+		for _, p := range pieces[lo:min(lo+perRequest, len(pieces))] {
+			p.CopyTo(td.ResourceSpans().AppendEmpty())
+		}
+		out = append(out, td)
+	}
+	return out
+}
