@@ -33,7 +33,7 @@ func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
 			d.ids = fixed
 			td, err = d.jsonU.UnmarshalTraces(fixed)
 		}
-		if err != nil {
+		if err != nil && isIDError(err) {
 			return dst, fmt.Errorf("trace and span ids must be hex in OTLP/JSON (32 and 16 digits): %w", err)
 		}
 	}

@@ -291,6 +291,11 @@ func TestJSONBase64IDs(t *testing.T) {
 			t.Errorf("%s: %x %x %x", name, s.TraceID, s.SpanID, s.ParentID)
 		}
 	}
+	// Base64 ids fixed, but another field wrong: that field's error.
+	req := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"` + traceB64 + `","kind":"NOT_A_KIND"}]}]}]}`
+	if _, err := d.AppendRequest(nil, []byte(req), true); err == nil || strings.Contains(err.Error(), "must be hex") {
+		t.Errorf("base64 id and a bad kind: %v", err)
+	}
 	// Neither hex nor base64 of the right size.
 	for _, bad := range []string{`"0102"`, `"AQIDBAUGBwgJCgsMDQ4P"`, `"!!!!!!!!!!!!!!!!!!!!!!!="`} {
 		req := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":` + bad + `,"name":"s"}]}]}]}`
