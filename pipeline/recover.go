@@ -31,6 +31,20 @@ func (p *Pipeline) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: recover: %w", err)
 	}
+	// Summaries that a crash kept from being stored are computed again.
+	stale, err := p.st.StaleSummaries(ctx)
+	if err != nil {
+		return fmt.Errorf("pipeline: recover: %w", err)
+	}
+	for _, w := range stale {
+		if _, err := p.an.state(ctx, w); err != nil {
+			return fmt.Errorf("pipeline: recover: window %d: %w", w, err)
+		}
+		p.an.dirty[w] = true
+	}
+	if err := p.an.storeSummaries(ctx); err != nil {
+		return fmt.Errorf("pipeline: recover: %w", err)
+	}
 	p.m.recovered.Add(float64(n))
 	if n > 0 {
 		p.log.Info("recovered spans stored beyond the checkpoint", "spans", n, "after", wm)

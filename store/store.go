@@ -168,8 +168,9 @@ type Records interface {
 	// empty, only those using at least one of them (their EdgeKeys).
 	WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*Record) error) error
 	// Apply stores a batch: records replaced, rollups kept the exact sum of
-	// the stored records' results, window states and the checkpoint. It is
-	// atomic where the database allows (see State for where it is not).
+	// the stored records' results, window states (their summaries marked
+	// stale) and the checkpoint. It is atomic where the database allows
+	// (see State for where it is not).
 	Apply(ctx context.Context, b Batch) error
 	// Watermark returns the last checkpoint stored by Apply.
 	Watermark(ctx context.Context) (uint64, error)
@@ -190,8 +191,12 @@ type Windows interface {
 	// caller rebuilds the state from WindowRecords.
 	State(ctx context.Context, w int64) (s *analysis.State, exact bool, err error)
 	// PutSummaries stores window summaries, replacing those of the same
-	// windows.
+	// windows, and marks them current.
 	PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error
+	// StaleSummaries returns the windows whose state an Apply changed since
+	// their summary was last put: after a crash, their summaries are
+	// computed again.
+	StaleSummaries(ctx context.Context) ([]int64, error)
 	// Summaries returns the stored summaries of windows lo..hi (inclusive),
 	// oldest first.
 	Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error)

@@ -75,11 +75,12 @@ func startService(t *testing.T, dir string, window time.Duration) *service {
 }
 
 // reportWhenQuiet polls the stored report until it covers want spans and
-// stops changing.
+// has not changed for over a second (trace-idle, then the summaries).
 func reportWhenQuiet(t *testing.T, dir string, wantSpans int64) string {
 	t.Helper()
 	ctx := context.Background()
 	var last string
+	same := 0
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		st, err := storeurl.Open(ctx, storeurl.Options{Data: dir, Existing: true})
@@ -93,7 +94,11 @@ func reportWhenQuiet(t *testing.T, dir string, wantSpans int64) string {
 		}
 		b, _ := json.Marshal(d)
 		if d.Spans == wantSpans && string(b) == last {
-			return last
+			if same++; same == 8 {
+				return last
+			}
+		} else {
+			same = 0
 		}
 		last = string(b)
 		time.Sleep(150 * time.Millisecond)

@@ -198,6 +198,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		}
 	}
 	for w, st := range b.States {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO stale_summaries (win) VALUES (?)`, w); err != nil {
+			return unavailable(ctx, "mark summary stale", err)
+		}
 		if st == nil || st.Traces == 0 {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM states WHERE win = ?`, w); err != nil {
 				return unavailable(ctx, "delete state", err)
@@ -331,11 +334,36 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO summaries (win, summary) VALUES (?, ?)`, w.Window, b); err != nil {
 			return unavailable(ctx, "put summaries", err)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM stale_summaries WHERE win = ?`, w.Window); err != nil {
+			return unavailable(ctx, "put summaries", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return unavailable(ctx, "put summaries", err)
 	}
 	return nil
+}
+
+// StaleSummaries returns the windows whose summary is older than their
+// state.
+func (s *Store) StaleSummaries(ctx context.Context) ([]int64, error) {
+	rows, err := s.resR.QueryContext(ctx, `SELECT win FROM stale_summaries ORDER BY win`)
+	if err != nil {
+		return nil, unavailable(ctx, "read stale summaries", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var w int64
+		if err := rows.Scan(&w); err != nil {
+			return nil, unavailable(ctx, "read stale summaries", err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(ctx, "read stale summaries", err)
+	}
+	return out, nil
 }
 
 // Summaries returns the summaries of windows lo..hi.
@@ -394,7 +422,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 			return unavailable(ctx, "delete rollups", err)
 		}
 	}
-	for _, table := range []string{"states", "summaries"} {
+	for _, table := range []string{"states", "summaries", "stale_summaries"} {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE win < ?`, win); err != nil {
 			return unavailable(ctx, "delete windows", err)
 		}

@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Rollups", func(t *testing.T) { testRollups(t, open) })
 	t.Run("Windows", func(t *testing.T) { testWindows(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
+	t.Run("StaleSummaries", func(t *testing.T) { testStaleSummaries(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
@@ -473,5 +474,32 @@ func testRetention(t *testing.T, open Opener) {
 	}
 	if sums, _ := s.Summaries(x, 0, w10-1); len(sums) != 0 {
 		t.Fatalf("%d old summaries survived", len(sums))
+	}
+}
+
+// testStaleSummaries: a batch that changes a window's state marks its
+// summary stale until the summary is put.
+func testStaleSummaries(t *testing.T, open Opener) {
+	c := NewCorpus(t, 10, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	s := open(t, true)
+	x := ctx(t)
+	w := c.Windows.Indexes()[0]
+	if got, err := s.StaleSummaries(x); err != nil || len(got) != 0 {
+		t.Fatalf("fresh store: stale %v %v", got, err)
+	}
+	if err := s.Apply(x, store.Batch{States: map[int64]*analysis.State{w: c.Windows.State(w)}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, false) // a crash before the summary: still stale after a reopen
+	defer s.Close()
+	if got, err := s.StaleSummaries(x); err != nil || !slices.Equal(got, []int64{w}) {
+		t.Fatalf("after a state change: stale %v %v, want [%d]", got, err, w)
+	}
+	if err := s.PutSummaries(x, c.Windows.Summaries(analysis.Config{})); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.StaleSummaries(x); err != nil || len(got) != 0 {
+		t.Fatalf("after the summary: stale %v %v", got, err)
 	}
 }
