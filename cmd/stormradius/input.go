@@ -28,9 +28,10 @@ type loaded struct {
 	bad      int // bad lines or messages, reported
 	failed   int // files that could not be read at all
 	partial  int // files read only up to some point (truncated, corrupt tail)
-	files    int
-	requests int
-	spans    int
+	files     int
+	requests  int
+	spans     int
+	notTraces int // bad requests that were another signal or format
 }
 
 // summary says, after a report, what part of the input it does not cover;
@@ -59,6 +60,8 @@ func (in *loaded) empty() string {
 		return ""
 	case in.requests > 0:
 		return fmt.Sprintf("no spans in input: %s held no spans", plural(in.requests, "request", "requests"))
+	case in.notTraces > 0 && in.notTraces == in.bad && in.failed+in.partial == 0:
+		return "no traces in input: it holds other OTLP signals or another trace format (see above)"
 	case in.failed+in.partial > 0 || in.bad > 0:
 		return "no input could be read"
 	}
@@ -117,6 +120,7 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 		out.files++
 		out.requests += st.Requests
 		out.spans += st.Spans
+		out.notTraces += st.NotTraces
 		if badHere > maxBadShown {
 			prog.clear()
 			fmt.Fprintf(stderr, "stormradius: %s: %d more bad lines or messages not shown (%d in all)\n", name, badHere-maxBadShown, badHere)
