@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-//go:embed sqlite clickhouse
+//go:embed sqlite
 var files embed.FS
 
 // Migration is one step of a schema: applied once, in Version order; its

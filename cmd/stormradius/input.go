@@ -24,10 +24,10 @@ const maxBadShown = 5
 
 // loaded is what readInputs read from the trace files.
 type loaded struct {
-	traces   graph.Grouper
-	bad      int // bad lines or messages, reported
-	failed   int // files that could not be read at all
-	partial  int // files read only up to some point (truncated, corrupt tail)
+	traces    graph.Grouper
+	bad       int // bad lines or messages, reported
+	failed    int // files that could not be read at all
+	partial   int // files read only up to some point (truncated, corrupt tail)
 	files     int
 	requests  int
 	spans     int
