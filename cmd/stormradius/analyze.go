@@ -7,14 +7,19 @@ import (
 	"io"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/pipeline"
 )
 
 func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("analyze", stderr)
 	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
-	workers := fs.Int("workers", 0, "analysis goroutines (0: one per CPU)")
+	window := fs.Duration("window", analysis.DefaultWindow, "analysis window (SPEC §4.3): multi-trace figures are taken over the epoch-aligned window of each trace")
+	from := fs.String("from", "", "count only traces whose start minute is at or after this (RFC 3339, unix seconds or now-DURATION), as `report` does")
+	to := fs.String("to", "", "count only traces whose start minute is before this")
+	tmp := fs.String("tmp", "", "directory of the spill file (default: the system's temporary directory)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
 		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest (the collector's")
@@ -38,16 +43,32 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fs.Usage()
 		return exitUsage
 	}
-	in := readInputs(ctx, files, *claimHeader, stdin, stderr)
+	if *window <= 0 {
+		fmt.Fprintf(stderr, "stormradius analyze: --window %v must be positive\n", *window)
+		return exitUsage
+	}
+	rng, err := parseRange(*from, *to)
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
+		return exitUsage
+	}
+	var in *loaded
+	doc, _, _, err := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+		in = readInputs(ctx, files, *claimHeader, stdin, stderr, emit)
+		return nil
+	}, pipeline.BatchConfig{Analysis: analysis.Config{Window: *window}, Range: rng, TempDir: *tmp})
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
+		return exitFail
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
 		return exitFail
 	}
 	if msg := in.empty(); msg != "" {
 		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
 		return exitFail
 	}
-	doc, _ := analysis.Batch(in.traces.Group(), analysis.Config{}, *workers)
 	if *format == "table" {
 		err = doc.WriteTable(stdout)
 	} else {

@@ -24,7 +24,6 @@ const maxBadShown = 5
 
 // loaded is what readInputs read from the trace files.
 type loaded struct {
-	traces    graph.Grouper
 	bad       int // bad lines or messages, reported
 	failed    int // files that could not be read at all
 	partial   int // files read only up to some point (truncated, corrupt tail)
@@ -75,10 +74,11 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// readInputs reads OTLP trace files ("-" is stdin), reporting bad lines and
-// unreadable files on stderr and carrying on with the rest: a file that
-// breaks part-way keeps what was read before the break.
-func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer) *loaded {
+// readInputs reads OTLP trace files ("-" is stdin), calling emit with the
+// spans of every request, reporting bad lines and unreadable files on
+// stderr and carrying on with the rest: a file that breaks part-way keeps
+// what was read before the break. An error from emit stops the reading.
+func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer, emit func([]graph.Span) error) *loaded {
 	out := &loaded{}
 	dec := ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: claimHeader})
 	prog := newProgress(names, stderr)
@@ -103,8 +103,10 @@ func readInputs(ctx context.Context, names []string, claimHeader string, stdin i
 		badHere := 0
 		st, err := dec.ReadFile(r, name,
 			func(spans []graph.Span) error {
-				out.traces.Add(spans)
-				return ctx.Err()
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return emit(spans)
 			},
 			func(err error) {
 				out.bad++

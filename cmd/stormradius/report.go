@@ -39,24 +39,9 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "stormradius report: unknown --format %q (want json or table)\n", *format)
 		return exitUsage
 	}
-	var q store.Query
-	now := time.Now()
-	for _, f := range []struct {
-		name, val string
-		dst       *int64
-	}{{"from", *from, &q.From}, {"to", *to, &q.To}} {
-		if f.val == "" {
-			continue
-		}
-		t, err := timerange.Parse(f.val, now)
-		if err != nil {
-			fmt.Fprintf(stderr, "stormradius report: --%s: %v\n", f.name, err)
-			return exitUsage
-		}
-		*f.dst = t
-	}
-	if q.From != 0 && q.To != 0 && q.To <= q.From {
-		fmt.Fprintln(stderr, "stormradius report: --to must be after --from")
+	q, err := parseRange(*from, *to)
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
 		return exitUsage
 	}
 	q.API = *api
@@ -97,4 +82,27 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitFail
 	}
 	return exitOK
+}
+
+// parseRange parses --from and --to into a query (zero bounds: open).
+func parseRange(from, to string) (store.Query, error) {
+	var q store.Query
+	now := time.Now()
+	for _, f := range []struct {
+		name, val string
+		dst       *int64
+	}{{"from", from, &q.From}, {"to", to, &q.To}} {
+		if f.val == "" {
+			continue
+		}
+		t, err := timerange.Parse(f.val, now)
+		if err != nil {
+			return q, fmt.Errorf("--%s: %w", f.name, err)
+		}
+		*f.dst = t
+	}
+	if q.From != 0 && q.To != 0 && q.To <= q.From {
+		return q, fmt.Errorf("--to must be after --from")
+	}
+	return q, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/radius"
 )
 
@@ -106,9 +107,17 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		if *api == "" {
 			return usageErr("--traces needs --api \"service operation\"")
 		}
-		in := readInputs(ctx, traces, *claimHeader, stdin, stderr)
+		var in *loaded
+		_, state, _, berr := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+			in = readInputs(ctx, traces, *claimHeader, stdin, stderr, emit)
+			return nil
+		}, pipeline.BatchConfig{})
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "stormradius whatif: interrupted")
+			return exitFail
+		}
+		if berr != nil {
+			fmt.Fprintf(stderr, "stormradius whatif: %v\n", berr)
 			return exitFail
 		}
 		if msg := in.empty(); msg != "" {
@@ -123,7 +132,6 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				code = exitFail
 			}
 		}()
-		_, state := analysis.Batch(in.traces.Group(), analysis.Config{}, 0)
 		model, nodes, err = state.Merged().WhatIfModel(*api, analysis.Config{})
 		if err != nil {
 			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
