@@ -23,9 +23,30 @@ var ErrCorruptTrace = errors.New("corrupt encoded trace")
 // spans. Stores keep it beside a trace's results, so that the trace can be
 // evaluated again, against a window state that changed, without reading and
 // assembling its spans. Names are written once per trace; times as deltas.
+// A TraceEncoder does the same with less garbage when encoding many.
 func (t *Trace) AppendBinary(b []byte) []byte {
-	names := map[string]uint64{"": 0}
-	table := []string{""}
+	var e TraceEncoder
+	return e.Append(b, t)
+}
+
+// TraceEncoder encodes traces as AppendBinary does, reusing its name
+// table from one trace to the next. The zero value is ready; it is not
+// safe for concurrent use.
+type TraceEncoder struct {
+	names map[string]uint64
+	table []string
+}
+
+// Append appends the binary form of t to b.
+func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
+	if e.names == nil || len(e.names) > 4096 {
+		e.names = make(map[string]uint64, 64)
+	}
+	clear(e.names)
+	e.names[""] = 0
+	e.table = append(e.table[:0], "")
+	names, table := e.names, e.table
+	defer func() { e.table = table[:0] }()
 	name := func(s string) uint64 {
 		i, ok := names[s]
 		if !ok {
@@ -189,7 +210,11 @@ func (r *traceReader) name(table []string, what string) string {
 // Any input is safe: data that is not a well-formed trace (wrong indexes,
 // a caller after its callee, truncation) gives an error wrapping
 // ErrCorruptTrace, never a panic or a trace that makes analyses panic.
-func DecodeTrace(b []byte) (*Trace, error) {
+func DecodeTrace(b []byte) (*Trace, error) { return DecodeTraceInterned(b, nil) }
+
+// DecodeTraceInterned is DecodeTrace with names passed through intern
+// (when not nil), so that decoding many traces shares repeated names.
+func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 	r := &traceReader{b: b}
 	if r.byte("version") != traceCodecVersion {
 		return nil, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
@@ -214,7 +239,11 @@ func DecodeTrace(b []byte) (*Trace, error) {
 			r.fail("name length")
 			break
 		}
-		table = append(table, string(r.b[:n]))
+		if intern != nil {
+			table = append(table, intern(r.b[:n]))
+		} else {
+			table = append(table, string(r.b[:n]))
+		}
 		r.b = r.b[n:]
 	}
 	t.APIName = r.name(table, "api")
@@ -388,4 +417,128 @@ func DecodeSpan(b []byte, s *Span, intern func([]byte) string) error {
 	}
 	s.Target = binary.LittleEndian.Uint64(r.b)
 	return nil
+}
+
+// spansCodecVersion is the first byte of a span list written by
+// TraceEncoder.AppendSpans.
+const spansCodecVersion = 2
+
+// AppendSpans appends spans as one record: their names once, in a table,
+// then every span with indexes into it and times as deltas (a spill file
+// of a batch analysis holds them).
+func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
+	if e.names == nil || len(e.names) > 4096 {
+		e.names = make(map[string]uint64, 64)
+	}
+	clear(e.names)
+	table := e.table[:0]
+	name := func(s string) uint64 {
+		i, ok := e.names[s]
+		if !ok {
+			i = uint64(len(table))
+			e.names[s] = i
+			table = append(table, s)
+		}
+		return i
+	}
+	for i := range spans {
+		s := &spans[i]
+		name(s.Service)
+		name(s.Version)
+		name(s.Name)
+		name(s.Operation)
+		name(s.Peer)
+	}
+	b = append(b, spansCodecVersion)
+	b = binary.AppendUvarint(b, uint64(len(table)))
+	for _, s := range table {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(spans)))
+	var base int64
+	if len(spans) > 0 {
+		base = spans[0].Start
+	}
+	b = binary.AppendVarint(b, base)
+	for i := range spans {
+		s := &spans[i]
+		b = append(b, s.TraceID[:]...)
+		b = append(b, s.SpanID[:]...)
+		b = append(b, s.ParentID[:]...)
+		b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen), bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed))
+		for _, str := range [...]string{s.Service, s.Version, s.Name, s.Operation, s.Peer} {
+			b = binary.AppendUvarint(b, e.names[str])
+		}
+		b = binary.AppendVarint(b, s.Start-base)
+		b = binary.AppendVarint(b, s.End-s.Start)
+		b = binary.AppendVarint(b, int64(s.Resend))
+		b = binary.AppendVarint(b, int64(s.StatusCode))
+		b = binary.LittleEndian.AppendUint64(b, s.Target)
+	}
+	e.table = table[:0]
+	return b
+}
+
+// DecodeSpans appends the spans of a record written by AppendSpans to dst,
+// names passed through intern when it is not nil.
+func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, error) {
+	r := &traceReader{b: b}
+	if r.byte("version") != spansCodecVersion {
+		return dst, fmt.Errorf("%w: not a span list", ErrCorruptTrace)
+	}
+	nNames := r.count(1, "names")
+	table := make([]string, 0, nNames)
+	for i := 0; i < nNames && r.err == nil; i++ {
+		n := r.uvarint("name length")
+		if n > uint64(len(r.b)) {
+			r.fail("name length")
+			break
+		}
+		if intern != nil {
+			table = append(table, intern(r.b[:n]))
+		} else {
+			table = append(table, string(r.b[:n]))
+		}
+		r.b = r.b[n:]
+	}
+	n := r.count(45, "spans")
+	base := r.varint("base")
+	for i := 0; i < n && r.err == nil; i++ {
+		if len(r.b) < 36 {
+			r.fail("span")
+			break
+		}
+		var s Span
+		copy(s.TraceID[:], r.b)
+		copy(s.SpanID[:], r.b[16:])
+		copy(s.ParentID[:], r.b[24:])
+		s.Kind, s.Claim, s.FailOpen = Kind(r.b[32]), Claim(r.b[33]&3), Tri(r.b[34]%3)
+		f := r.b[35]
+		s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+		r.b = r.b[36:]
+		s.Service = r.name(table, "service")
+		s.Version = r.name(table, "version")
+		s.Name = r.name(table, "name")
+		s.Operation = r.name(table, "operation")
+		s.Peer = r.name(table, "peer")
+		s.Start = base + r.varint("start")
+		s.End = s.Start + r.varint("duration")
+		s.Resend = int32(r.varint("resend"))
+		s.StatusCode = int32(r.varint("status"))
+		if len(r.b) < 8 {
+			r.fail("target")
+			break
+		}
+		s.Target = binary.LittleEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		dst = append(dst, s)
+	}
+	if r.err != nil {
+		return dst, r.err
+	}
+	if len(r.b) != 0 {
+		return dst, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
+	}
+	return dst, nil
 }

@@ -3,6 +3,7 @@ package graph_test
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/stormradius/stormradius/graph"
@@ -105,6 +106,24 @@ func TestSpanCodec(t *testing.T) {
 	}
 	for n := 0; n < len(b); n++ {
 		if err := graph.DecodeSpan(b[:n], &got, nil); err == nil {
+			t.Fatalf("truncated at %d decodes", n)
+		}
+	}
+}
+
+func TestSpansCodec(t *testing.T) {
+	b := New(5)
+	a := b.Span(SpanID(9), graph.KindServer, "frontend", "GET /x", 1_000, 90_000, Failed, Claim(graph.ClaimClaimed))
+	b.Call(a, "frontend", "route", "GET /r", 2_000, 8_000, C(Failed, Resend(1), Criteria, FailOpen(true), Target(77)), Failed)
+	b.Span(a, graph.KindClient, "frontend", "GET", 3_000, 2_500, Peer("redis"), Suppressed)
+	var e graph.TraceEncoder
+	enc := e.AppendSpans(nil, b.Spans)
+	got, err := graph.DecodeSpans(enc, nil, nil)
+	if err != nil || !slices.Equal(got, b.Spans) {
+		t.Fatalf("%v\n got %+v\nwant %+v", err, got, b.Spans)
+	}
+	for n := 0; n < len(enc); n++ {
+		if _, err := graph.DecodeSpans(enc[:n], nil, nil); err == nil {
 			t.Fatalf("truncated at %d decodes", n)
 		}
 	}

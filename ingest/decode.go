@@ -51,6 +51,10 @@ type Decoder struct {
 	// (compressed) bytes read so far from the file: at most about once per
 	// MiB, and once more when the file is done.
 	Progress func(bytesRead int64)
+	// Workers, above 1, makes ReadFile decode requests on that many
+	// goroutines while it reads: emit and onBad are then called from them,
+	// one call at a time, and requests are emitted in no particular order.
+	Workers int
 
 	claimHeader string
 	strs        map[string]string

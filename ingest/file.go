@@ -131,6 +131,16 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 		d.dropScratch()
 	}()
 	fr := &fileReader{d: d, name: name, emit: emit, onBad: onBad, st: &st}
+	if d.Workers > 1 {
+		fr.startPool(d.Workers)
+		defer func() {
+			// Every queued request is decoded and emitted before ReadFile
+			// returns; an error of emit is ReadFile's.
+			if perr := fr.pool.close(); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 
 	src := bufio.NewReaderSize(cr, readBufSize)
 	var layers []*gzipReader
@@ -258,26 +268,25 @@ type fileReader struct {
 	emit  func([]graph.Span) error
 	onBad func(error)
 	st    *FileStats
+	pool  *decodePool // decoding goroutines, when Decoder.Workers > 1
 }
 
 // message decodes one message of a length-prefixed stream and emits its
 // spans. A decoding error is reported through onBad.
 func (fr *fileReader) message(b []byte, json bool, n int) error {
-	d := fr.d
-	spans, err := d.AppendRequest(d.spans[:0], b, json)
-	if err != nil {
-		fr.rejected(err, fmt.Sprintf(": message %d", n), json)
-		return nil
-	}
-	return fr.emitSpans(spans)
+	return fr.decodeRequest(b, json, false, fmt.Sprintf(": message %d", n))
 }
 
 // rejected reports a request that did not decode; where is ":<line>" or
 // ": message <n>".
 func (fr *fileReader) rejected(err error, where string, json bool) {
+	if errors.Is(err, ErrNotTraces) {
+		fr.lock()
+		fr.st.NotTraces++
+		fr.unlock()
+	}
 	switch {
 	case errors.Is(err, ErrNotTraces):
-		fr.st.NotTraces++
 		fr.bad(fmt.Errorf("%s%s: %w", fr.name, where, err))
 	case errors.Is(err, ErrLimit):
 		fr.bad(fmt.Errorf("%s%s: %w: skipped", fr.name, where, err))
@@ -288,8 +297,24 @@ func (fr *fileReader) rejected(err error, where string, json bool) {
 	}
 }
 
+// lock and unlock serialise the file's counts and callbacks when requests
+// are decoded on several goroutines.
+func (fr *fileReader) lock() {
+	if fr.pool != nil {
+		fr.pool.mu.Lock()
+	}
+}
+
+func (fr *fileReader) unlock() {
+	if fr.pool != nil {
+		fr.pool.mu.Unlock()
+	}
+}
+
 func (fr *fileReader) emitSpans(spans []graph.Span) error {
 	fr.d.spans = spans
+	fr.lock()
+	defer fr.unlock()
 	fr.st.Requests++
 	fr.st.Spans += len(spans)
 	if fr.emit != nil {
@@ -301,6 +326,8 @@ func (fr *fileReader) emitSpans(spans []graph.Span) error {
 }
 
 func (fr *fileReader) bad(err error) {
+	fr.lock()
+	defer fr.unlock()
 	fr.st.BadRequests++
 	if fr.onBad != nil {
 		fr.onBad(err)

@@ -146,15 +146,9 @@ func (fr *fileReader) reject(r *jsonRequest, err error) {
 
 // decodeJSON decodes the complete request r and emits its spans.
 func (fr *fileReader) decodeJSON(r *jsonRequest) error {
-	d := fr.d
 	b := r.bytes()
 	r.active, r.frag, r.buf = false, nil, r.buf[:0]
-	spans, err := d.decodeJSON(d.spans[:0], b)
-	if err != nil {
-		fr.rejected(err, fmt.Sprintf(":%d", r.start), true)
-		return nil
-	}
-	return fr.emitSpans(spans)
+	return fr.decodeRequest(b, true, true, fmt.Sprintf(":%d", r.start))
 }
 
 // endJSON finishes reading at the end of the file, which is on line (the

@@ -5,15 +5,20 @@ import (
 	"container/list"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
+
+// batchChunk is how many spans the reading goroutine hands to the
+// assembling one at a time.
+const batchChunk = 4096
 
 // BatchConfig configures Batch.
 type BatchConfig struct {
@@ -68,20 +73,63 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	b := &batcher{cfg: cfg, spill: newSpill(f), windows: analysis.NewWindows(cfg.Analysis.Window),
 		pending: map[graph.TraceID]*list.Element{}, done: map[graph.TraceID]*spilled{}}
 	b.lru.Init()
+	// Decoding (the caller's read) and assembly run on two goroutines: the
+	// spans are copied into chunks handed over a channel, and chunks come
+	// back for reuse, so the copy costs no allocation once warm.
+	chunk := min(batchChunk, max(1, cfg.MaxPendingSpans/8))
+	chunks := make(chan []graph.Span, 8)
+	free := make(chan []graph.Span, 10)
+	addErr := make(chan error, 1)
+	go func() {
+		var err error
+		for c := range chunks {
+			if err == nil {
+				err = b.add(c)
+			}
+			select {
+			case free <- c[:0]:
+			default:
+			}
+		}
+		if err == nil {
+			err = b.flushAll()
+		}
+		addErr <- err
+	}()
+	var cur []graph.Span
+	send := func() {
+		if len(cur) > 0 {
+			chunks <- cur
+			cur = nil
+		}
+	}
 	readErr := read(func(spans []graph.Span) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return b.add(spans)
+		if cur == nil {
+			select {
+			case cur = <-free:
+			default:
+				cur = make([]graph.Span, 0, chunk)
+			}
+		}
+		cur = append(cur, spans...)
+		if len(cur) >= chunk {
+			send()
+		}
+		return nil
 	})
+	send()
+	close(chunks)
+	if err := <-addErr; err != nil {
+		return nil, nil, b.stats, err
+	}
 	if readErr != nil && ctx.Err() != nil {
 		return nil, nil, b.stats, ctx.Err()
 	}
 	// A read error after some input still gives the report of what was
 	// read (the caller reports the error).
-	if err := b.flushAll(); err != nil {
-		return nil, nil, b.stats, err
-	}
 	doc, err := b.evaluate(ctx)
 	if err != nil {
 		return nil, nil, b.stats, err
@@ -202,8 +250,30 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for _, s := range b.done {
 		current[s.facts.off] = true
 	}
-	ev := analysis.NewEvaluator(b.cfg.Analysis)
-	rep := analysis.NewReport()
+	// Facts are read in one pass and evaluated by one worker per CPU, each
+	// with its own evaluator and report, merged at the end: sums do not
+	// care about order.
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	work := make(chan []*graph.Trace, 2*workers)
+	reports := make([]*analysis.Report, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		reports[w] = analysis.NewReport()
+		go func(rep *analysis.Report) {
+			defer wg.Done()
+			ev := analysis.NewEvaluator(b.cfg.Analysis)
+			for ts := range work {
+				for _, t := range ts {
+					r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
+					if b.cfg.Range.Contains(r.Start) {
+						rep.Add(&r, 1)
+					}
+				}
+			}
+		}(reports[w])
+	}
+	var group []*graph.Trace
 	err := b.spill.scanFacts(func(off int64, t *graph.Trace) error {
 		if !current[off] {
 			return nil // superseded by a re-open
@@ -211,14 +281,23 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
-		if b.cfg.Range.Contains(r.Start) {
-			rep.Add(&r, 1)
+		if group = append(group, t); len(group) == 256 {
+			work <- group
+			group = nil
 		}
 		return nil
 	})
+	if len(group) > 0 {
+		work <- group
+	}
+	close(work)
+	wg.Wait()
 	if err != nil {
 		return nil, err
+	}
+	rep := reports[0]
+	for _, r := range reports[1:] {
+		rep.Merge(r, 1)
 	}
 	lo, hi := store.WindowRange(b.cfg.Range, b.cfg.Analysis.Window)
 	sums := b.windows.Summaries(b.cfg.Analysis)
@@ -240,12 +319,13 @@ type spillRef struct {
 // spill is an append-only temporary file of records: a kind byte, a
 // length, the payload (encoded spans or facts).
 type spill struct {
-	f    *os.File
-	w    *bufio.Writer
-	size int64
-	rbuf []byte
-	enc  []byte
-	in   map[string]string
+	f     *os.File
+	w     *bufio.Writer
+	size  int64
+	rbuf  []byte
+	enc   []byte
+	coder graph.TraceEncoder
+	in    map[string]string
 }
 
 const (
@@ -273,18 +353,12 @@ func (s *spill) write(kind byte, payload []byte) (spillRef, error) {
 }
 
 func (s *spill) writeSpans(spans []graph.Span) (spillRef, error) {
-	s.enc = s.enc[:0]
-	for i := range spans {
-		start := len(s.enc)
-		s.enc = binary.LittleEndian.AppendUint32(s.enc, 0)
-		s.enc = graph.AppendSpan(s.enc, &spans[i])
-		binary.LittleEndian.PutUint32(s.enc[start:], uint32(len(s.enc)-start-4))
-	}
+	s.enc = s.coder.AppendSpans(s.enc[:0], spans)
 	return s.write(recSpans, s.enc)
 }
 
 func (s *spill) writeFacts(t *graph.Trace) (spillRef, error) {
-	s.enc = t.AppendBinary(s.enc[:0])
+	s.enc = s.coder.Append(s.enc[:0], t)
 	return s.write(recFacts, s.enc)
 }
 
@@ -320,16 +394,9 @@ func (s *spill) readSpans(ref spillRef, dst []graph.Span) ([]graph.Span, error) 
 	if err != nil {
 		return dst, err
 	}
-	for len(b) >= 4 {
-		n := int(binary.LittleEndian.Uint32(b))
-		if n > len(b)-4 {
-			return dst, errors.New("analyze: spill file: corrupt span record")
-		}
-		dst = append(dst, graph.Span{})
-		if err := graph.DecodeSpan(b[4:4+n], &dst[len(dst)-1], s.intern); err != nil {
-			return dst, fmt.Errorf("analyze: spill file: %w", err)
-		}
-		b = b[4+n:]
+	dst, err = graph.DecodeSpans(b, dst, s.intern)
+	if err != nil {
+		return dst, fmt.Errorf("analyze: spill file: %w", err)
 	}
 	return dst, nil
 }
@@ -339,7 +406,7 @@ func (s *spill) readFacts(ref spillRef) (*graph.Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := graph.DecodeTrace(b)
+	t, err := graph.DecodeTraceInterned(b, s.intern)
 	if err != nil {
 		return nil, fmt.Errorf("analyze: spill file: %w", err)
 	}
@@ -374,7 +441,7 @@ func (s *spill) scanFacts(fn func(off int64, t *graph.Trace) error) error {
 		if _, err := io.ReadFull(r, b); err != nil {
 			return fmt.Errorf("analyze: spill file: %w", err)
 		}
-		t, err := graph.DecodeTrace(b)
+		t, err := graph.DecodeTraceInterned(b, s.intern)
 		if err != nil {
 			return fmt.Errorf("analyze: spill file: %w", err)
 		}

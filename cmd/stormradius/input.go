@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -81,6 +82,9 @@ func plural(n int, one, many string) string {
 func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer, emit func([]graph.Span) error) *loaded {
 	out := &loaded{}
 	dec := ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: claimHeader})
+	// Decoding dominates: every core decodes requests (the analysis does
+	// not depend on their order).
+	dec.Workers = runtime.GOMAXPROCS(0)
 	prog := newProgress(names, stderr)
 	for _, name := range names {
 		if ctx.Err() != nil {
