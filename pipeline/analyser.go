@@ -168,6 +168,9 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 			// A late span re-opens the trace: all its stored spans (they
 			// include the new ones) make the new trace.
 			p.m.reopened.Inc()
+			if late := minStart(t.spans); late-it.old.Start > int64(a.windows.Size) {
+				p.m.idReused.Inc()
+			}
 			if it.oldT, err = graph.DecodeTrace(it.old.Facts); err != nil {
 				return fmt.Errorf("pipeline: trace %s: %w: %w", t.id, store.ErrCorrupt, err)
 			}
@@ -380,4 +383,15 @@ func (p *Pipeline) inflightPending() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pending.spans
+}
+
+// minStart returns the earliest start of spans.
+func minStart(spans []graph.Span) int64 {
+	m := int64(0)
+	for i := range spans {
+		if i == 0 || spans[i].Start < m {
+			m = spans[i].Start
+		}
+	}
+	return m
 }

@@ -18,6 +18,8 @@ type metrics struct {
 	writeSeconds  prometheus.Histogram
 	applySeconds  prometheus.Histogram
 	storeErrors   *prometheus.CounterVec // by operation
+	skewed        prometheus.Counter
+	idReused      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,9 +55,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Latency of one analysis step: assembly, evaluation and the store batch.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_store_errors_total",
 			Help: "Store operations that failed, by operation."}, []string{"op"}),
+		skewed: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_clock_skew_total",
+			Help: "Spans stored whose start is more than an hour away from the time they arrived (clock skew, or replayed data): they count in the window of their own timestamps."}),
+		idReused: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_trace_id_reused_total",
+			Help: "Re-opened traces whose new spans start more than a window after the trace: a client reusing trace ids; the spans are merged into the earlier trace."}),
 	}
 	for _, c := range []prometheus.Collector{m.stored, m.rejected, m.pendingTraces, m.pendingSpans, m.flushed, m.reopened,
-		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors} {
+		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors, m.skewed, m.idReused} {
 		f(c)
 	}
 	return m

@@ -79,8 +79,15 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 		return spans
 	}
 	p.m.stored.Add(float64(len(spans)))
-	p.mu.Lock()
 	now := p.cfg.Now()
+	skewed := 0
+	for i := range spans {
+		if d := spans[i].Start - now.UnixNano(); d > int64(time.Hour) || d < -int64(time.Hour) {
+			skewed++
+		}
+	}
+	p.m.skewed.Add(float64(skewed))
+	p.mu.Lock()
 	p.pending.add(spans, seq, now)
 	p.m.pendingTraces.Set(float64(p.pending.traces()))
 	p.m.pendingSpans.Set(float64(p.pending.spans))
