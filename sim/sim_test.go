@@ -735,7 +735,7 @@ func TestExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := res.Exports(1, 7)
+	ex := res.Exports(1, 7, 0)
 	spans, pieces := 0, 0
 	for _, td := range ex {
 		spans += td.SpanCount()

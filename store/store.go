@@ -131,9 +131,9 @@ func (q Query) Contains(unixNano int64) bool {
 // SpanWriter stores spans.
 type SpanWriter interface {
 	// WriteSpans stores spans durably: once it returns nil they survive a
-	// crash. A span already stored (same trace id and span id) is kept
-	// once. It returns the write's sequence number, increasing from one
-	// write to the next; spans of one write share it.
+	// crash. A span sent again (same trace id and span id) is read back
+	// once by TraceSpans. It returns the write's sequence number,
+	// increasing from one write to the next; spans of one write share it.
 	WriteSpans(ctx context.Context, spans []graph.Span) (seq uint64, err error)
 }
 
@@ -142,7 +142,8 @@ type SpanReader interface {
 	// TraceSpans appends the stored spans of a trace to dst.
 	TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error)
 	// SpansAfter calls fn, in write order, with the spans of every write
-	// whose sequence is above seq, and the sequence of each.
+	// whose sequence is above seq (as they were written: a span sent again
+	// may be in several), and the sequence of each.
 	SpansAfter(ctx context.Context, seq uint64, fn func(seq uint64, spans []graph.Span) error) error
 }
 

@@ -193,7 +193,7 @@ func crashCorpus(t *testing.T) *sim.Result {
 func TestCrashOTLP(t *testing.T) {
 	res := crashCorpus(t)
 	want := reference(t, res)
-	exports := res.Exports(5, 4)
+	exports := res.Exports(5, 4, 0)
 	dir := t.TempDir()
 	p := serve(t, dir)
 	cut := len(exports) * 6 / 10
@@ -233,7 +233,7 @@ func TestCrashKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, td := range res.Exports(6, 3) {
+	for _, td := range res.Exports(6, 3, 0) {
 		b, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: b}).FirstErr(); err != nil {
 			t.Fatal(err)

@@ -51,12 +51,17 @@ type service struct {
 
 func startService(t *testing.T, dir string, window time.Duration) *service {
 	t.Helper()
+	return startServiceTB(t, dir, window, 50*time.Millisecond)
+}
+
+func startServiceTB(t testing.TB, dir string, window, idle time.Duration) *service {
+	t.Helper()
 	ready := make(chan app.Addrs, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := app.Config{
 		Store:    storeurl.Options{Data: dir, Window: window},
-		Pipeline: pipeline.Config{TraceIdle: 50 * time.Millisecond, MaxTraceAge: 5 * time.Second, Retention: -1, SummaryInterval: 20 * time.Millisecond},
+		Pipeline: pipeline.Config{TraceIdle: idle, MaxTraceAge: 5 * time.Second, Retention: -1, SummaryInterval: 20 * time.Millisecond},
 		OTLP:     otlp.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"},
 		HTTPAddr: "127.0.0.1:0",
 		Ready:    func(a app.Addrs) { ready <- a },
@@ -69,6 +74,7 @@ func startService(t *testing.T, dir string, window time.Duration) *service {
 		cancel()
 		t.Fatalf("service did not start: %v", err)
 	case <-time.After(20 * time.Second):
+		cancel()
 		t.Fatal("service did not start in 20 s")
 	}
 	return nil
@@ -121,7 +127,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	want := analyze(t, res, window)
 	dir := t.TempDir()
 	svc := startService(t, dir, window)
-	exports := res.Exports(11, 5)
+	exports := res.Exports(11, 5, 0)
 
 	conn, err := grpc.NewClient(svc.addrs.OTLPGRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-const recordColumns = `trace_id, start, win, api, seq, result, facts, edges`
+const recordColumns = `trace_id, start, win, api, seq, edges, result, facts`
 
 // scanRecord reads one row of recordColumns.
 func scanRecord(rows *sql.Rows) (*store.Record, error) {
@@ -26,7 +26,7 @@ func scanRecord(rows *sql.Rows) (*store.Record, error) {
 		result, facts, eds []byte
 		r                  store.Record
 	)
-	if err := rows.Scan(&id, &start, &win, &r.API, &seq, &result, &facts, &eds); err != nil {
+	if err := rows.Scan(&id, &start, &win, &r.API, &seq, &eds, &result, &facts); err != nil {
 		return nil, err
 	}
 	if len(id) != len(r.TraceID) || len(eds)%8 != 0 {
@@ -89,16 +89,52 @@ func (s *Store) queryRecords(ctx context.Context, q string, args []any, fn func(
 }
 
 // WindowRecords calls fn with the records of window w that use one of
-// edges (all of them when edges is empty).
+// edges (all of them when edges is empty). With edges, the window is
+// scanned for the edges column alone (it precedes the large columns, so
+// their overflow pages are not read) and only the matching records are
+// read whole.
 func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) error {
+	if len(edges) == 0 {
+		return s.queryRecords(ctx, `SELECT `+recordColumns+` FROM records WHERE win = ?`, []any{w}, fn)
+	}
 	want := slices.Clone(edges)
 	slices.Sort(want)
-	return s.queryRecords(ctx, `SELECT `+recordColumns+` FROM records WHERE win = ?`, []any{w}, func(r *store.Record) error {
-		if len(want) > 0 && !intersects(r.Edges, want) {
-			return nil
+	rows, err := s.resR.QueryContext(ctx, `SELECT trace_id, edges FROM records WHERE win = ?`, w)
+	if err != nil {
+		return unavailable(ctx, "scan window", err)
+	}
+	var ids []graph.TraceID
+	var have []uint64
+	for rows.Next() {
+		var id, eds []byte
+		if err := rows.Scan(&id, &eds); err != nil {
+			rows.Close()
+			return unavailable(ctx, "scan window", err)
 		}
-		return fn(r)
-	})
+		have = have[:0]
+		for i := 0; i+8 <= len(eds); i += 8 {
+			have = append(have, binary.BigEndian.Uint64(eds[i:]))
+		}
+		if len(id) == len(graph.TraceID{}) && intersects(have, want) {
+			ids = append(ids, graph.TraceID(id))
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return unavailable(ctx, "scan window", err)
+	}
+	recs, err := s.Records(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if r := recs[id]; r != nil {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // intersects reports whether two sorted lists share an element.
@@ -175,7 +211,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		for i, e := range r.Edges {
 			binary.BigEndian.PutUint64(eds[8*i:], e)
 		}
-		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), result, r.Facts, eds); err != nil {
+		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), eds, result, r.Facts); err != nil {
 			return unavailable(ctx, "put record", err)
 		}
 	}

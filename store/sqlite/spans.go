@@ -1,9 +1,11 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,12 +13,15 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// spansPerInsert is how many rows one INSERT statement carries: fewer
+// rowsPerInsert is how many rows one INSERT statement carries: fewer
 // statements, less per-statement overhead in the driver.
-const spansPerInsert = 64
+const rowsPerInsert = 64
 
 type spanStatements struct {
 	many, one *sql.Stmt
+	enc       graph.TraceEncoder
+	order     []int32
+	buf       []byte
 }
 
 func (p *spanStatements) close() {
@@ -33,12 +38,12 @@ func (s *Store) prepareSpans(ctx context.Context) error {
 		return nil
 	}
 	row := "(?,?,?,?)"
-	many, err := s.spansW.PrepareContext(ctx, `INSERT OR IGNORE INTO spans (trace_id, span_id, seq, data) VALUES `+
-		strings.TrimSuffix(strings.Repeat(row+",", spansPerInsert), ","))
+	many, err := s.spansW.PrepareContext(ctx, `INSERT INTO spans (trace_id, seq, n, data) VALUES `+
+		strings.TrimSuffix(strings.Repeat(row+",", rowsPerInsert), ","))
 	if err != nil {
 		return err
 	}
-	one, err := s.spansW.PrepareContext(ctx, `INSERT OR IGNORE INTO spans (trace_id, span_id, seq, data) VALUES `+row)
+	one, err := s.spansW.PrepareContext(ctx, `INSERT INTO spans (trace_id, seq, n, data) VALUES `+row)
 	if err != nil {
 		many.Close()
 		return err
@@ -47,7 +52,8 @@ func (s *Store) prepareSpans(ctx context.Context) error {
 	return nil
 }
 
-// WriteSpans stores spans in one transaction: durable when it returns.
+// WriteSpans stores spans in one transaction, one row per trace: durable
+// when it returns.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
@@ -57,6 +63,15 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if err := s.prepareSpans(ctx); err != nil {
 		return 0, unavailable(ctx, "prepare span insert", err)
 	}
+	p := &s.spanSQL
+	// Group by trace, keeping arrival order within a trace.
+	p.order = p.order[:0]
+	for i := range spans {
+		p.order = append(p.order, int32(i))
+	}
+	slices.SortStableFunc(p.order, func(a, b int32) int {
+		return bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:])
+	})
 	tx, err := s.spansW.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, unavailable(ctx, "write spans", err)
@@ -67,25 +82,36 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) + 1 FROM spans`).Scan(&first); err != nil {
 		return 0, unavailable(ctx, "write spans", err)
 	}
-	many, one := tx.StmtContext(ctx, s.spanSQL.many), tx.StmtContext(ctx, s.spanSQL.one)
-	args := make([]any, 0, 4*spansPerInsert)
-	buf := make([]byte, 0, 64*len(spans)+64)
-	for i := range spans {
-		sp := &spans[i]
+	many, one := tx.StmtContext(ctx, p.many), tx.StmtContext(ctx, p.one)
+	args := make([]any, 0, 4*rowsPerInsert)
+	buf := p.buf[:0]
+	group := make([]graph.Span, 0, 64)
+	for lo := 0; lo < len(p.order); {
+		id := spans[p.order[lo]].TraceID
+		hi := lo
+		group = group[:0]
+		for hi < len(p.order) && spans[p.order[hi]].TraceID == id {
+			group = append(group, spans[p.order[hi]])
+			hi++
+		}
 		start := len(buf)
-		buf = graph.AppendSpan(buf, sp)
-		args = append(args, sp.TraceID[:], sp.SpanID[:], int64(seq), buf[start:len(buf):len(buf)])
+		buf = p.enc.AppendSpans(buf, group)
+		args = append(args, spans[p.order[lo]].TraceID[:], int64(seq), hi-lo, buf[start:len(buf):len(buf)])
 		if len(args) == cap(args) {
 			if _, err := many.ExecContext(ctx, args...); err != nil {
 				return 0, unavailable(ctx, "write spans", err)
 			}
 			args = args[:0]
 		}
+		lo = hi
 	}
 	for i := 0; i < len(args); i += 4 {
 		if _, err := one.ExecContext(ctx, args[i:i+4]...); err != nil {
 			return 0, unavailable(ctx, "write spans", err)
 		}
+	}
+	if cap(buf) <= 16<<20 {
+		p.buf = buf[:0]
 	}
 	var last int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM spans`).Scan(&last); err != nil {
@@ -114,28 +140,44 @@ func (in interner) intern(b []byte) string {
 	return v
 }
 
-// TraceSpans appends the stored spans of trace id to dst.
+// TraceSpans appends the stored spans of trace id to dst, each span once
+// (the first stored, when a client sent it again).
 func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error) {
-	rows, err := s.spansR.QueryContext(ctx, `SELECT data FROM spans WHERE trace_id = ?`, id[:])
+	rows, err := s.spansR.QueryContext(ctx, `SELECT data FROM spans WHERE trace_id = ? ORDER BY rowid`, id[:])
 	if err != nil {
 		return dst, unavailable(ctx, "read trace spans", err)
 	}
 	defer rows.Close()
 	in := interner{}
+	start := len(dst)
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return dst, unavailable(ctx, "read trace spans", err)
 		}
-		dst = append(dst, graph.Span{})
-		if err := graph.DecodeSpan(b, &dst[len(dst)-1], in.intern); err != nil {
-			return dst[:len(dst)-1], fmt.Errorf("sqlite: trace %s: %w: %w", id, store.ErrCorrupt, err)
+		if dst, err = graph.DecodeSpans(b, dst, in.intern); err != nil {
+			return dst, fmt.Errorf("sqlite: trace %s: %w: %w", id, store.ErrCorrupt, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return dst, unavailable(ctx, "read trace spans", err)
 	}
-	return dst, nil
+	return dedupSpans(dst, start), nil
+}
+
+// dedupSpans drops, from dst[start:], spans whose id came earlier.
+func dedupSpans(dst []graph.Span, start int) []graph.Span {
+	seen := make(map[graph.SpanID]struct{}, len(dst)-start)
+	n := start
+	for i := start; i < len(dst); i++ {
+		if _, dup := seen[dst[i].SpanID]; dup {
+			continue
+		}
+		seen[dst[i].SpanID] = struct{}{}
+		dst[n] = dst[i]
+		n++
+	}
+	return dst[:n]
 }
 
 // SpansAfter calls fn with the spans of every write after seq, in order.
@@ -177,8 +219,8 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 				rows.Close()
 				return unavailable(ctx, "read writes", err)
 			}
-			spans = append(spans, graph.Span{})
-			if err := graph.DecodeSpan(b, &spans[len(spans)-1], in.intern); err != nil {
+			var err error
+			if spans, err = graph.DecodeSpans(b, spans, in.intern); err != nil {
 				rows.Close()
 				return fmt.Errorf("sqlite: write %d: %w: %w", w.seq, store.ErrCorrupt, err)
 			}

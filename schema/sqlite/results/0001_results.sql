@@ -1,15 +1,17 @@
 -- One record per analysed trace (store.Record): the result as evaluated
 -- against its window, the facts to evaluate it again, and the edges it
 -- uses (8-byte big-endian EdgeKeys, concatenated).
+-- edges comes before the large columns: scanning a window for the records
+-- that use an edge reads it without following the blobs' overflow pages.
 CREATE TABLE IF NOT EXISTS records (
     trace_id BLOB PRIMARY KEY,
     start    INTEGER NOT NULL,
     win      INTEGER NOT NULL,
     api      TEXT NOT NULL,
     seq      INTEGER NOT NULL,
+    edges    BLOB NOT NULL,
     result   BLOB NOT NULL,
-    facts    BLOB NOT NULL,
-    edges    BLOB NOT NULL
+    facts    BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS records_by_window ON records (win);
 CREATE INDEX IF NOT EXISTS records_by_start ON records (start);

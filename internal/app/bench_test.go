@@ -1,0 +1,128 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/sim"
+	"github.com/stormradius/stormradius/store"
+)
+
+// benchRequests simulates n traces of a 12-service mesh starting at start
+// and returns them as OTLP/HTTP protobuf bodies of about 1,000 spans, as a
+// collector batches them.
+func benchRequests(b *testing.B, n int, start time.Time) (bodies [][]byte, spans int) {
+	sc := sim.Mesh(sim.MeshConfig{Seed: 3, APIs: 3, Depth: 6, Fanout: 2, GRPC: 0.3, FailOpen: 0.2, ErrorRate: 0.01,
+		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
+	sc.Traces, sc.Start, sc.Spacing = n, start, time.Millisecond
+	res, err := sim.Run(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	perTrace := max(1, res.Stats.Spans/n)
+	for _, td := range res.Exports(1, max(1, 1000/perTrace)*4, 64) {
+		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			b.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	return bodies, res.Stats.Spans
+}
+
+// BenchmarkEndToEndHTTP: OTLP/HTTP protobuf requests, 8 at a time, into
+// `serve` on the embedded store, until every span is stored and its trace
+// analysed (its record and rollups stored). Every iteration sends new
+// traces. It reports spans/s, and pdata's own unmarshal of the same bodies
+// (measured in the same run) as ref-spans/s and the ratio.
+func BenchmarkEndToEndHTTP(b *testing.B) {
+	dir := b.TempDir()
+	svc := startServiceTB(b, dir, 10*time.Minute, 100*time.Millisecond)
+	defer svc.stop()
+	url := "http://" + svc.addrs.OTLPHTTP.String() + "/v1/traces"
+	var total, sent int
+	var elapsed, refElapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		bodies, n := benchRequests(b, 4000, time.Now().Add(time.Duration(i)*time.Hour))
+		// Reference: pdata's unmarshal of the same bodies.
+		t0 := time.Now()
+		for _, body := range bodies {
+			req := ptraceotlp.NewExportRequest()
+			if err := req.UnmarshalProto(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		refElapsed += time.Since(t0)
+		b.StartTimer()
+		t1 := time.Now()
+		work := make(chan []byte)
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for body := range work {
+					for {
+						resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusServiceUnavailable {
+							time.Sleep(20 * time.Millisecond)
+							continue
+						}
+						if resp.StatusCode != 200 {
+							b.Errorf("status %d", resp.StatusCode)
+						}
+						break
+					}
+				}
+			}()
+		}
+		for _, body := range bodies {
+			work <- body
+		}
+		close(work)
+		wg.Wait()
+		sent += n
+		waitAnalysed(b, dir, sent)
+		elapsed += time.Since(t1)
+		total += n
+	}
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "spans/s")
+	b.ReportMetric(float64(total)/refElapsed.Seconds(), "ref-spans/s")
+	b.ReportMetric(refElapsed.Seconds()/elapsed.Seconds(), "ratio")
+}
+
+
+// waitAnalysed waits until the stored rollups count want spans.
+func waitAnalysed(b *testing.B, dir string, want int) {
+	ctx := context.Background()
+	st, err := storeurl.Open(ctx, storeurl.Options{Data: dir, Existing: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		rep, err := st.Report(ctx, store.Query{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Spans >= int64(want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("never analysed %d spans", want)
+}
