@@ -104,7 +104,6 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 	b.ReportMetric(refElapsed.Seconds()/elapsed.Seconds(), "ratio")
 }
 
-
 // waitAnalysed waits until the stored rollups count want spans.
 func waitAnalysed(b *testing.B, dir string, want int) {
 	ctx := context.Background()
