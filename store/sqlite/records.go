@@ -34,10 +34,11 @@ func scanRecord(rows *sql.Rows) (*store.Record, error) {
 	}
 	copy(r.TraceID[:], id)
 	r.Start, r.Window, r.Seq, r.Facts = start, win, uint64(seq), facts
-	r.Result = &analysis.TraceResult{}
-	if err := json.Unmarshal(result, r.Result); err != nil {
+	res, err := analysis.DecodeResult(result, nil)
+	if err != nil {
 		return nil, fmt.Errorf("%w: record %s: %w", store.ErrCorrupt, r.TraceID, err)
 	}
+	r.Result = res
 	r.Edges = make([]uint64, len(eds)/8)
 	for i := range r.Edges {
 		r.Edges[i] = binary.BigEndian.Uint64(eds[8*i:])
@@ -189,6 +190,8 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return unavailable(ctx, "apply", err)
 	}
 	defer put.Close()
+	var enc analysis.ResultEncoder
+	var result []byte
 	for _, c := range b.Changes {
 		if c.Old != nil {
 			delta(c.Old, -1)
@@ -203,10 +206,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		}
 		r := c.New
 		delta(r, 1)
-		result, err := json.Marshal(r.Result)
-		if err != nil {
-			return fmt.Errorf("sqlite: encode result %s: %w", r.TraceID, err)
-		}
+		result = enc.Append(result[:0], r.Result)
 		eds := make([]byte, 8*len(r.Edges))
 		for i, e := range r.Edges {
 			binary.BigEndian.PutUint64(eds[8*i:], e)

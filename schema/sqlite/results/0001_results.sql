@@ -1,4 +1,5 @@
 -- One record per analysed trace (store.Record): the result as evaluated
+-- (analysis.ResultEncoder)
 -- against its window, the facts to evaluate it again, and the edges it
 -- uses (8-byte big-endian EdgeKeys, concatenated).
 -- edges comes before the large columns: scanning a window for the records

@@ -1,0 +1,270 @@
+package analysis
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/radius"
+)
+
+// resultCodecVersion is the first byte of an encoded TraceResult.
+const resultCodecVersion = 1
+
+// ErrCorruptResult is returned (wrapped) by DecodeResult for data that is
+// not an encoded result.
+var ErrCorruptResult = errors.New("corrupt encoded result")
+
+// ResultEncoder writes TraceResults in a compact binary form (names once
+// per result, numbers as varints): what stores keep per trace, a few
+// hundred bytes where JSON takes kilobytes. The zero value is ready; not
+// safe for concurrent use.
+type ResultEncoder struct {
+	names map[string]uint64
+	table []string
+}
+
+// Append appends the binary form of r to b.
+func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
+	if e.names == nil || len(e.names) > 4096 {
+		e.names = make(map[string]uint64, 32)
+	}
+	clear(e.names)
+	table := e.table[:0]
+	name := func(s string) uint64 {
+		i, ok := e.names[s]
+		if !ok {
+			i = uint64(len(table))
+			e.names[s] = i
+			table = append(table, s)
+		}
+		return i
+	}
+	name(r.API)
+	for _, v := range r.Versions {
+		name(v.Service)
+		name(v.Version)
+	}
+	for i := range r.Events {
+		name(r.Events[i].Owner.Service)
+		name(r.Events[i].Owner.Operation)
+	}
+	for i := range r.Owners {
+		name(r.Owners[i].Node.Service)
+		name(r.Owners[i].Node.Operation)
+	}
+	for i := range r.Services {
+		name(r.Services[i].Service)
+	}
+	e.table = table[:0]
+
+	uv := binary.AppendUvarint
+	v := binary.AppendVarint
+	b = append(b, resultCodecVersion)
+	b = append(b, r.TraceID[:]...)
+	b = uv(b, uint64(len(table)))
+	for _, s := range table {
+		b = uv(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = uv(b, e.names[r.API])
+	b = v(b, r.Start)
+	b = v(b, r.Window)
+	b = uv(b, uint64(r.Spans))
+	b = uv(b, uint64(r.Fragments))
+	var flags byte
+	if r.RootFailed {
+		flags |= 1
+	}
+	if r.RemoteParent {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = uv(b, uint64(len(r.Versions)))
+	for _, x := range r.Versions {
+		b = uv(b, e.names[x.Service])
+		b = uv(b, e.names[x.Version])
+	}
+	b = uv(b, uint64(len(r.Events)))
+	for i := range r.Events {
+		ev := &r.Events[i]
+		b = uv(b, e.names[ev.Owner.Service])
+		b = uv(b, e.names[ev.Owner.Operation])
+		b = uv(b, uint64(ev.Hop))
+		b = v(b, int64(ev.Radius))
+		b = v(b, int64(ev.Chain))
+		b = v(b, ev.Start-r.Start)
+	}
+	b = v(b, int64(r.Radius))
+	b = uv(b, uint64(len(r.Owners)))
+	for i := range r.Owners {
+		o := &r.Owners[i]
+		b = uv(b, e.names[o.Node.Service])
+		b = uv(b, e.names[o.Node.Operation])
+		b = v(b, o.Hops)
+		b = v(b, o.First)
+		b = v(b, o.Spurious)
+	}
+	b = v(b, r.Suppressed)
+	b = v(b, r.Hops)
+	b = v(b, r.Counterfactual)
+	b = uv(b, uint64(len(r.Services)))
+	for i := range r.Services {
+		s := &r.Services[i]
+		b = uv(b, e.names[s.Service])
+		for _, c := range s.Claims {
+			b = v(b, c)
+		}
+		for _, x := range [...]int64{s.Misattributed, s.NaiveMisattributed, s.Eligible, s.Mismatches, s.ContextDrops,
+			s.OwnedFailures, s.Requests, s.VirtualRequests, s.Counterfactual, s.Spurious} {
+			b = v(b, x)
+		}
+	}
+	return b
+}
+
+// resultReader reads an encoded result, remembering the first error.
+type resultReader struct {
+	b   []byte
+	err error
+}
+
+func (r *resultReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorruptResult, what)
+	}
+	r.b = nil
+}
+
+func (r *resultReader) uv(what string) uint64 {
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *resultReader) v(what string) int64 {
+	x, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+// count reads a list length that the remaining bytes can hold.
+func (r *resultReader) count(min int, what string) int {
+	n := r.uv(what)
+	if n > uint64(len(r.b)/min) {
+		r.fail(what + " too large")
+		return 0
+	}
+	return int(n)
+}
+
+func (r *resultReader) name(table []string, what string) string {
+	i := r.uv(what)
+	if i >= uint64(len(table)) {
+		r.fail(what + " out of range")
+		return ""
+	}
+	return table[i]
+}
+
+func (r *resultReader) int(what string) int {
+	x := r.v(what)
+	if x < math.MinInt32 || x > math.MaxInt32 {
+		r.fail(what + " out of range")
+		return 0
+	}
+	return int(x)
+}
+
+// DecodeResult decodes a result written by ResultEncoder.Append, names
+// passed through intern when it is not nil. Any input is safe: data that is
+// not an encoded result gives an error wrapping ErrCorruptResult.
+func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
+	r := &resultReader{b: b}
+	if len(b) < 17 || b[0] != resultCodecVersion {
+		return nil, fmt.Errorf("%w: bad header", ErrCorruptResult)
+	}
+	out := &TraceResult{}
+	copy(out.TraceID[:], b[1:17])
+	r.b = b[17:]
+	nNames := r.count(1, "names")
+	table := make([]string, 0, nNames)
+	for i := 0; i < nNames && r.err == nil; i++ {
+		n := r.uv("name length")
+		if n > uint64(len(r.b)) {
+			r.fail("name length")
+			break
+		}
+		if intern != nil {
+			table = append(table, intern(r.b[:n]))
+		} else {
+			table = append(table, string(r.b[:n]))
+		}
+		r.b = r.b[n:]
+	}
+	out.API = r.name(table, "api")
+	out.Start = r.v("start")
+	out.Window = r.v("window")
+	out.Spans = int(min(r.uv("spans"), math.MaxInt32))
+	out.Fragments = int(min(r.uv("fragments"), math.MaxInt32))
+	if len(r.b) == 0 {
+		r.fail("flags")
+	} else {
+		out.RootFailed, out.RemoteParent = r.b[0]&1 != 0, r.b[0]&2 != 0
+		r.b = r.b[1:]
+	}
+	if n := r.count(2, "versions"); n > 0 {
+		out.Versions = make([]ServiceVersion, n)
+		for i := range out.Versions {
+			out.Versions[i] = ServiceVersion{Service: r.name(table, "version service"), Version: r.name(table, "version")}
+		}
+	}
+	out.Events = make([]Event, r.count(6, "events"))
+	for i := range out.Events {
+		ev := &out.Events[i]
+		ev.Owner = graph.Node{Service: r.name(table, "owner"), Operation: r.name(table, "owner operation")}
+		ev.Hop = int32(min(r.uv("hop"), math.MaxInt32))
+		ev.Radius = r.int("radius")
+		ev.Chain = r.int("chain")
+		ev.Start = out.Start + r.v("event start")
+	}
+	out.Radius = r.int("trace radius")
+	if n := r.count(5, "owners"); n > 0 {
+		out.Owners = make([]radius.OwnerStat, n)
+		for i := range out.Owners {
+			o := &out.Owners[i]
+			o.Node = graph.Node{Service: r.name(table, "owner"), Operation: r.name(table, "owner operation")}
+			o.Hops, o.First, o.Spurious = r.v("owner hops"), r.v("owner first"), r.v("owner spurious")
+		}
+	}
+	out.Suppressed, out.Hops, out.Counterfactual = r.v("suppressed"), r.v("hops"), r.v("counterfactual")
+	out.Services = make([]ServiceResult, r.count(17, "services"))
+	for i := range out.Services {
+		s := &out.Services[i]
+		s.Service = r.name(table, "service")
+		for k := range s.Claims {
+			s.Claims[k] = r.v("claims")
+		}
+		for _, p := range [...]*int64{&s.Misattributed, &s.NaiveMisattributed, &s.Eligible, &s.Mismatches, &s.ContextDrops,
+			&s.OwnedFailures, &s.Requests, &s.VirtualRequests, &s.Counterfactual, &s.Spurious} {
+			*p = r.v("service counts")
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptResult, len(r.b))
+	}
+	return out, nil
+}
