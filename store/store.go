@@ -211,7 +211,9 @@ type Store interface {
 	Rollups
 	Windows
 	// DeleteBefore drops spans, records, rollups, states and summaries of
-	// traces that started before t (unix nanoseconds), without a full scan.
+	// traces that started before the UTC day holding t (unix nanoseconds):
+	// whole days, so that no rollup keeps deleted data, without a full
+	// scan. Spans are dropped by the time they were written.
 	DeleteBefore(ctx context.Context, t int64) error
 	// Window returns the length of the analysis windows the stored data
 	// was analysed with: window indexes in records, states and summaries

@@ -215,20 +215,24 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 			return unavailable(ctx, "put record", err)
 		}
 	}
-	hours := map[int64]*analysis.Report{}
-	for m, d := range minutes {
-		h := floorDiv(m, 60)
-		if hours[h] == nil {
-			hours[h] = analysis.NewReport()
+	// The same deltas summed per hour and per day.
+	tiers := []map[int64]*analysis.Report{minutes}
+	for _, size := range tierMinutes[1:] {
+		buckets := map[int64]*analysis.Report{}
+		for m, d := range minutes {
+			k := floorDiv(m, size)
+			if buckets[k] == nil {
+				buckets[k] = analysis.NewReport()
+			}
+			buckets[k].Merge(d, 1)
 		}
-		hours[h].Merge(d, 1)
+		tiers = append(tiers, buckets)
 	}
-	for _, tier := range []struct {
-		n       int
-		reports map[int64]*analysis.Report
-	}{{0, minutes}, {1, hours}} {
-		for bucket, d := range tier.reports {
-			if err := upsertReport(ctx, tx, tier.n, bucket, d); err != nil {
+	stmts := &txStatements{tx: tx}
+	defer stmts.close()
+	for tier, reports := range tiers {
+		for bucket, d := range reports {
+			if err := upsertReport(ctx, stmts, tier, bucket, d); err != nil {
 				return unavailable(ctx, "update rollups", err)
 			}
 		}
@@ -272,7 +276,36 @@ func floorDiv(a, b int64) int64 {
 }
 
 // upsertReport adds report d to the rollups of (tier, bucket).
-func upsertReport(ctx context.Context, tx *sql.Tx, tier int, bucket int64, d *analysis.Report) error {
+// txStatements prepares each statement of a transaction once: SQLite
+// parses a statement text on every Exec otherwise, which dominated rollup
+// upserts.
+type txStatements struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (c *txStatements) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st := c.stmts[query]
+	if st == nil {
+		var err error
+		if st, err = c.tx.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		if c.stmts == nil {
+			c.stmts = map[string]*sql.Stmt{}
+		}
+		c.stmts[query] = st
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (c *txStatements) close() {
+	for _, st := range c.stmts {
+		st.Close()
+	}
+}
+
+func upsertReport(ctx context.Context, tx *txStatements, tier int, bucket int64, d *analysis.Report) error {
 	if d.Spans != 0 || d.Traces != 0 || d.Fragments != 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_totals (tier, bucket, spans, traces, fragments) VALUES (?,?,?,?,?)
 			ON CONFLICT (tier, bucket) DO UPDATE SET spans = spans + excluded.spans, traces = traces + excluded.traces,
@@ -427,12 +460,14 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	return out, nil
 }
 
-// DeleteBefore drops what started before the hour holding t: spans by
-// write time (whole writes, by rowid range), records by start, rollups,
-// states and summaries by bucket and window, each through an index.
+// DeleteBefore drops what started before the day (UTC) holding t: spans
+// by write time (whole writes, by rowid range), records by start, rollups
+// of every tier, states and summaries by bucket and window, each through an
+// index. Whole days go, so that no rollup bucket keeps deleted data.
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
-	cutoff := floorDiv(t, int64(time.Hour)) * int64(time.Hour)
-	minute, hour := floorDiv(cutoff, int64(time.Minute)), floorDiv(cutoff, int64(time.Hour))
+	day := int64(24 * time.Hour)
+	cutoff := floorDiv(t, day) * day
+	minute := floorDiv(cutoff, int64(time.Minute))
 	win := analysis.WindowOf(cutoff, s.window) // windows wholly before the cutoff
 	if err := s.deleteWrites(ctx, cutoff); err != nil {
 		return err
@@ -454,8 +489,10 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	defer tx.Rollback()
 	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"} {
 		// Table names are our own constants.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE (tier = 0 AND bucket < ?) OR (tier = 1 AND bucket < ?)`, minute, hour); err != nil {
-			return unavailable(ctx, "delete rollups", err)
+		for tier, size := range tierMinutes {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, tier, floorDiv(minute, size)); err != nil {
+				return unavailable(ctx, "delete rollups", err)
+			}
 		}
 	}
 	for _, table := range []string{"states", "summaries", "stale_summaries"} {

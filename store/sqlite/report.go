@@ -25,55 +25,58 @@ type bucketRange struct {
 	lo, hi int64
 }
 
-// ranges covers minutes [lo, hi) with whole hours from the hourly tier and
-// the minutes at either end from the minute tier, so a week costs a few
-// hundred rows per API, not ten thousand.
-func ranges(lo, hi int64) []bucketRange {
+// tierMinutes is the bucket size, in minutes, of each rollup tier: minute,
+// hour, day.
+var tierMinutes = [...]int64{1, 60, 24 * 60}
+
+// ranges covers minutes [lo, hi) with whole days from the day tier, the
+// hours at either end from the hour tier and the minutes at either end from
+// the minute tier: a week costs a few dozen rows per API, not ten thousand.
+func ranges(lo, hi int64) []bucketRange { return split(lo, hi, len(tierMinutes)-1) }
+
+func split(lo, hi int64, tier int) []bucketRange {
 	if lo >= hi {
 		return nil
 	}
-	hLo := floorDiv(lo+59, 60) // first whole hour
-	hHi := floorDiv(hi, 60)    // end of the last whole hour
-	if hLo >= hHi {
+	if tier == 0 {
 		return []bucketRange{{0, lo, hi}}
 	}
-	out := []bucketRange{{1, hLo, hHi}}
-	if lo < hLo*60 {
-		out = append(out, bucketRange{0, lo, hLo * 60})
+	size := tierMinutes[tier]
+	bLo := floorDiv(lo+size-1, size) // first whole bucket
+	bHi := floorDiv(hi, size)        // end of the last whole bucket
+	if bLo >= bHi {
+		return split(lo, hi, tier-1)
 	}
-	if hHi*60 < hi {
-		out = append(out, bucketRange{0, hHi * 60, hi})
-	}
-	return out
+	out := []bucketRange{{tier, bLo, bHi}}
+	out = append(out, split(lo, bLo*size, tier-1)...)
+	return append(out, split(bHi*size, hi, tier-1)...)
 }
 
-// where returns the SQL condition selecting rs and its arguments.
-func where(rs []bucketRange) (string, []any) {
-	cond := "("
-	var args []any
-	for i, r := range rs {
-		if i > 0 {
-			cond += " OR "
-		}
-		cond += "(tier = ? AND bucket >= ? AND bucket < ?)"
-		args = append(args, r.tier, r.lo, r.hi)
-	}
-	return cond + ")", args
-}
-
-// Report sums the rollups of the minutes q covers.
+// Report sums the rollups of the minutes q covers (see ranges), each range
+// read through the primary key (tier, bucket, ...).
 func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, error) {
 	lo, hi := q.MinuteRange()
 	rep := analysis.NewReport()
-	rs := ranges(lo, hi)
-	if len(rs) == 0 {
-		return rep, nil
+	for _, r := range ranges(lo, hi) {
+		part, err := s.reportRange(ctx, r, q.API)
+		if err != nil {
+			return nil, err
+		}
+		rep.Merge(part, 1)
 	}
-	cond, args := where(rs)
+	rep.Prune()
+	return rep, nil
+}
+
+// reportRange reads the rollups of one bucket range.
+func (s *Store) reportRange(ctx context.Context, br bucketRange, api string) (*analysis.Report, error) {
+	rep := analysis.NewReport()
+	cond := "tier = ? AND bucket >= ? AND bucket < ?"
+	args := []any{br.tier, br.lo, br.hi}
 	apiCond, apiArgs := cond, args
-	if q.API != "" {
+	if api != "" {
 		apiCond += " AND api = ?"
-		apiArgs = append(append([]any(nil), args...), q.API)
+		apiArgs = append(append([]any(nil), args...), api)
 	}
 	err := s.scan(ctx, `SELECT coalesce(sum(spans),0), coalesce(sum(traces),0), coalesce(sum(fragments),0) FROM rollup_totals WHERE `+cond, args,
 		func(rows *sql.Rows) error { return rows.Scan(&rep.Spans, &rep.Traces, &rep.Fragments) })
@@ -158,7 +161,6 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	if err != nil {
 		return nil, err
 	}
-	rep.Prune()
 	return rep, nil
 }
 

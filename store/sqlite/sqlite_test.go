@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
@@ -71,4 +72,26 @@ func TestMigrationsDryRun(t *testing.T) {
 	if ms, err := sqlite.Migrations(ctx, dir); err != nil || len(ms) != 0 {
 		t.Fatalf("current directory: %d migrations %v", len(ms), err)
 	}
+}
+
+// BenchmarkReportWeek: the SPEC §5.2 document over 7 days of rollups for
+// 100 APIs (target < 200 ms).
+func BenchmarkReportWeek(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Dir: b.TempDir(), Synchronous: "normal"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	q := storetest.FillWeek(b, s, 100, time.Date(2026, 3, 8, 12, 30, 0, 0, time.UTC))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, err := store.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if minutes := (q.To - q.From) / int64(time.Minute); len(d.APIs) != 100 || d.APIs[0].Traces != minutes {
+			b.Fatalf("%d APIs, %d traces in the first", len(d.APIs), d.APIs[0].Traces)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
 }

@@ -6,8 +6,10 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/radius"
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 )
@@ -430,8 +433,8 @@ func testWindows(t *testing.T, open Opener) {
 }
 
 func testRetention(t *testing.T, open Opener) {
-	start := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	c := NewCorpus(t, 60, start, 5*time.Minute) // 8:00 to 12:55
+	start := time.Date(2026, 3, 1, 20, 0, 0, 0, time.UTC)
+	c := NewCorpus(t, 96, start, 5*time.Minute) // 20:00 on the 1st to 03:55 on the 2nd
 	s := open(t, true)
 	defer s.Close()
 	x := ctx(t)
@@ -451,19 +454,22 @@ func testRetention(t *testing.T, open Opener) {
 	if err := s.PutSummaries(x, c.Windows.Summaries(analysis.Config{})); err != nil {
 		t.Fatal(err)
 	}
-	cut := time.Date(2026, 3, 1, 10, 20, 0, 0, time.UTC) // drops what started before 10:00
-	if err := s.DeleteBefore(x, cut.UnixNano()); err != nil {
+	day2 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	if err := s.DeleteBefore(x, day2.Add(2*time.Hour+20*time.Minute).UnixNano()); err != nil { // drops the 1st
 		t.Fatal(err)
 	}
 	keep := map[graph.TraceID]*analysis.TraceResult{}
 	var gone, kept []graph.TraceID
 	for id, r := range current {
-		if r.Start >= time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano() {
+		if r.Start >= day2.UnixNano() {
 			keep[id] = r
 			kept = append(kept, id)
 		} else {
 			gone = append(gone, id)
 		}
+	}
+	if len(gone) == 0 || len(kept) == 0 {
+		t.Fatalf("corpus: %d before the cut, %d after", len(gone), len(kept))
 	}
 	if got, _ := s.Records(x, gone); len(got) != 0 {
 		t.Fatalf("%d old records survived", len(got))
@@ -471,21 +477,23 @@ func testRetention(t *testing.T, open Opener) {
 	if got, _ := s.Records(x, kept); len(got) != len(kept) {
 		t.Fatalf("%d of %d recent records kept", len(got), len(kept))
 	}
-	got, err := s.Report(x, store.Query{})
-	if err != nil {
-		t.Fatal(err)
+	for _, q := range []store.Query{{}, {From: day2.Add(-time.Hour).UnixNano(), To: day2.Add(time.Hour).UnixNano()}} {
+		got, err := s.Report(x, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := docOf(t, got), docOf(t, reportOf(keep, q)); g != w {
+			t.Fatalf("rollups after retention, query %+v:\n got %s\nwant %s", q, g, w)
+		}
 	}
-	if g, w := docOf(t, got), docOf(t, reportOf(keep, store.Query{})); g != w {
-		t.Fatalf("rollups after retention:\n got %s\nwant %s", g, w)
-	}
-	w10 := analysis.WindowOf(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano(), time.Hour)
-	if _, _, err := s.State(x, w10-1); !errors.Is(err, store.ErrNotFound) {
+	w2 := analysis.WindowOf(day2.UnixNano(), time.Hour)
+	if _, _, err := s.State(x, w2-1); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("old state survived: %v", err)
 	}
-	if _, _, err := s.State(x, w10); err != nil {
+	if _, _, err := s.State(x, w2); err != nil {
 		t.Fatalf("recent state: %v", err)
 	}
-	if sums, _ := s.Summaries(x, 0, w10-1); len(sums) != 0 {
+	if sums, _ := s.Summaries(x, 0, w2-1); len(sums) != 0 {
 		t.Fatalf("%d old summaries survived", len(sums))
 	}
 }
@@ -515,4 +523,42 @@ func testStaleSummaries(t *testing.T, open Opener) {
 	if got, err := s.StaleSummaries(x); err != nil || len(got) != 0 {
 		t.Fatalf("after the summary: stale %v %v", got, err)
 	}
+}
+
+// FillWeek stores, for apis root APIs, one failed trace per API per minute
+// over the 7 days before end: the rollups a week of traffic leaves (a
+// million records for 100 APIs). It returns the query over that week.
+func FillWeek(t testing.TB, s store.Store, apis int, end time.Time) store.Query {
+	t.Helper()
+	x := context.Background()
+	var asm graph.Assembler
+	facts := asm.Assemble([]graph.Span{{TraceID: graph.TraceID{1}, SpanID: graph.SpanID{1}, Kind: graph.KindServer, Service: "a", Operation: "op"}}).AppendBinary(nil)
+	start := end.Add(-7 * 24 * time.Hour).Truncate(time.Hour)
+	var batch []store.Change
+	var id uint64
+	for m := start; m.Before(end); m = m.Add(time.Minute) {
+		for a := 0; a < apis; a++ {
+			id++
+			svc := fmt.Sprintf("svc-%03d", a)
+			r := &analysis.TraceResult{API: svc + " GET /api", Start: m.UnixNano(), Spans: 30, Radius: 1 + a%3,
+				Events:     []analysis.Event{{Owner: graph.Node{Service: "db-" + svc, Operation: "query"}, Radius: 1 + a%3}},
+				Owners:     []radius.OwnerStat{{Node: graph.Node{Service: "db-" + svc, Operation: "query"}, Hops: 2, First: 1, Spurious: 3}},
+				Suppressed: 1, Hops: 12, Counterfactual: 15, RootFailed: a%2 == 0,
+				Services: []analysis.ServiceResult{{Service: svc, Requests: 4}, {Service: "db-" + svc, Requests: 8, OwnedFailures: 2}},
+			}
+			binary.BigEndian.PutUint64(r.TraceID[8:], id)
+			r.Window = analysis.WindowOf(r.Start, s.Window())
+			batch = append(batch, store.Change{New: &store.Record{TraceID: r.TraceID, Start: r.Start, Window: r.Window, API: r.API, Seq: 1, Result: r, Facts: facts}})
+			if len(batch) == 5000 {
+				if err := s.Apply(x, store.Batch{Changes: batch}); err != nil {
+					t.Fatal(err)
+				}
+				batch = batch[:0]
+			}
+		}
+	}
+	if err := s.Apply(x, store.Batch{Changes: batch}); err != nil {
+		t.Fatal(err)
+	}
+	return store.Query{From: start.UnixNano(), To: end.UnixNano()}
 }
