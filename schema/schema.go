@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-//go:embed sqlite
+//go:embed sqlite clickhouse
 var files embed.FS
 
 // Migration is one step of a schema: applied once, in Version order; its

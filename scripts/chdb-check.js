@@ -1,0 +1,52 @@
+// Runs the statements the ClickHouse store issues (a JSON array of SQL
+// strings, from `go test ./store/clickhouse -run '^TestEmitSQL$'` with
+// STORMRADIUS_EMIT_SQL set) on chdb, a current ClickHouse engine, one by
+// one, in one session; the first error fails the check with the statement.
+// Usage: node scripts/chdb-check.js statements.json  (chdb resolvable,
+// e.g. NODE_PATH=/tmp/chdb/node_modules)
+"use strict";
+const fs = require("fs");
+const { Session } = require("chdb");
+
+const file = process.argv[2];
+if (!file) {
+  console.error("usage: node chdb-check.js statements.json");
+  process.exit(2);
+}
+const statements = JSON.parse(fs.readFileSync(file, "utf8"));
+const session = new Session();
+let ok = 0;
+try {
+  const version = session.query("SELECT version()", "TSVRaw").trim();
+  for (const [i, sql] of statements.entries()) {
+    try {
+      session.query(sql, "CSV");
+      ok++;
+    } catch (e) {
+      console.error(`chdb-check: statement ${i + 1} of ${statements.length} failed on ClickHouse ${version}:\n${sql}\n\n${e.message}`);
+      process.exit(1);
+    }
+  }
+  // The schema has its current-release extras.
+  const ddl = session.query("SHOW CREATE TABLE records", "TSVRaw");
+  for (const want of ["LowCardinality(String)", "CODEC(ZSTD(1))", "bloom_filter", "TTL day", "ttl_only_drop_parts"]) {
+    if (!ddl.includes(want)) {
+      console.error(`chdb-check: records has no ${want} on ClickHouse ${version}:\n${ddl}`);
+      process.exit(1);
+    }
+  }
+  // The rollups the statements recomputed agree with the records they
+  // were recomputed from, in both tiers.
+  const one = (q) => session.query(q, "TSVRaw").trim();
+  const live = one("SELECT count() FROM (SELECT deleted FROM records FINAL) WHERE deleted = 0");
+  for (const tier of [0, 1]) {
+    const got = one(`SELECT sum(traces) FROM rollup_totals FINAL WHERE tier = ${tier}`);
+    if (got !== live || live === "0") {
+      console.error(`chdb-check: tier ${tier} rollups count ${got} traces, the records ${live}, on ClickHouse ${version}`);
+      process.exit(1);
+    }
+  }
+  console.log(`chdb-check: ${ok} statements ran on ClickHouse ${version} (chdb)`);
+} finally {
+  session.cleanup();
+}

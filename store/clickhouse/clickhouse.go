@@ -1,0 +1,506 @@
+// Package clickhouse is the store on ClickHouse, over the native protocol
+// (clickhouse-go), for the scaled-out service (`--store
+// clickhouse://host:9000/db`). It runs on the ClickHouse Debian packages
+// (18.16) and on current releases; current releases get extras (TTL,
+// codecs, LowCardinality, a bloom-filter index), see schema/clickhouse.
+//
+// Every table is partitioned by day (retention drops partitions) and, but
+// for the span write log, is a ReplacingMergeTree: a row is replaced by
+// inserting its key again with a higher version, and readers take the
+// latest version per key (FINAL, with only key columns in the FINAL
+// query's own conditions). A deleted record leaves a row with deleted = 1.
+//
+// ClickHouse has no multi-table transactions, so Apply is a sequence of
+// inserts made safe by markers: it first marks the minutes and windows it
+// touches dirty, then writes the records, recomputes the rollups of the
+// dirty minutes from the records — idempotent, never by deltas — writes
+// the window states and the checkpoint, and only then marks the minutes
+// and windows clean. A minute left dirty by a crash or a failed Apply is
+// recomputed by the next Apply; a window left dirty has a state that is
+// not exact (see State). Hourly rollups are recomputed from the minutes by
+// the first Apply that no longer touches the hour (the hour a pipeline is
+// filling is not recomputed at every batch); until then the hour is dirty
+// and reports read it from its minutes.
+//
+// One process writes (the pipeline of `serve` or `cmd/ingest`); any
+// number read.
+package clickhouse
+
+import (
+	"context"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store"
+)
+
+// Options configures a Store.
+type Options struct {
+	// DSN names the server and database:
+	// clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...].
+	// The database is created when missing ("default" when the path is
+	// empty). Parameters are clickhouse-go's (dial_timeout=5s,
+	// read_timeout=30s, secure=true, compress=lz4, max_open_conns=10, ...;
+	// others are passed to the server as settings), and ttl (below).
+	DSN string
+	// Window is the length of the analysis windows. The first open of a
+	// database records it; later opens must give the same or zero (zero
+	// adopts the recorded one; analysis.DefaultWindow for a new database).
+	Window time.Duration
+	// TTL, on servers that support it (21.8 and later), makes ClickHouse
+	// drop day partitions older than TTL by itself, behind retention
+	// (DeleteBefore). Zero leaves the tables' TTL as it is. The DSN
+	// parameter ttl=168h sets it too.
+	TTL time.Duration
+	// Existing refuses to create a new store: readers (report) open data
+	// that must be there.
+	Existing bool
+	// Logger receives the store's log lines (slog.Default() when nil).
+	Logger *slog.Logger
+
+	// dial opens a connection pool (tests replace it).
+	dial func(*ch.Options) (driver.Conn, error)
+}
+
+// Store is the ClickHouse store. It is safe for concurrent use.
+type Store struct {
+	conn   driver.Conn
+	db     string
+	server serverVersion
+	window time.Duration
+	log    *slog.Logger
+
+	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
+	seq    uint64
+
+	applyMu sync.Mutex // one Apply at a time
+	// repair holds minutes whose rollups must be recomputed by the next
+	// Apply: dirty at Open (a crash), or touched by a failed Apply; hours
+	// the hours whose hourly rollups are behind their minutes.
+	repair, hours map[int64]struct{}
+
+	verMu   sync.Mutex
+	lastVer uint64
+
+	floorMu   sync.Mutex
+	floor     int64 // retention floor, unix nanoseconds (0: none)
+	floorRead time.Time
+
+	closed atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// floorRefresh is how long a reader trusts the retention floor it read:
+// another process's retention becomes visible within it.
+const floorRefresh = 30 * time.Second
+
+// Open connects to the server, creates the database if needed, applies the
+// schema's migrations and reads what the store needs to continue: the
+// window length, the last write sequence, the work an earlier process left
+// unfinished.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	chOpts, ttl, err := parseDSN(opts.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if opts.TTL == 0 {
+		opts.TTL = ttl
+	}
+	if opts.Window < 0 || opts.TTL < 0 {
+		return nil, fmt.Errorf("clickhouse: negative window %v or ttl %v", opts.Window, opts.TTL)
+	}
+	dial := opts.dial
+	if dial == nil {
+		dial = ch.Open
+	}
+	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, hours: map[int64]struct{}{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := s.createDatabase(ctx, dial, chOpts, opts.Existing); err != nil {
+		return nil, err
+	}
+	if s.conn, err = dial(chOpts); err != nil {
+		return nil, fmt.Errorf("clickhouse: %w", err)
+	}
+	if err = s.init(ctx, opts); err != nil {
+		s.conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) init(ctx context.Context, opts Options) error {
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	meta, err := s.readMeta(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.settleWindow(ctx, meta, opts.Window); err != nil {
+		return err
+	}
+	s.floor, s.floorRead = meta[metaFloor], time.Now()
+	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM writes`, &s.seq); err != nil {
+		return err
+	}
+	// Versions order the rows of one key; they come from the clock, kept
+	// above every version already stored in the small tables.
+	for _, table := range []string{"dirty", "meta", "states", "summaries"} {
+		var v uint64
+		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
+			return err
+		}
+		s.lastVer = max(s.lastVer, v)
+	}
+	if err := s.readDirty(ctx); err != nil {
+		return err
+	}
+	return s.applyTTL(ctx, meta, opts.TTL)
+}
+
+// parseDSN splits the store's own parameters (ttl) from clickhouse-go's.
+func parseDSN(dsn string) (*ch.Options, time.Duration, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, 0, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
+	}
+	q := u.Query()
+	var ttl time.Duration
+	if v := q.Get("ttl"); v != "" {
+		if ttl, err = time.ParseDuration(v); err != nil || ttl < 0 {
+			return nil, 0, fmt.Errorf("clickhouse: DSN: ttl=%q: want a duration such as 168h", v)
+		}
+	}
+	q.Del("ttl")
+	u.RawQuery = q.Encode()
+	o, err := ch.ParseDSN(u.String())
+	if err != nil {
+		return nil, 0, fmt.Errorf("clickhouse: DSN: %w", err)
+	}
+	if o.Protocol != ch.Native {
+		return nil, 0, fmt.Errorf("clickhouse: DSN: the native protocol is needed (clickhouse://host:9000/db), not %s", o.Protocol)
+	}
+	if o.Auth.Database == "" {
+		o.Auth.Database = "default"
+	}
+	if !identifier.MatchString(o.Auth.Database) {
+		return nil, 0, fmt.Errorf("clickhouse: DSN: database %q: want letters, digits and underscores", o.Auth.Database)
+	}
+	return o, ttl, nil
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// redact hides a password in a message about dsn.
+func redact(msg, dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// createDatabase connects without a database (a missing one fails the
+// handshake), reads the server version and creates the database.
+func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driver.Conn, error), o *ch.Options, existing bool) error {
+	boot := *o
+	boot.Auth.Database = ""
+	boot.MaxOpenConns, boot.MaxIdleConns = 1, 1
+	conn, err := dial(&boot)
+	if err != nil {
+		return fmt.Errorf("clickhouse: %w", err)
+	}
+	defer conn.Close()
+	bs := &Store{conn: conn, db: s.db}
+	if s.server, err = bs.serverVersion(ctx); err != nil {
+		return err
+	}
+	if existing {
+		var n uint64
+		if err := bs.queryRow(ctx, "look for the schema", `SELECT count() FROM system.tables WHERE database = `+
+			quote(s.db)+` AND name = 'schema_migrations'`, &n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("clickhouse: no stormradius data in database %s: %w", s.db, store.ErrNotFound)
+		}
+		return nil
+	}
+	return bs.exec(ctx, "create database", "CREATE DATABASE IF NOT EXISTS "+s.db)
+}
+
+// serverVersion reads the server's version.
+func (s *Store) serverVersion(ctx context.Context) (serverVersion, error) {
+	var v string
+	if err := s.queryRow(ctx, "read server version", `SELECT version()`, &v); err != nil {
+		return serverVersion{}, err
+	}
+	sv, err := parseVersion(v)
+	if err != nil {
+		return serverVersion{}, fmt.Errorf("clickhouse: server version %q: %w", v, err)
+	}
+	return sv, nil
+}
+
+// Meta keys.
+const (
+	metaWindow    = "window_ns"
+	metaWatermark = "watermark"
+	metaFloor     = "retention_floor"
+	metaTTL       = "ttl_ns"
+)
+
+// readMeta returns the latest value of every meta key.
+func (s *Store) readMeta(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := s.query(ctx, "read meta", `SELECT key, argMax(value, version) FROM meta GROUP BY key`, func(r driver.Rows) error {
+		var k string
+		var v int64
+		if err := r.Scan(&k, &v); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	return out, err
+}
+
+// putMeta sets meta keys.
+func (s *Store) putMeta(ctx context.Context, kv map[string]int64) error {
+	v := s.versions(1)
+	var keys []string
+	var vals []int64
+	var vers []uint64
+	for k, x := range kv {
+		keys, vals, vers = append(keys, k), append(vals, x), append(vers, v)
+	}
+	return s.insert(ctx, "put meta", "meta", []string{"key", "value", "version"}, keys, vals, vers)
+}
+
+// settleWindow records the window length in a new database and checks it
+// against the recorded one in an existing database: data analysed with
+// one window cannot be read with another.
+func (s *Store) settleWindow(ctx context.Context, meta map[string]int64, want time.Duration) error {
+	have, ok := meta[metaWindow]
+	switch {
+	case ok && want != 0 && time.Duration(have) != want:
+		return fmt.Errorf("clickhouse: the data in database %s was analysed with --window %v, not %v: use the same window, or another database",
+			s.db, time.Duration(have), want)
+	case ok:
+		s.window = time.Duration(have)
+		return nil
+	}
+	if want == 0 {
+		want = analysis.DefaultWindow
+	}
+	s.window = want
+	return s.putMeta(ctx, map[string]int64{metaWindow: int64(want)})
+}
+
+// Window returns the window length of the stored data.
+func (s *Store) Window() time.Duration { return s.window }
+
+// versions reserves n consecutive row versions and returns the first:
+// the clock in nanoseconds, kept increasing.
+func (s *Store) versions(n int) uint64 {
+	s.verMu.Lock()
+	defer s.verMu.Unlock()
+	v := max(uint64(time.Now().UnixNano()), s.lastVer+1)
+	s.lastVer = v + uint64(n) - 1
+	return v
+}
+
+// retentionFloor returns the retention floor (unix nanoseconds, 0 for
+// none): what started before it is deleted, whether or not its partition
+// has been dropped yet.
+func (s *Store) retentionFloor(ctx context.Context) int64 {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	if time.Since(s.floorRead) > floorRefresh {
+		var v int64
+		if err := s.queryRow(ctx, "read retention floor",
+			`SELECT argMax(value, version) FROM meta WHERE key = `+quote(metaFloor), &v); err == nil {
+			s.floor, s.floorRead = max(s.floor, v), time.Now()
+		}
+	}
+	return s.floor
+}
+
+// Close closes the connections. Nothing needs flushing: every write is
+// acknowledged by the server before the method that made it returns.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	// Wait for writes in flight.
+	s.spanMu.Lock()
+	s.applyMu.Lock()
+	defer s.spanMu.Unlock()
+	defer s.applyMu.Unlock()
+	return s.conn.Close()
+}
+
+func (s *Store) checkOpen(what string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("clickhouse: %s: %w", what, store.ErrClosed)
+	}
+	return nil
+}
+
+// exec runs a statement.
+func (s *Store) exec(ctx context.Context, what, q string) error {
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return s.fail(ctx, what, err)
+	}
+	return nil
+}
+
+// query runs a query and calls fn for every row.
+func (s *Store) query(ctx context.Context, what, q string, fn func(driver.Rows) error) error {
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return s.fail(ctx, what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			if errors.Is(err, store.ErrCorrupt) || errors.Is(err, errStop) {
+				return err
+			}
+			return s.fail(ctx, what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.fail(ctx, what, err)
+	}
+	return nil
+}
+
+// errStop ends a query early without an error.
+var errStop = errors.New("stop")
+
+// queryRow runs a query returning one row.
+func (s *Store) queryRow(ctx context.Context, what, q string, dest ...any) error {
+	if err := s.conn.QueryRow(ctx, q).Scan(dest...); err != nil {
+		return s.fail(ctx, what, err)
+	}
+	return nil
+}
+
+// insert inserts columns (one slice per column, equal lengths) into table
+// in one block. Columns are named: ClickHouse 18.16 needs it.
+func (s *Store) insert(ctx context.Context, what, table string, cols []string, columns ...any) error {
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+")")
+	if err != nil {
+		return s.fail(ctx, what, err)
+	}
+	for i, c := range columns {
+		if err := b.Column(i).Append(c); err != nil {
+			b.Abort()
+			return fmt.Errorf("clickhouse: %s: column %s: %w", what, cols[i], err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return s.fail(ctx, what, err)
+	}
+	return nil
+}
+
+// fail wraps a database error with what was being done: as
+// store.ErrUnavailable when the server could not be reached or refused
+// for a reason that passes (receivers answer 503, the pipeline retries),
+// as the caller's context error when that ended it.
+func (s *Store) fail(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("clickhouse: %s: %w", what, ctx.Err())
+	}
+	if transient(err) {
+		return fmt.Errorf("clickhouse: %s: %w: %w", what, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("clickhouse: %s: %w", what, err)
+}
+
+// transient reports whether err is the server being unreachable, slow,
+// overloaded or short of a resource: worth retrying later.
+func transient(err error) bool {
+	var ex *ch.Exception
+	if errors.As(err, &ex) {
+		return transientCodes[ex.Code]
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, ch.ErrAcquireConnTimeout) || errors.Is(err, ch.ErrConnectionClosed) ||
+		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// transientCodes are the server's error codes for conditions that pass.
+var transientCodes = map[int32]bool{
+	3:    true, // UNEXPECTED_END_OF_FILE
+	32:   true, // ATTEMPT_TO_READ_AFTER_EOF
+	159:  true, // TIMEOUT_EXCEEDED
+	160:  true, // TOO_SLOW
+	173:  true, // CANNOT_ALLOCATE_MEMORY
+	202:  true, // TOO_MANY_SIMULTANEOUS_QUERIES
+	203:  true, // NO_FREE_CONNECTION
+	209:  true, // SOCKET_TIMEOUT
+	210:  true, // NETWORK_ERROR
+	225:  true, // NO_ZOOKEEPER
+	236:  true, // ABORTED
+	241:  true, // MEMORY_LIMIT_EXCEEDED
+	242:  true, // TABLE_IS_READ_ONLY
+	243:  true, // NOT_ENOUGH_SPACE
+	252:  true, // TOO_MANY_PARTS
+	279:  true, // ALL_CONNECTION_TRIES_FAILED
+	285:  true, // TOO_FEW_LIVE_REPLICAS
+	286:  true, // UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE
+	319:  true, // UNKNOWN_STATUS_OF_INSERT
+	394:  true, // QUERY_WAS_CANCELLED
+	425:  true, // SYSTEM_ERROR
+	439:  true, // CANNOT_SCHEDULE_TASK
+	999:  true, // KEEPER_EXCEPTION
+	1000: true, // POCO_EXCEPTION (network)
+}
+
+// serverVersion is a ClickHouse release, major.minor.
+type serverVersion struct{ major, minor int }
+
+func parseVersion(v string) (serverVersion, error) {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return serverVersion{}, errors.New("want major.minor")
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	mnr, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return serverVersion{}, errors.New("want major.minor")
+	}
+	return serverVersion{maj, mnr}, nil
+}
+
+func (v serverVersion) atLeast(o serverVersion) bool {
+	return v.major > o.major || (v.major == o.major && v.minor >= o.minor)
+}
+
+func (v serverVersion) String() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }

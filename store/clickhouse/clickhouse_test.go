@@ -1,0 +1,519 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/storetest"
+)
+
+// server returns the DSN of the ClickHouse server the integration tests
+// use, from STORMRADIUS_CLICKHOUSE (clickhouse://127.0.0.1:9000/default),
+// skipping the test without one.
+func server(t testing.TB) *url.URL {
+	t.Helper()
+	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
+	if dsn == "" {
+		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse integration tests")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("STORMRADIUS_CLICKHOUSE: %v", err)
+	}
+	return u
+}
+
+// freshDatabase returns the DSN of a new database name on the server,
+// dropped when the test ends.
+func freshDatabase(t testing.TB, u *url.URL) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "stormradius_test_" + hex.EncodeToString(b[:])
+	d := *u
+	d.Path = "/" + name
+	t.Cleanup(func() { dropDatabase(t, u, name) })
+	return d.String()
+}
+
+func dropDatabase(t testing.TB, u *url.URL, name string) {
+	d := *u
+	d.Path = "/default"
+	o, err := ch.ParseDSN(d.String())
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	conn, err := ch.Open(o)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close()
+	if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
+		t.Errorf("drop %s: %v", name, err)
+	}
+}
+
+func open(t testing.TB, dsn string, window time.Duration) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DSN: dsn, Window: window, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestConformance(t *testing.T) {
+	u := server(t)
+	var mu sync.Mutex
+	dsns := map[string]string{} // by subtest
+	storetest.Run(t, func(t *testing.T, fresh bool) store.Store {
+		mu.Lock()
+		dsn := dsns[t.Name()]
+		if fresh || dsn == "" {
+			dsn = freshDatabase(t, u)
+			dsns[t.Name()] = dsn
+		}
+		mu.Unlock()
+		return open(t, dsn, time.Hour)
+	})
+}
+
+// A database remembers its window: reopening with another is refused,
+// with none adopts it.
+func TestWindowRecorded(t *testing.T) {
+	dsn := freshDatabase(t, server(t))
+	ctx := context.Background()
+	s := open(t, dsn, 10*time.Minute)
+	s.Close()
+	if _, err := Open(ctx, Options{DSN: dsn, Window: time.Hour}); err == nil {
+		t.Fatal("reopened with another window")
+	}
+	s = open(t, dsn, 0)
+	if s.Window() != 10*time.Minute {
+		t.Fatalf("window %v, want 10m", s.Window())
+	}
+	s.Close()
+	s = open(t, freshDatabase(t, server(t)), 0)
+	if s.Window() != analysis.DefaultWindow {
+		t.Fatalf("new database: window %v, want %v", s.Window(), analysis.DefaultWindow)
+	}
+	s.Close()
+}
+
+// The dry run lists every migration for a new database, none for a
+// current one; a reader does not create a database.
+func TestMigrationsDryRun(t *testing.T) {
+	dsn := freshDatabase(t, server(t))
+	ctx := context.Background()
+	ms, err := Migrations(ctx, dsn)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("new database: %d migrations, %v", len(ms), err)
+	}
+	if _, err := Open(ctx, Options{DSN: dsn, Existing: true}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("existing store in a new database: %v, want ErrNotFound", err)
+	}
+	open(t, dsn, 0).Close()
+	if ms, err := Migrations(ctx, dsn); err != nil || len(ms) != 0 {
+		t.Fatalf("current database: %d migrations, %v", len(ms), err)
+	}
+	s, err := Open(ctx, Options{DSN: dsn, Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+// A server that cannot be reached is store.ErrUnavailable, at Open and
+// when it goes away under an open store; so is a timeout.
+func TestUnavailable(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, err = Open(ctx, Options{DSN: "clickhouse://" + addr + "/x?dial_timeout=500ms"})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("open against a closed port: %v, want ErrUnavailable", err)
+	}
+	if _, err := Migrations(ctx, "clickhouse://"+addr+"/x?dial_timeout=500ms"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("dry run against a closed port: %v, want ErrUnavailable", err)
+	}
+
+	// Through a proxy that is cut once the store is open.
+	u := server(t)
+	dsn, _ := url.Parse(freshDatabase(t, u))
+	p := newProxy(t, u.Host)
+	dsn.Host = p.addr
+	q := dsn.Query()
+	q.Set("dial_timeout", "500ms")
+	q.Set("read_timeout", "2s")
+	dsn.RawQuery = q.Encode()
+	s := open(t, dsn.String(), time.Hour)
+	defer s.Close()
+	c := storetest.NewCorpus(t, 3, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	if _, err := s.WriteSpans(ctx, c.Spans[0]); err != nil {
+		t.Fatal(err)
+	}
+	p.cut()
+	if _, err := s.WriteSpans(ctx, c.Spans[1]); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("write with the server gone: %v, want ErrUnavailable", err)
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(1, 1)}}}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("apply with the server gone: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Report(ctx, store.Query{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("report with the server gone: %v, want ErrUnavailable", err)
+	}
+	// Back: the failed batch goes through, its minute repaired.
+	p.resume()
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(1, 1)}}}); err != nil {
+		t.Fatalf("apply once the server is back: %v", err)
+	}
+	rep, err := s.Report(ctx, store.Query{})
+	if err != nil || rep.Traces != 1 {
+		t.Fatalf("report once the server is back: %v traces, %v", rep, err)
+	}
+	s.Close()
+	if _, err := s.WriteSpans(ctx, c.Spans[2]); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("write after close: %v, want ErrClosed", err)
+	}
+}
+
+// proxy forwards TCP connections to a server until cut; cut closes every
+// connection and refuses new ones until resumed.
+type proxy struct {
+	addr   string
+	target string
+	l      net.Listener
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: l.Addr().String(), target: target, l: l}
+	t.Cleanup(func() { l.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.down {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// A window's state is exact unless an Apply that touched it did not
+// finish: one cut off by the server going away leaves it dirty until a
+// later Apply writes its state; retention that cuts a window marks it
+// dirty too.
+func TestStateExactness(t *testing.T) {
+	ctx := context.Background()
+	u := server(t)
+	dsn, _ := url.Parse(freshDatabase(t, u))
+	p := newProxy(t, u.Host)
+	dsn.Host = p.addr
+	s := open(t, dsn.String(), time.Hour)
+	defer s.Close()
+	c := storetest.NewCorpus(t, 10, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	w := c.Results[0].Window
+	st := c.Windows.State(w)
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 1)})
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes[:5], States: map[int64]*analysis.State{w: st}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, err := s.State(ctx, w); err != nil || !exact {
+		t.Fatalf("after a whole Apply: exact %v, %v", exact, err)
+	}
+	// An Apply whose records are written but whose state is not: a batch
+	// that changes records of w without giving its state (what a crash
+	// between the two writes leaves).
+	if err := s.Apply(ctx, store.Batch{Changes: changes[5:]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, err := s.State(ctx, w); err != nil || exact {
+		t.Fatalf("records changed without the state: exact %v, %v", exact, err)
+	}
+	// Still not exact for another process, and after a reopen.
+	s.Close()
+	s = open(t, dsn.String(), time.Hour)
+	if _, exact, err := s.State(ctx, w); err != nil || exact {
+		t.Fatalf("after reopen: exact %v, %v", exact, err)
+	}
+	// Cut off half way: not exact either.
+	p.cut()
+	if err := s.Apply(ctx, store.Batch{States: map[int64]*analysis.State{w: st}}); err == nil {
+		t.Fatal("apply through a cut connection succeeded")
+	}
+	p.resume()
+	if _, exact, err := s.State(ctx, w); err != nil || exact {
+		t.Fatalf("after a failed Apply: exact %v, %v", exact, err)
+	}
+	// A later Apply writes the state: exact again.
+	if err := s.Apply(ctx, store.Batch{States: map[int64]*analysis.State{w: st}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, err := s.State(ctx, w); err != nil || !exact {
+		t.Fatalf("state rewritten: exact %v, %v", exact, err)
+	}
+	// A window with records but no state yet, dirty: returned empty, not
+	// exact, so that the caller rebuilds it.
+	w2 := w + 3
+	r := c.Record(0, 1)
+	r2 := *r
+	r2.TraceID = graph.TraceID{0xaa}
+	r2.Window = w2
+	r2.Start = w2 * int64(time.Hour)
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{New: &r2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, exact, err := s.State(ctx, w2); err != nil || exact || got == nil {
+		t.Fatalf("dirty window without a state: %v exact %v, %v", got, exact, err)
+	}
+	// Retention cutting a window marks it dirty: 7-hour windows, one from
+	// 22:00 on the 28th to 05:00 on the 1st, cut at midnight.
+	sd := open(t, freshDatabase(t, u), 7*time.Hour)
+	defer sd.Close()
+	cd := storetest.NewCorpus(t, 10, time.Date(2026, 2, 28, 23, 55, 0, 0, time.UTC), time.Minute)
+	wd := analysis.WindowOf(cd.Results[0].Start, 7*time.Hour)
+	if wd != analysis.WindowOf(cd.Results[9].Start, 7*time.Hour) {
+		t.Fatal("the corpus is not in one window")
+	}
+	var dchanges []store.Change
+	for i := range cd.Traces {
+		r := cd.Record(i, 1)
+		r.Window = wd // the corpus is analysed with hourly windows
+		dchanges = append(dchanges, store.Change{New: r})
+	}
+	anyState := cd.Windows.State(cd.Results[0].Window)
+	if err := sd.Apply(ctx, store.Batch{Changes: dchanges, States: map[int64]*analysis.State{wd: anyState}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, err := sd.State(ctx, wd); err != nil || !exact {
+		t.Fatalf("window across midnight: exact %v, %v", exact, err)
+	}
+	if err := sd.DeleteBefore(ctx, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, err := sd.State(ctx, wd); err != nil || exact {
+		t.Fatalf("window cut by retention: exact %v, %v", exact, err)
+	}
+	n := 0
+	if err := sd.WindowRecords(ctx, wd, nil, func(*store.Record) error { n++; return nil }); err != nil || n != 5 {
+		t.Fatalf("%d records left in the cut window, want the 5 after midnight: %v", n, err)
+	}
+}
+
+// reportOf sums results the way storetest does: what q selects, the
+// per-API rows of q.API only.
+func reportOf(results map[graph.TraceID]*analysis.TraceResult, q store.Query) *analysis.Report {
+	rep := analysis.NewReport()
+	for _, r := range results {
+		if !q.Contains(r.Start) {
+			continue
+		}
+		if q.API != "" && r.API != q.API {
+			one := *r
+			one.API = ""
+			rep.Add(&one, 1)
+			continue
+		}
+		rep.Add(r, 1)
+	}
+	rep.Prune()
+	return rep
+}
+
+// Reports read whole hours from the hourly rollups once an Apply has
+// recomputed them, and from the minutes while they are behind: the same
+// figures either way, for ranges that cut hours.
+func TestHourRollups(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, freshDatabase(t, server(t)), time.Hour)
+	defer s.Close()
+	c := storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC), 80*time.Second) // 9:30 to ~13:55
+	current := map[graph.TraceID]*analysis.TraceResult{}
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 1)})
+		current[c.Traces[i].ID] = c.Results[i]
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	h := func(hh, mm int) int64 { return time.Date(2026, 3, 1, hh, mm, 0, 0, time.UTC).UnixNano() }
+	queries := []store.Query{{}, {From: h(10, 0), To: h(13, 0)}, {From: h(9, 45), To: h(12, 17)},
+		{From: h(9, 31), To: h(13, 2), API: "front GET /dispatch"}}
+	check := func(when string, wantDirty int) {
+		t.Helper()
+		dirty, err := s.dirtyHours(ctx, minBound, maxBound)
+		if err != nil || len(dirty) != wantDirty {
+			t.Fatalf("%s: %d dirty hours %v, want %d", when, len(dirty), err, wantDirty)
+		}
+		for _, q := range queries {
+			got, err := s.Report(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := doc(t, got), doc(t, reportOf(current, q)); g != w {
+				t.Fatalf("%s, query %+v:\n got %s\nwant %s", when, q, g, w)
+			}
+		}
+	}
+	check("hours behind", 5)
+	if err := s.Apply(ctx, store.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	check("hours recomputed", 0)
+	// Replace the records of 11:00–11:59: that hour behind again.
+	ev := analysis.NewEvaluator(analysis.Config{})
+	changes = changes[:0]
+	for i, tr := range c.Traces {
+		if r := c.Results[i]; r.Start >= h(11, 0) && r.Start < h(12, 0) {
+			nr := ev.Evaluate(tr, analysis.NewState())
+			changes = append(changes, store.Change{Old: c.Record(i, 1), New: store.NewRecord(tr, &nr, 2)})
+			current[tr.ID] = &nr
+		}
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	check("one hour behind", 1)
+}
+
+// Retention drops the day partitions before the cutoff's day.
+func TestRetentionDropsPartitions(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, freshDatabase(t, server(t)), time.Hour)
+	defer s.Close()
+	c := storetest.NewCorpus(t, 72, time.Date(2026, 2, 27, 12, 0, 0, 0, time.UTC), time.Hour) // three days
+	var changes []store.Change
+	states := map[int64]*analysis.State{}
+	for i := range c.Traces {
+		if _, err := s.WriteSpans(ctx, c.Spans[i]); err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, store.Change{New: c.Record(i, uint64(i+1))})
+		states[c.Results[i].Window] = c.Windows.State(c.Results[i].Window)
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes, States: states}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, store.Batch{}); err != nil { // hourly rollups too
+		t.Fatal(err)
+	}
+	if err := s.PutSummaries(ctx, c.Windows.Summaries(analysis.Config{})); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Date(2026, 3, 1, 10, 20, 0, 0, time.UTC)
+	if err := s.DeleteBefore(ctx, cut.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	days := map[string]bool{}
+	err := s.query(ctx, "parts", `SELECT DISTINCT table, partition_id FROM system.parts WHERE database = `+quote(s.db)+
+		` AND active`, func(r driver.Rows) error {
+		var table, id string
+		if err := r.Scan(&table, &id); err != nil {
+			return err
+		}
+		if id < "20260301" && id != "all" {
+			t.Errorf("%s keeps partition %s", table, id)
+		}
+		days[id] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !days["20260301"] {
+		t.Fatalf("the cutoff's day was dropped: %v", days)
+	}
+	keep := map[graph.TraceID]*analysis.TraceResult{}
+	var ids []graph.TraceID
+	for i, r := range c.Results {
+		ids = append(ids, c.Traces[i].ID)
+		if r.Start >= time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano() {
+			keep[c.Traces[i].ID] = r
+		}
+	}
+	recs, err := s.Records(ctx, ids)
+	if err != nil || len(recs) != len(keep) {
+		t.Fatalf("%d records after retention, want %d: %v", len(recs), len(keep), err)
+	}
+	got, err := s.Report(ctx, store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := doc(t, got), doc(t, reportOf(keep, store.Query{})); g != w {
+		t.Fatalf("report after retention:\n got %s\nwant %s", g, w)
+	}
+	n := 0
+	if err := s.SpansAfter(ctx, 0, func(_ uint64, spans []graph.Span) error { n += len(spans); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("retention dropped the spans written today")
+	}
+}

@@ -1,0 +1,246 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/schema"
+)
+
+// Migrations live in schema/clickhouse. A statement after a line
+// "-- requires: X.Y" runs only on servers of release X.Y or later: the
+// extras current releases get (SPEC §6). Applied migrations are recorded
+// in schema_migrations with the server release that applied them.
+
+const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    UInt32,
+    name       String,
+    applied_at DateTime,
+    server     String,
+    skipped    UInt32
+) ENGINE = MergeTree ORDER BY version`
+
+// statement is one statement of a migration, with the release it needs.
+type statement struct {
+	sql      string
+	requires serverVersion // zero: any
+}
+
+// statements splits a migration at semicolons that end a line, noting
+// the "-- requires: X.Y" line before a statement.
+func statements(m schema.Migration) ([]statement, error) {
+	var out []statement
+	var cur strings.Builder
+	var req serverVersion
+	for _, line := range strings.Split(m.SQL, "\n") {
+		t := strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(t, "-- requires:"); ok {
+			r, err := parseVersion(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("clickhouse: migration %d (%s): %q: %w", m.Version, m.Name, t, err)
+			}
+			req = r
+			continue
+		}
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(t, ";") {
+			out = append(out, statement{sql: strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"), requires: req})
+			cur.Reset()
+			req = serverVersion{}
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, statement{sql: s, requires: req})
+	}
+	return out, nil
+}
+
+// forServer returns the statements of m that run on release v, and how
+// many it skips.
+func forServer(m schema.Migration, v serverVersion) (run []string, skipped int, err error) {
+	sts, err := statements(m)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, st := range sts {
+		if v.atLeast(st.requires) {
+			run = append(run, st.sql)
+		} else {
+			skipped++
+		}
+	}
+	return run, skipped, nil
+}
+
+// migrate applies the migrations the database has not seen. Statements
+// are idempotent, so two processes migrating at once, or a migration cut
+// short, do no harm.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := schema.Load("clickhouse")
+	if err != nil {
+		return err
+	}
+	if err := s.exec(ctx, "create migrations table", migrationsTable); err != nil {
+		return err
+	}
+	have, err := s.appliedMigrations(ctx, "schema_migrations")
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if have[m.Version] {
+			continue
+		}
+		run, skipped, err := forServer(m, s.server)
+		if err != nil {
+			return err
+		}
+		for _, q := range run {
+			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil {
+				return err
+			}
+		}
+		if err := s.insert(ctx, "record migration", "schema_migrations",
+			[]string{"version", "name", "applied_at", "server", "skipped"},
+			[]uint32{uint32(m.Version)}, []string{m.Name}, []time.Time{time.Now().Truncate(time.Second)},
+			[]string{s.server.String()}, []uint32{uint32(skipped)}); err != nil {
+			return err
+		}
+		s.log.Info("clickhouse: migration applied", "database", s.db, "version", m.Version, "name", m.Name,
+			"server", s.server.String(), "skipped_statements", skipped)
+	}
+	return nil
+}
+
+func (s *Store) appliedMigrations(ctx context.Context, table string) (map[int]bool, error) {
+	have := map[int]bool{}
+	err := s.query(ctx, "read migrations", `SELECT DISTINCT version FROM `+table, func(r driver.Rows) error {
+		var v uint32
+		if err := r.Scan(&v); err != nil {
+			return err
+		}
+		have[int(v)] = true
+		return nil
+	})
+	return have, err
+}
+
+// Migrations returns the migrations a store at dsn would apply, without
+// applying them (for `stormradius migrate --dry-run`): each with the
+// statements that would run on that server (SQL), and the statements the
+// server's release skips noted in Name.
+func Migrations(ctx context.Context, dsn string) ([]schema.Migration, error) {
+	o, _, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	boot := *o
+	boot.Auth.Database = ""
+	boot.MaxOpenConns, boot.MaxIdleConns = 1, 1
+	conn, err := ch.Open(&boot)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: %w", err)
+	}
+	defer conn.Close()
+	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database})
+}
+
+func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
+	v, err := s.serverVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var n uint64
+	if err := s.queryRow(ctx, "look for the schema", `SELECT count() FROM system.tables WHERE database = `+
+		quote(s.db)+` AND name = 'schema_migrations'`, &n); err != nil {
+		return nil, err
+	}
+	have := map[int]bool{}
+	if n > 0 {
+		if have, err = s.appliedMigrations(ctx, s.db+".schema_migrations"); err != nil {
+			return nil, err
+		}
+	}
+	ms, err := schema.Load("clickhouse")
+	if err != nil {
+		return nil, err
+	}
+	var out []schema.Migration
+	for _, m := range ms {
+		if have[m.Version] {
+			continue
+		}
+		run, skipped, err := forServer(m, v)
+		if err != nil {
+			return nil, err
+		}
+		m.Name = fmt.Sprintf("%s: %s", s.db, m.Name)
+		if skipped > 0 {
+			m.Name += fmt.Sprintf(" (%d statements for later releases than %s skipped)", skipped, v)
+		}
+		m.SQL = strings.Join(run, ";\n\n") + ";\n"
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// ttlTables are the tables a TTL applies to, all partitioned by day.
+var ttlTables = []string{"spans", "writes", "records", "trace_index", "states", "summaries", "dirty",
+	"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"}
+
+// ttlRelease is the first release the extras, TTL included, are used on.
+var ttlRelease = serverVersion{21, 8}
+
+// applyTTL sets the tables' TTL to ttl (whole days, at least one) when
+// the server supports it and it changed. Parts already written are not
+// rewritten for it (materialize_ttl_after_modify = 0): with
+// ttl_only_drop_parts they expire whole as their day passes.
+func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Duration) error {
+	if ttl == 0 {
+		return nil
+	}
+	if !s.server.atLeast(ttlRelease) {
+		s.log.Info("clickhouse: ttl needs a newer server; retention alone deletes old data", "server", s.server.String(),
+			"needs", ttlRelease.String())
+		return nil
+	}
+	days := max(1, int64((ttl+24*time.Hour-1)/(24*time.Hour)))
+	if meta[metaTTL] == days*nsPerDay {
+		return nil
+	}
+	x := ch.Context(ctx, ch.WithSettings(ch.Settings{"materialize_ttl_after_modify": 0}))
+	for _, t := range ttlTables {
+		if err := s.exec(x, "set ttl", fmt.Sprintf("ALTER TABLE %s MODIFY TTL day + toIntervalDay(%d)", t, days)); err != nil {
+			return err
+		}
+	}
+	return s.putMeta(ctx, map[string]int64{metaTTL: days * nsPerDay})
+}
+
+// readDirty notes the minutes and hours an earlier process left dirty:
+// the next Apply recomputes their rollups.
+func (s *Store) readDirty(ctx context.Context) error {
+	return s.query(ctx, "read dirty minutes", `SELECT kind, id FROM (SELECT kind, id, dirty FROM dirty FINAL WHERE kind IN ('minute', 'hour'))
+		WHERE dirty = 1`, func(r driver.Rows) error {
+		var kind string
+		var x int64
+		if err := r.Scan(&kind, &x); err != nil {
+			return err
+		}
+		if kind == "hour" {
+			s.hours[x] = struct{}{}
+		} else {
+			s.repair[x] = struct{}{}
+		}
+		return nil
+	})
+}

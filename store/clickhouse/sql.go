@@ -1,0 +1,130 @@
+package clickhouse
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// Values in SQL text are formatted here, never by the driver: integers by
+// strconv, strings and ids as escaped literals. The text the store sends is
+// then exactly what scripts/chdb-check.sh runs on a current release.
+
+// quote returns s as a ClickHouse string literal.
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			b.WriteString(`\x`)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+const hexDigits = "0123456789abcdef"
+
+// quoteID returns a trace id as a FixedString(16) literal.
+func quoteID(b *strings.Builder, id graph.TraceID) {
+	b.WriteByte('\'')
+	for _, c := range id {
+		b.WriteString(`\x`)
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	b.WriteByte('\'')
+}
+
+// idList returns ids as a comma-separated list of literals.
+func idList(ids []graph.TraceID) string {
+	var b strings.Builder
+	b.Grow(len(ids) * 68)
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		quoteID(&b, id)
+	}
+	return b.String()
+}
+
+// intList returns the sorted, distinct xs as a comma-separated list.
+func intList[T int64 | uint64](xs []T) string {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	xs = slices.Compact(xs)
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if v, ok := any(x).(int64); ok {
+			b.WriteString(strconv.FormatInt(v, 10))
+		} else {
+			b.WriteString(strconv.FormatUint(uint64(x), 10))
+		}
+	}
+	return b.String()
+}
+
+func itoa(x int64) string  { return strconv.FormatInt(x, 10) }
+func utoa(x uint64) string { return strconv.FormatUint(x, 10) }
+
+// Bounds for integers written into SQL: wide enough for any unix minute
+// or window, far from overflow.
+const (
+	minBound = -1 << 62
+	maxBound = 1 << 62
+)
+
+func clamp(x, lo, hi int64) int64 { return min(max(x, lo), hi) }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+const (
+	nsPerMinute = int64(time.Minute)
+	nsPerDay    = int64(24 * time.Hour)
+	// maxDay is the last day every supported server stores in a Date
+	// (2106-02-07).
+	maxDay = 49710
+)
+
+// dayOf returns the partition day (days since the epoch) of an instant
+// in unix nanoseconds, clamped to what a Date holds.
+func dayOf(ns int64) int64 { return clamp(floorDiv(ns, nsPerDay), 0, maxDay) }
+
+// dayOfMinute returns the partition day of a unix minute.
+func dayOfMinute(m int64) int64 { return clamp(floorDiv(m, 24*60), 0, maxDay) }
+
+// dayDate returns day as the time.Time a Date column takes.
+func dayDate(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
+
+// keys returns the keys of a set.
+func keys(m map[int64]struct{}) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,223 @@
+package clickhouse
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store"
+)
+
+// State returns the stored state of window w, and whether it is exact:
+// known to be the sum of the facts of the window's stored records.
+//
+// Records and states are written by separate inserts, so a crash, or an
+// Apply that fails half way, can leave a window's records changed and its
+// state not. A clean-shutdown flag cannot tell which windows that hit (nor
+// survive a reader process opening and closing the database meanwhile),
+// so exactness is tracked per window, in the database: Apply marks every
+// window whose records it changes dirty before it writes anything, and
+// marks clean only the windows whose states it then wrote. A window is
+// exact unless a dirty mark is its latest: whatever process applied,
+// crashed, reopened or read in between. Retention that cuts a window in
+// two (a window that does not divide a day) marks it dirty as well. A
+// dirty window without a stored state is returned empty and not exact (its
+// records may exist), so the caller rebuilds it from WindowRecords.
+func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
+	if err := s.checkOpen("read state"); err != nil {
+		return nil, false, err
+	}
+	if f := s.retentionFloor(ctx); f != 0 && w < analysis.WindowOf(f, s.window) {
+		return nil, true, fmt.Errorf("clickhouse: state of window %d: %w", w, store.ErrNotFound)
+	}
+	var (
+		found   bool
+		version uint64
+		deleted uint8
+		enc     string
+	)
+	err := s.query(ctx, "read state", `SELECT version, deleted, state FROM states WHERE win = `+itoa(w), func(r driver.Rows) error {
+		var v uint64
+		var d uint8
+		var e string
+		if err := r.Scan(&v, &d, &e); err != nil {
+			return err
+		}
+		if !found || v > version {
+			found, version, deleted, enc = true, v, d, e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	var dirty uint8
+	if err := s.queryRow(ctx, "read state", `SELECT argMax(dirty, version) FROM dirty WHERE kind = 'window' AND id = `+itoa(w),
+		&dirty); err != nil {
+		return nil, false, err
+	}
+	exact := dirty == 0
+	if !found || deleted != 0 {
+		if !exact {
+			return analysis.NewState(), false, nil
+		}
+		return nil, true, fmt.Errorf("clickhouse: state of window %d: %w", w, store.ErrNotFound)
+	}
+	st := analysis.NewState()
+	if err := json.Unmarshal([]byte(enc), st); err != nil {
+		return nil, false, fmt.Errorf("clickhouse: state of window %d: %w: %w", w, store.ErrCorrupt, err)
+	}
+	return st, exact, nil
+}
+
+// PutSummaries stores window summaries, replacing those of the same
+// windows.
+func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
+	if err := s.checkOpen("put summaries"); err != nil {
+		return err
+	}
+	if len(sums) == 0 {
+		return nil
+	}
+	v := s.versions(len(sums) + 1)
+	days, wins, vers, encs := make([]time.Time, len(sums)), make([]int64, len(sums)), make([]uint64, len(sums)), make([]string, len(sums))
+	for i, w := range sums {
+		b, err := json.Marshal(w)
+		if err != nil {
+			return fmt.Errorf("clickhouse: encode summary of window %d: %w", w.Window, err)
+		}
+		days[i], wins[i], vers[i], encs[i] = dayDate(dayOf(w.Window*int64(s.window))), w.Window, v+uint64(i), string(b)
+	}
+	if err := s.insert(ctx, "put summaries", "summaries", []string{"day", "win", "version", "summary"}, days, wins, vers, encs); err != nil {
+		return err
+	}
+	return s.mark(ctx, 0, v+uint64(len(sums)), marks{summaries: wins})
+}
+
+// StaleSummaries returns the windows whose state an Apply changed since
+// their summary was last put (marked by Apply before it writes the states,
+// cleared by PutSummaries after it writes the summaries).
+func (s *Store) StaleSummaries(ctx context.Context) ([]int64, error) {
+	if err := s.checkOpen("read stale summaries"); err != nil {
+		return nil, err
+	}
+	lo := int64(minBound)
+	if f := s.retentionFloor(ctx); f != 0 {
+		lo = analysis.WindowOf(f, s.window)
+	}
+	var out []int64
+	err := s.query(ctx, "read stale summaries", `SELECT id FROM (SELECT id, dirty FROM dirty FINAL WHERE kind = 'summary' AND id >= `+
+		itoa(lo)+`) WHERE dirty = 1 ORDER BY id`, func(r driver.Rows) error {
+		var w int64
+		if err := r.Scan(&w); err != nil {
+			return err
+		}
+		out = append(out, w)
+		return nil
+	})
+	return out, err
+}
+
+// Summaries returns the summaries of windows lo..hi, oldest first.
+func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error) {
+	if err := s.checkOpen("read summaries"); err != nil {
+		return nil, err
+	}
+	if f := s.retentionFloor(ctx); f != 0 {
+		lo = max(lo, analysis.WindowOf(f, s.window))
+	}
+	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
+	var out []*analysis.WindowSummary
+	err := s.query(ctx, "read summaries", `SELECT summary FROM summaries FINAL WHERE win >= `+itoa(lo)+` AND win <= `+itoa(hi)+
+		` ORDER BY win`, func(r driver.Rows) error {
+		var b []byte
+		if err := r.Scan(&b); err != nil {
+			return err
+		}
+		w := &analysis.WindowSummary{}
+		if err := json.Unmarshal(b, w); err != nil {
+			return fmt.Errorf("clickhouse: summary: %w: %w", store.ErrCorrupt, err)
+		}
+		out = append(out, w)
+		return nil
+	})
+	return out, err
+}
+
+// dayTables are the tables partitioned by day; windowTables those whose
+// day is a window's first.
+var (
+	dayTables    = ttlTables
+	windowTables = []string{"states", "summaries", "dirty"}
+)
+
+// DeleteBefore deletes what started before the UTC day holding t (spans:
+// what was written before it). The retention floor is recorded first, and
+// every read ignores what lies before it from then on; then the day
+// partitions before it are dropped (ALTER TABLE … DROP PARTITION: no
+// scan, no mutation). Window states and summaries are partitioned by the
+// day their window starts: a window that straddles the floor keeps its
+// day's partition (the floor hides the rest of that day's windows).
+func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
+	if err := s.checkOpen("delete"); err != nil {
+		return err
+	}
+	cutoff := floorDiv(t, nsPerDay) * nsPerDay
+	s.floorMu.Lock()
+	floor := max(s.floor, cutoff)
+	s.floorMu.Unlock()
+	if err := s.putMeta(ctx, map[string]int64{metaFloor: floor}); err != nil {
+		return err
+	}
+	s.floorMu.Lock()
+	s.floor = max(s.floor, floor)
+	s.floorMu.Unlock()
+	fw := analysis.WindowOf(floor, s.window)
+	if fw*int64(s.window) < floor {
+		// The floor cuts window fw (a window that does not divide a day):
+		// its state counts records that are gone.
+		if err := s.mark(ctx, 1, s.versions(1), marks{windows: []int64{fw}}); err != nil {
+			return err
+		}
+	}
+	day := dayOf(floor)
+	winDay := min(day, dayOf(fw*int64(s.window)))
+	type part struct{ table, id string }
+	var drop []part
+	err := s.query(ctx, "list partitions", `SELECT DISTINCT table, partition_id FROM system.parts WHERE database = `+quote(s.db)+
+		` AND active`, func(r driver.Rows) error {
+		var p part
+		if err := r.Scan(&p.table, &p.id); err != nil {
+			return err
+		}
+		if !slices.Contains(dayTables, p.table) {
+			return nil
+		}
+		d, err := time.Parse("20060102", p.id)
+		if err != nil {
+			return nil // not a day partition
+		}
+		limit := day
+		if slices.Contains(windowTables, p.table) {
+			limit = winDay
+		}
+		if dayOf(d.UnixNano()) < limit {
+			drop = append(drop, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range drop {
+		if err := s.exec(ctx, "drop partition", `ALTER TABLE `+p.table+` DROP PARTITION ID `+quote(p.id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
