@@ -39,9 +39,11 @@ type Options struct {
 	// directory records it; later opens must give the same or zero (zero
 	// adopts the recorded one; analysis.DefaultWindow for a new directory).
 	Window time.Duration
-	// Synchronous is SQLite's synchronous setting: "full" (default: a
-	// returned write survives power loss) or "normal" (it survives a crash
-	// of the process; a power loss may lose the last writes).
+	// Synchronous is SQLite's synchronous setting for span writes: "full"
+	// (default: an acknowledged span survives power loss) or "normal" (it
+	// survives a crash of the process; a power loss may lose the last
+	// writes). Results are always "normal": they are derived from the
+	// spans, and their checkpoint rolls back with them.
 	Synchronous string
 	// Logger receives the store's log lines (slog.Default() when nil).
 	Logger *slog.Logger
@@ -97,8 +99,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	var err error
 	open := func(name string, writer bool) (*sql.DB, error) {
+		mode := syncMode
+		if name == "results.db" {
+			// Results are derived from the spans: a power loss that rolls
+			// back their last transactions rolls back the checkpoint with
+			// them, and recovery analyses those spans again. Only span
+			// writes (the acknowledgement) need an fsync of their own.
+			mode = "NORMAL"
+		}
 		dsn := "file:" + filepath.Join(opts.Dir, name) +
-			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + syncMode + ")" +
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
 			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
 		if writer {
 			dsn += "&_txlock=immediate"
