@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
 )
@@ -57,5 +58,33 @@ func Open(ctx context.Context, o Options) (store.Store, error) {
 
 // openClickHouse is replaced when the ClickHouse store is built in.
 var openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
+	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", o.URL)
+}
+
+// Migrations returns the schema migrations opening the store would apply,
+// without applying them.
+func Migrations(ctx context.Context, o Options) ([]schema.Migration, error) {
+	if o.URL == "" {
+		return sqlite.Migrations(ctx, o.Data)
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("--store %q: %w", o.URL, err)
+	}
+	switch u.Scheme {
+	case "sqlite", "file":
+		dir := u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			dir = u.Host + u.Path
+		}
+		return sqlite.Migrations(ctx, dir)
+	case "clickhouse":
+		return clickHouseMigrations(ctx, o, u)
+	}
+	return nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
+}
+
+// clickHouseMigrations is replaced when the ClickHouse store is built in.
+var clickHouseMigrations = func(ctx context.Context, o Options, u *url.URL) ([]schema.Migration, error) {
 	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", o.URL)
 }
