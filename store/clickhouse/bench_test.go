@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -83,4 +84,28 @@ func benchApply(b *testing.B, u *url.URL, c *storetest.Corpus, n int) {
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkReportWeek measures the document of a week of traffic (one
+// failed trace per API per minute, storetest.FillWeek) from the rollups:
+// whole hours from the hourly tier.
+func BenchmarkReportWeek(b *testing.B) {
+	const apis = 20
+	s := open(b, freshDatabase(b, server(b)), time.Hour)
+	defer s.Close()
+	q := storetest.FillWeek(b, s, apis, time.Date(2026, 3, 8, 12, 30, 0, 0, time.UTC))
+	if err := s.Apply(context.Background(), store.Batch{}); err != nil { // the hourly rollups
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, err := store.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if minutes := (q.To - q.From) / int64(time.Minute); len(d.APIs) != apis || d.APIs[0].Traces != minutes {
+			b.Fatalf("%d APIs, %d traces in the first", len(d.APIs), d.APIs[0].Traces)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
 }

@@ -320,94 +320,108 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	if q.API != "" {
 		apiCond += " AND api = " + quote(q.API)
 	}
-	err = s.queryRow(ctx, "read rollups", `SELECT sum(spans), sum(traces), sum(fragments) FROM rollup_totals FINAL WHERE `+cond,
-		&rep.Spans, &rep.Traces, &rep.Fragments)
-	if err != nil {
-		return nil, err
-	}
-	err = s.query(ctx, "read rollups", `SELECT api, sum(traces), sum(failed), sum(root_errors), sum(remote_parent), sum(radius_sum),
-		sum(suppressed), sum(hops), sum(counterfactual), sum(misattributed), sum(naive), sum(eligible), sum(fragments), sum(events)
-		FROM rollup_api FINAL WHERE `+apiCond+` GROUP BY api`, func(r driver.Rows) error {
-		var name string
-		var a analysis.APIAgg
-		if err := r.Scan(&name, &a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed,
-			&a.Hops, &a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events); err != nil {
-			return err
-		}
-		dst := rep.API(name)
-		a.Radius, a.Amplification, a.Owners = dst.Radius, dst.Amplification, dst.Owners
-		*dst = a
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.query(ctx, "read rollups", `SELECT api, radius, sum(n) FROM rollup_radius FINAL WHERE `+apiCond+
-		` GROUP BY api, radius HAVING sum(n) != 0`, func(r driver.Rows) error {
-		var name string
-		var radius, n int64
-		if err := r.Scan(&name, &radius, &n); err != nil {
-			return err
-		}
-		rep.API(name).Radius[int(radius)] += n
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.query(ctx, "read rollups", `SELECT api, amp, sum(n) FROM rollup_amp FINAL WHERE `+apiCond+
-		` GROUP BY api, amp HAVING sum(n) != 0`, func(r driver.Rows) error {
-		var name string
-		var amp float64
-		var n int64
-		if err := r.Scan(&name, &amp, &n); err != nil {
-			return err
-		}
-		rep.API(name).Amplification[amp] += n
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.query(ctx, "read rollups", `SELECT api, service, operation, sum(events), sum(spurious) FROM rollup_owner FINAL WHERE `+
-		apiCond+` GROUP BY api, service, operation`, func(r driver.Rows) error {
-		var name string
-		var n graph.Node
-		var o analysis.OwnerAgg
-		if err := r.Scan(&name, &n.Service, &n.Operation, &o.Events, &o.Spurious); err != nil {
-			return err
-		}
-		*rep.API(name).Owner(n) = o
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	sums := make([]string, len(svcColumns))
 	for i, c := range svcColumns {
 		sums[i] = "sum(" + c + ")"
 	}
-	err = s.query(ctx, "read rollups", `SELECT service, `+strings.Join(sums, ", ")+` FROM rollup_service FINAL WHERE `+cond+
-		` GROUP BY service`, func(r driver.Rows) error {
-		var v analysis.ServiceResult
-		var c [numSvc]int64
-		dest := []any{&v.Service}
-		for i := range c {
-			dest = append(dest, &c[i])
+	// Six independent reads, at once, each into a report of its own.
+	reads := []func(*analysis.Report) error{
+		func(rep *analysis.Report) error {
+			return s.queryRow(ctx, "read rollups", `SELECT sum(spans), sum(traces), sum(fragments) FROM rollup_totals FINAL WHERE `+cond,
+				&rep.Spans, &rep.Traces, &rep.Fragments)
+		},
+		func(rep *analysis.Report) error {
+			return s.query(ctx, "read rollups", `SELECT api, sum(traces), sum(failed), sum(root_errors), sum(remote_parent),
+				sum(radius_sum), sum(suppressed), sum(hops), sum(counterfactual), sum(misattributed), sum(naive), sum(eligible),
+				sum(fragments), sum(events) FROM rollup_api FINAL WHERE `+apiCond+` GROUP BY api`, func(r driver.Rows) error {
+				var name string
+				var a analysis.APIAgg
+				if err := r.Scan(&name, &a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed,
+					&a.Hops, &a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events); err != nil {
+					return err
+				}
+				dst := rep.API(name)
+				a.Radius, a.Amplification, a.Owners = dst.Radius, dst.Amplification, dst.Owners
+				*dst = a
+				return nil
+			})
+		},
+		func(rep *analysis.Report) error {
+			return s.query(ctx, "read rollups", `SELECT api, radius, sum(n) FROM rollup_radius FINAL WHERE `+apiCond+
+				` GROUP BY api, radius HAVING sum(n) != 0`, func(r driver.Rows) error {
+				var name string
+				var radius, n int64
+				if err := r.Scan(&name, &radius, &n); err != nil {
+					return err
+				}
+				rep.API(name).Radius[int(radius)] += n
+				return nil
+			})
+		},
+		func(rep *analysis.Report) error {
+			return s.query(ctx, "read rollups", `SELECT api, amp, sum(n) FROM rollup_amp FINAL WHERE `+apiCond+
+				` GROUP BY api, amp HAVING sum(n) != 0`, func(r driver.Rows) error {
+				var name string
+				var amp float64
+				var n int64
+				if err := r.Scan(&name, &amp, &n); err != nil {
+					return err
+				}
+				rep.API(name).Amplification[amp] += n
+				return nil
+			})
+		},
+		func(rep *analysis.Report) error {
+			return s.query(ctx, "read rollups", `SELECT api, service, operation, sum(events), sum(spurious) FROM rollup_owner FINAL
+				WHERE `+apiCond+` GROUP BY api, service, operation`, func(r driver.Rows) error {
+				var name string
+				var n graph.Node
+				var o analysis.OwnerAgg
+				if err := r.Scan(&name, &n.Service, &n.Operation, &o.Events, &o.Spurious); err != nil {
+					return err
+				}
+				*rep.API(name).Owner(n) = o
+				return nil
+			})
+		},
+		func(rep *analysis.Report) error {
+			return s.query(ctx, "read rollups", `SELECT service, `+strings.Join(sums, ", ")+` FROM rollup_service FINAL WHERE `+cond+
+				` GROUP BY service`, func(r driver.Rows) error {
+				var v analysis.ServiceResult
+				var c [numSvc]int64
+				dest := []any{&v.Service}
+				for i := range c {
+					dest = append(dest, &c[i])
+				}
+				if err := r.Scan(dest...); err != nil {
+					return err
+				}
+				cl := &v.Claims
+				cl[attribution.AuditCorrect], cl[attribution.AuditFalseClaim], cl[attribution.AuditFalseUnclaim],
+					cl[attribution.AuditMissing], cl[attribution.AuditInvalid] = c[0], c[1], c[2], c[3], c[4]
+				v.Mismatches, v.Misattributed, v.NaiveMisattributed, v.Eligible, v.ContextDrops, v.OwnedFailures,
+					v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious = c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14]
+				*rep.Service(v.Service) = v
+				return nil
+			})
+		},
+	}
+	parts, errs := make([]*analysis.Report, len(reads)), make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		parts[i] = analysis.NewReport()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = read(parts[i])
+		}()
+	}
+	wg.Wait()
+	for i := range reads {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if err := r.Scan(dest...); err != nil {
-			return err
-		}
-		cl := &v.Claims
-		cl[attribution.AuditCorrect], cl[attribution.AuditFalseClaim], cl[attribution.AuditFalseUnclaim],
-			cl[attribution.AuditMissing], cl[attribution.AuditInvalid] = c[0], c[1], c[2], c[3], c[4]
-		v.Mismatches, v.Misattributed, v.NaiveMisattributed, v.Eligible, v.ContextDrops, v.OwnedFailures,
-			v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious = c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14]
-		*rep.Service(v.Service) = v
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		rep.Merge(parts[i], 1)
 	}
 	rep.Prune()
 	return rep, nil
