@@ -161,9 +161,18 @@ func (r *rollup) hourSQL(minuteRanges, hours string, v uint64) string {
 		") GROUP BY hour, day" + r.keyList()
 }
 
+// recomputeChunk bounds the minutes or hours one statement recomputes.
+const recomputeChunk = 2000
+
 // recomputeMinutes replaces the rollups of minutes by what the stored
 // records sum to, at version v.
 func (s *Store) recomputeMinutes(ctx context.Context, minutes []int64, v uint64) error {
+	for len(minutes) > recomputeChunk { // a statement stays well below max_query_size
+		if err := s.recomputeMinutes(ctx, minutes[:recomputeChunk], v); err != nil {
+			return err
+		}
+		minutes = minutes[recomputeChunk:]
+	}
 	if len(minutes) == 0 {
 		return nil
 	}
@@ -184,6 +193,12 @@ func (s *Store) recomputeMinutes(ctx context.Context, minutes []int64, v uint64)
 // recomputeHours replaces the rollups of hours by the sum of their
 // minutes', at version v.
 func (s *Store) recomputeHours(ctx context.Context, hours []int64, v uint64) error {
+	for len(hours) > recomputeChunk {
+		if err := s.recomputeHours(ctx, hours[:recomputeChunk], v); err != nil {
+			return err
+		}
+		hours = hours[recomputeChunk:]
+	}
 	if len(hours) == 0 {
 		return nil
 	}
