@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 
+	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/clickhouse"
 )
@@ -13,5 +14,8 @@ import (
 func init() {
 	openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
 		return clickhouse.Open(ctx, clickhouse.Options{DSN: u.String(), Window: o.Window, Existing: o.Existing, Logger: o.Logger})
+	}
+	clickHouseMigrations = func(ctx context.Context, o Options, u *url.URL) ([]schema.Migration, error) {
+		return clickhouse.Migrations(ctx, u.String())
 	}
 }
