@@ -40,33 +40,35 @@ func newAnalyser(p *Pipeline) *analyser {
 }
 
 // run flushes due traces every tick and stores summaries every interval,
-// until ctx ends.
+// until ctx ends. A batch under way when ctx ends is finished, not cut
+// short (its work runs on a context that only stop can end: see process).
 func (a *analyser) run(ctx context.Context) error {
 	tick := time.NewTicker(a.p.cfg.Tick)
 	defer tick.Stop()
 	sums := time.NewTicker(a.p.cfg.SummaryInterval)
 	defer sums.Stop()
+	work := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := a.flushDue(ctx); err != nil && ctx.Err() == nil {
+			if err := a.flushDue(ctx, work); err != nil && ctx.Err() == nil {
 				a.p.log.Warn("analysis", "err", err)
 			}
 		case <-sums.C:
-			if err := a.storeSummaries(ctx); err != nil && ctx.Err() == nil {
+			if err := a.storeSummaries(work); err != nil && ctx.Err() == nil {
 				a.p.log.Warn("window summaries", "err", err)
 			}
 			a.evict()
 		case r := <-a.p.flushReq:
-			r.done <- a.flushAll(ctx, "flush")
+			r.done <- a.flushAll(ctx, work, "flush")
 		}
 	}
 }
 
 // flushDue analyses the traces that are due.
-func (a *analyser) flushDue(ctx context.Context) error {
+func (a *analyser) flushDue(stop, work context.Context) error {
 	p := a.p
 	p.mu.Lock()
 	limit := p.cfg.MaxInflightSpans * 8 / 10
@@ -75,52 +77,53 @@ func (a *analyser) flushDue(ctx context.Context) error {
 	for _, r := range reasons {
 		p.m.flushed.WithLabelValues(r).Inc()
 	}
-	return a.process(ctx, group)
+	return a.process(stop, work, group)
 }
 
 // flushAll analyses every pending trace and stores the summaries.
-func (a *analyser) flushAll(ctx context.Context, reason string) error {
+func (a *analyser) flushAll(stop, work context.Context, reason string) error {
 	p := a.p
 	p.mu.Lock()
 	group := p.pending.all(nil)
 	p.mu.Unlock()
 	p.m.flushed.WithLabelValues(reason).Add(float64(len(group)))
-	if err := a.process(ctx, group); err != nil {
+	if err := a.process(stop, work, group); err != nil {
 		return err
 	}
-	return a.storeSummaries(ctx)
+	return a.storeSummaries(work)
 }
 
 // maxGroup bounds the traces analysed in one store batch.
 const maxGroup = 2000
 
-// process analyses a group of traces, in store batches of at most
-// maxGroup traces, retrying a batch that the store refused until it is
-// stored or ctx ends (the spans are safe in the store: nothing is lost,
-// and the in-flight budget makes receivers back off meanwhile).
-func (a *analyser) process(ctx context.Context, group []*pendingTrace) error {
-	for len(group) > 0 {
-		part := group[:min(maxGroup, len(group))]
-		group = group[len(part):]
+// process analyses a group of traces, in store batches of at most maxGroup
+// traces. Each batch runs on work; a batch the store refused as
+// unavailable is retried with backoff until it is stored or stop ends.
+// Traces that could not be stored go back to the pending buffer, so that
+// the checkpoint never passes their spans: they are analysed at a later
+// tick, or — after a stop — recovered from the store at the next start.
+func (a *analyser) process(stop, work context.Context, group []*pendingTrace) error {
+	for i := 0; i < len(group); i += maxGroup {
+		part := group[i:min(i+maxGroup, len(group))]
 		backoff := 100 * time.Millisecond
 		for {
-			err := a.step(ctx, part)
+			err := a.step(work, part)
 			if err == nil {
 				break
 			}
-			if ctx.Err() != nil || !errors.Is(err, store.ErrUnavailable) {
-				// Not a transient failure: the traces are released (their
-				// spans stay stored and will be analysed again at the next
-				// restart, from the checkpoint).
-				a.release(part)
+			if stop.Err() != nil || !errors.Is(err, store.ErrUnavailable) {
+				a.restore(group[i:])
+				if !errors.Is(err, store.ErrUnavailable) {
+					a.p.m.storeErrors.WithLabelValues("analysis").Inc()
+				}
 				return err
 			}
 			a.p.m.storeErrors.WithLabelValues("apply").Inc()
 			a.p.log.Warn("store batch failed, retrying", "traces", len(part), "err", err, "in", backoff)
 			select {
-			case <-ctx.Done():
-				a.release(part)
-				return ctx.Err()
+			case <-stop.Done():
+				a.restore(group[i:])
+				return stop.Err()
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 5*time.Second)
@@ -128,6 +131,18 @@ func (a *analyser) process(ctx context.Context, group []*pendingTrace) error {
 		a.release(part)
 	}
 	return nil
+}
+
+// restore puts traces that could not be analysed back in the pending
+// buffer, with their original write sequences.
+func (a *analyser) restore(traces []*pendingTrace) {
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for _, t := range traces {
+		p.pending.restore(t, now)
+	}
 }
 
 // release returns the in-flight budget of analysed traces.

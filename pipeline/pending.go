@@ -49,6 +49,22 @@ func (s *pendingSet) add(spans []graph.Span, seq uint64, now time.Time) {
 	s.lastSeq = max(s.lastSeq, seq)
 }
 
+// restore puts back a trace taken earlier, merging it with spans of it that
+// arrived since; it counts as just arrived, so it waits a full idle time.
+func (s *pendingSet) restore(t *pendingTrace, now time.Time) {
+	if cur := s.byID[t.id]; cur != nil {
+		cur.spans = append(t.spans, cur.spans...)
+		cur.minSeq = min(cur.minSeq, t.minSeq)
+		cur.maxSeq = max(cur.maxSeq, t.maxSeq)
+		s.spans += len(t.spans)
+		return
+	}
+	t.first, t.last = now, now
+	s.byID[t.id] = t
+	heap.Push(&s.age, t)
+	s.spans += len(t.spans)
+}
+
 // take removes and returns the traces due at now: idle for idle, older
 // than maxAge, or — while the buffer holds more than limit spans — the
 // oldest. reason names why each was taken.

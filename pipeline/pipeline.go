@@ -209,7 +209,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if ferr := p.an.flushAll(fctx, "shutdown"); ferr != nil {
+	if ferr := p.an.flushAll(fctx, fctx, "shutdown"); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	return err

@@ -70,7 +70,7 @@ func docJSON(t *testing.T, d *analysis.Document) string {
 // checkRecords checks that every trace of the corpus has one stored record
 // and that its result is the one analyze computes: evaluated against the
 // trace's complete window.
-func checkRecords(t *testing.T, st store.Store, c *storetest.Corpus, acfg analysis.Config) {
+func checkRecords(t *testing.T, st store.Records, c *storetest.Corpus, acfg analysis.Config) {
 	t.Helper()
 	ws := analysis.NewWindows(acfg.Window)
 	var asm graph.Assembler
@@ -292,4 +292,93 @@ func containsSpan(spans []graph.Span, id graph.SpanID) bool {
 		}
 	}
 	return false
+}
+
+// flakyStore fails or delays batches on demand.
+type flakyStore struct {
+	*sqlite.Store
+	mu    sync.Mutex
+	fails int           // batches to refuse with a non-transient error
+	delay time.Duration // before each batch
+	began chan struct{} // receives when a batch starts (if not nil)
+}
+
+func (f *flakyStore) Apply(ctx context.Context, b store.Batch) error {
+	f.mu.Lock()
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	delay, began := f.delay, f.began
+	f.mu.Unlock()
+	if began != nil {
+		select {
+		case began <- struct{}{}:
+		default:
+		}
+	}
+	time.Sleep(delay)
+	if fail {
+		return errors.New("boom")
+	}
+	return f.Store.Apply(ctx, b)
+}
+
+// A batch the store refuses puts its traces back: a later flush analyses
+// them, nothing is lost to the checkpoint.
+func TestRefusedBatchIsKept(t *testing.T) {
+	c := storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	st := &flakyStore{Store: openStore(t, t.TempDir()), fails: 2}
+	defer st.Close()
+	c2 := cfg()
+	p, stop := start(t, st, c2)
+	defer stop()
+	var all []graph.Span
+	for _, s := range c.Spans {
+		all = append(all, s...)
+	}
+	feed(t, p, [][]graph.Span{all})
+	ctx := context.Background()
+	if err := p.Flush(ctx); err == nil {
+		t.Fatal("the refused batch was not reported")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.Flush(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	checkRecords(t, st, c, c2.Analysis)
+}
+
+// Stopping the pipeline while a batch is being stored finishes that batch
+// and analyses what is pending; a restart has nothing to recover that was
+// lost: every trace has its record, equal to analyze's.
+func TestStopDuringBatch(t *testing.T) {
+	c := storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	dir := t.TempDir()
+	st := &flakyStore{Store: openStore(t, dir), delay: 200 * time.Millisecond, began: make(chan struct{}, 1)}
+	c2 := cfg()
+	p, stop := start(t, st, c2)
+	var all []graph.Span
+	for _, s := range c.Spans {
+		all = append(all, s...)
+	}
+	feed(t, p, [][]graph.Span{all[:len(all)/2]})
+	<-st.began // a batch is under way
+	feed(t, p, [][]graph.Span{all[len(all)/2:]})
+	stop()
+	st.Close()
+	s2 := openStore(t, dir)
+	defer s2.Close()
+	p, stop = start(t, s2, c2)
+	defer stop()
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, s2, c, c2.Analysis)
 }
