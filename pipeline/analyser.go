@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -22,6 +23,7 @@ type analyser struct {
 	windows *analysis.Windows
 	touched map[int64]time.Time // window → last change, for summaries and eviction
 	dirty   map[int64]bool      // windows whose summary is not stored yet
+	suspect map[int64]bool      // windows a failed batch touched (see settle)
 
 	asm   graph.Assembler
 	eval  *analysis.Evaluator
@@ -35,6 +37,7 @@ func newAnalyser(p *Pipeline) *analyser {
 		windows: analysis.NewWindows(p.cfg.Analysis.Window),
 		touched: map[int64]time.Time{},
 		dirty:   map[int64]bool{},
+		suspect: map[int64]bool{},
 		eval:    analysis.NewEvaluator(p.cfg.Analysis),
 	}
 }
@@ -238,13 +241,17 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 			return err
 		}
 	}
+	// If the batch is not stored, the touched windows are forgotten, to be
+	// loaded again from the store at the retry: after every stored batch
+	// the in-memory states equal the stored ones, and a store that could
+	// not apply the batch atomically (ClickHouse) may hold part of it —
+	// its states then say they are not exact, and are rebuilt from the
+	// records as they are.
 	undo := func() {
-		for i := len(items) - 1; i >= 0; i-- {
-			it := items[i]
-			a.windows.Remove(it.newT)
-			if it.oldT != nil {
-				a.windows.Add(it.oldT)
-			}
+		for w := range before {
+			a.windows.Drop(w)
+			delete(a.touched, w)
+			a.suspect[w] = true
 		}
 	}
 	for _, it := range items {
@@ -317,7 +324,71 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 		return err
 	}
 	p.m.applySeconds.Observe(time.Since(start).Seconds())
+	if err := a.settle(ctx, before); err != nil {
+		p.log.Warn("checking window states after a failed batch", "err", err)
+	}
 	p.m.analysed.Add(float64(len(items)))
+	return nil
+}
+
+// settle checks, once a batch is stored, the windows a failed batch
+// touched earlier: a store that could not apply that batch atomically may
+// have let part of it land after the pipeline read the store again (an
+// insert whose connection died), so the state is summed from the window's
+// records as they now are — the stored batch superseded whatever landed —
+// and replaces the in-memory and stored state if it differs.
+func (a *analyser) settle(ctx context.Context, touched map[int64]map[graph.Edge]analysis.EdgeClass) error {
+	for w := range touched {
+		if !a.suspect[w] {
+			continue
+		}
+		st := analysis.NewState()
+		var recs []*store.Record
+		var traces []*graph.Trace
+		err := a.p.st.WindowRecords(ctx, w, nil, func(rec *store.Record) error {
+			t, err := graph.DecodeTrace(rec.Facts)
+			if err != nil {
+				return fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
+			}
+			st.Add(t, 1)
+			recs, traces = append(recs, rec), append(traces, t)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		cur := a.windows.State(w)
+		if cur == nil {
+			cur = analysis.NewState()
+		}
+		x, _ := json.Marshal(st)
+		y, _ := json.Marshal(cur)
+		if string(x) != string(y) {
+			a.p.log.Warn("window state corrected from its records after a failed batch", "window", w,
+				"traces", st.Traces, "was", cur.Traces)
+			// The window's results were evaluated against the wrong state:
+			// evaluate them again, in the batch that stores the state.
+			var changes []store.Change
+			for i, rec := range recs {
+				r := a.eval.Evaluate(traces[i], st)
+				if reflect.DeepEqual(&r, rec.Result) {
+					continue
+				}
+				changes = append(changes, store.Change{Old: rec, New: &store.Record{TraceID: rec.TraceID, Start: r.Start,
+					Window: r.Window, API: r.API, Seq: rec.Seq, Result: &r, Facts: rec.Facts, Edges: rec.Edges}})
+			}
+			if err := a.p.st.Apply(ctx, store.Batch{Changes: changes, States: map[int64]*analysis.State{w: st}}); err != nil {
+				return err
+			}
+			if st.Traces > 0 {
+				a.windows.Put(w, st)
+			} else {
+				a.windows.Drop(w)
+			}
+			a.dirty[w] = true
+		}
+		delete(a.suspect, w)
+	}
 	return nil
 }
 

@@ -30,6 +30,8 @@ import (
 type Config struct {
 	// Store says where data lives.
 	Store storeurl.Options
+	// OpenStore, when not nil, opens the store instead (tests wrap one).
+	OpenStore func(context.Context) (store.Store, error)
 	// Pipeline configures the analysis (its window is the store's).
 	Pipeline pipeline.Config
 	// OTLP configures the receivers; Disable both to run without them.
@@ -65,7 +67,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	cfg.Store.Logger = log
-	st, err := storeurl.Open(ctx, cfg.Store)
+	var st store.Store
+	if cfg.OpenStore != nil {
+		st, err = cfg.OpenStore(ctx)
+	} else {
+		st, err = storeurl.Open(ctx, cfg.Store)
+	}
 	if err != nil {
 		return err
 	}
