@@ -138,6 +138,13 @@ func New(st store.Store, cfg Config) *Pipeline {
 	}
 	p.pending.init()
 	p.an = newAnalyser(p)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stormradius_write_queue_requests",
+			Help: "Receiver requests waiting for the group-committed span write."}, func() float64 { return float64(len(p.writes)) }))
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stormradius_spans_inflight",
+			Help: "Spans admitted and not yet analysed (write queue and pending traces); past --max-inflight-spans receivers answer 503."},
+			func() float64 { return float64(p.inflight.Load()) }))
+	}
 	return p
 }
 
