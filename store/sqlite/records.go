@@ -57,12 +57,44 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 		for i := range part {
 			args[i] = part[i][:]
 		}
-		q := `SELECT ` + recordColumns + ` FROM records WHERE trace_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(part)), ",") + `)`
-		if err := s.queryRecords(ctx, q, args, func(r *store.Record) error { out[r.TraceID] = r; return nil }); err != nil {
+		in := `(` + strings.TrimSuffix(strings.Repeat("?,", len(part)), ",") + `)`
+		// Most traces asked about have no record yet: find the ones that
+		// do in the narrow index first, then read those rows.
+		var hits []any
+		if err := s.scanIDs(ctx, `SELECT trace_id FROM records INDEXED BY records_ids WHERE trace_id IN `+in, args, func(id []byte) {
+			hits = append(hits, id)
+		}); err != nil {
+			return nil, err
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		q := `SELECT ` + recordColumns + ` FROM records WHERE trace_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(hits)), ",") + `)`
+		if err := s.queryRecords(ctx, q, hits, func(r *store.Record) error { out[r.TraceID] = r; return nil }); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// scanIDs runs a query returning trace ids.
+func (s *Store) scanIDs(ctx context.Context, q string, args []any, fn func([]byte)) error {
+	rows, err := s.resR.QueryContext(ctx, q, args...)
+	if err != nil {
+		return unavailable(ctx, "read record ids", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			return unavailable(ctx, "read record ids", err)
+		}
+		fn(id)
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(ctx, "read record ids", err)
+	}
+	return nil
 }
 
 func (s *Store) queryRecords(ctx context.Context, q string, args []any, fn func(*store.Record) error) error {

@@ -64,6 +64,8 @@ type Store struct {
 	spanSQL spanStatements
 
 	closeOnce sync.Once
+	stopCkpt  chan struct{}
+	ckptDone  chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -109,9 +111,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		dsn := "file:" + filepath.Join(opts.Dir, name) +
 			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
-			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
+			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
 		if writer {
-			dsn += "&_txlock=immediate"
+			// Checkpoints run in the background (checkpointer), not in the
+			// commit that happens to cross the WAL's size: a commit on the
+			// acknowledgement path or in an analysis batch stays short.
+			dsn += "&_txlock=immediate&_pragma=wal_autocheckpoint(0)"
 		}
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
@@ -157,7 +162,38 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err = s.settleWindow(ctx, opts.Window); err != nil {
 		return nil, err
 	}
+	s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointer()
 	return s, nil
+}
+
+// checkpointInterval is how often the WALs are copied into the databases.
+const checkpointInterval = time.Second
+
+// checkpointer copies the write-ahead logs into the database files every
+// second, without waiting for readers or writers (PASSIVE), and resets a
+// log grown past 64 MiB once nothing uses it (TRUNCATE).
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCkpt:
+			return
+		case <-t.C:
+		}
+		for _, db := range []*sql.DB{s.spansR, s.resR} {
+			var busy, logPages, done int
+			if err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
+				s.log.Debug("sqlite: checkpoint", "err", err)
+				continue
+			}
+			if logPages > 16384 && done == logPages {
+				_, _ = db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			}
+		}
+	}
 }
 
 // settleWindow records the window length in a new directory and checks it
@@ -263,6 +299,10 @@ func Migrations(ctx context.Context, dir string) ([]schema.Migration, error) {
 func (s *Store) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
+		if s.stopCkpt != nil {
+			close(s.stopCkpt)
+			<-s.ckptDone
+		}
 		s.spanMu.Lock()
 		defer s.spanMu.Unlock()
 		s.spanSQL.close()
