@@ -97,7 +97,7 @@ func (a *analyser) flushAll(stop, work context.Context, reason string) error {
 }
 
 // maxGroup bounds the traces analysed in one store batch.
-const maxGroup = 2000
+const maxGroup = 10000
 
 // process analyses a group of traces, in store batches of at most maxGroup
 // traces. Each batch runs on work; a batch the store refused as

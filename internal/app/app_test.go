@@ -56,11 +56,16 @@ func startService(t *testing.T, dir string, window time.Duration) *service {
 
 func startServiceTB(t testing.TB, dir string, window, idle time.Duration) *service {
 	t.Helper()
+	return startServiceStore(t, storeurl.Options{Data: dir, Window: window}, idle)
+}
+
+func startServiceStore(t testing.TB, opts storeurl.Options, idle time.Duration) *service {
+	t.Helper()
 	ready := make(chan app.Addrs, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := app.Config{
-		Store:    storeurl.Options{Data: dir, Window: window},
+		Store:    opts,
 		Pipeline: pipeline.Config{TraceIdle: idle, MaxTraceAge: 5 * time.Second, Retention: -1, SummaryInterval: 20 * time.Millisecond},
 		OTLP:     otlp.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"},
 		HTTPAddr: "127.0.0.1:0",

@@ -3,6 +3,9 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/url"
+	"os"
 	"net/http"
 	"sync"
 	"testing"
@@ -38,13 +41,31 @@ func benchRequests(b *testing.B, n int, start time.Time) (bodies [][]byte, spans
 }
 
 // BenchmarkEndToEndHTTP: OTLP/HTTP protobuf requests, 8 at a time, into
-// `serve` on the embedded store, until every span is stored and its trace
-// analysed (its record and rollups stored). Every iteration sends new
-// traces. It reports spans/s, and pdata's own unmarshal of the same bodies
-// (measured in the same run) as ref-spans/s and the ratio.
+// `serve` — on the embedded store, and on ClickHouse when
+// STORMRADIUS_CLICKHOUSE names a server — until every span is stored and
+// its trace analysed (its record and rollups stored). Every iteration sends
+// new traces. It reports spans/s, and pdata's own unmarshal of the same
+// bodies (measured in the same run) as ref-spans/s and the ratio.
 func BenchmarkEndToEndHTTP(b *testing.B) {
-	dir := b.TempDir()
-	svc := startServiceTB(b, dir, 10*time.Minute, time.Second)
+	b.Run("sqlite", func(b *testing.B) {
+		benchEndToEnd(b, storeurl.Options{Data: b.TempDir(), Window: 10 * time.Minute})
+	})
+	b.Run("clickhouse", func(b *testing.B) {
+		dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
+		if dsn == "" {
+			b.Skip("set STORMRADIUS_CLICKHOUSE to run against a ClickHouse server")
+		}
+		u, err := url.Parse(dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		u.Path = fmt.Sprintf("/stormradius_bench_%d", time.Now().UnixNano())
+		benchEndToEnd(b, storeurl.Options{URL: u.String(), Window: 10 * time.Minute})
+	})
+}
+
+func benchEndToEnd(b *testing.B, opts storeurl.Options) {
+	svc := startServiceStore(b, opts, time.Second)
 	defer svc.stop()
 	url := "http://" + svc.addrs.OTLPHTTP.String() + "/v1/traces"
 	var total, sent int
@@ -96,7 +117,7 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 		wg.Wait()
 		stored := time.Since(t1)
 		sent += n
-		waitAnalysed(b, dir, sent)
+		waitAnalysed(b, opts, sent)
 		elapsed += time.Since(t1)
 		storedElapsed += stored
 		total += n
@@ -108,9 +129,10 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 }
 
 // waitAnalysed waits until the stored rollups count want spans.
-func waitAnalysed(b *testing.B, dir string, want int) {
+func waitAnalysed(b *testing.B, opts storeurl.Options, want int) {
 	ctx := context.Background()
-	st, err := storeurl.Open(ctx, storeurl.Options{Data: dir, Existing: true})
+	opts.Existing = true
+	st, err := storeurl.Open(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
