@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,25 +17,8 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/pipeline"
-	"github.com/stormradius/stormradius/radius"
+	"github.com/stormradius/stormradius/query"
 )
-
-// whatIfOutput is the JSON form of a what-if answer (SPEC §5.2).
-type whatIfOutput struct {
-	Policy string `json:"policy"`
-	// Requests per node name (chain) or per service (call graph), per
-	// request at the root.
-	Requests map[string]float64 `json:"requests"`
-	// Nodes, for a call graph: per "service operation".
-	Nodes   map[string]float64 `json:"nodes,omitempty"`
-	Failing []string           `json:"failing"`
-	Retries *float64           `json:"retries,omitempty"`
-	Budget  float64            `json:"budget"`
-	API     string             `json:"api,omitempty"`
-	// ErrorRateAfterRetries answers --error-rate: the error rate a caller
-	// sees after retries within the budget, errors being independent.
-	ErrorRateAfterRetries *float64 `json:"error_rate_after_retries,omitempty"`
-}
 
 func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	fs := newFlagSet("whatif", stderr)
@@ -67,48 +51,37 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "stormradius whatif: "+msg+"\n", a...)
 		return exitUsage
 	}
-	pol, err := radius.ParsePolicy(*policy)
-	if err != nil {
-		return usageErr("%v", err)
-	}
 	if *format != "json" && *format != "table" {
 		return usageErr("unknown --format %q (want json or table)", *format)
 	}
+	// Flags are checked here, naming them; the question is checked again
+	// by query.WhatIf, which the REST API shares.
 	if err := checkWhatIfNumbers(fs, *retries, *budget, *errorRate); err != nil {
 		return usageErr("%v", err)
 	}
-	failing := splitList(*fail)
-	if len(failing) == 0 {
+	req := query.WhatIfRequest{Fail: splitList(*fail), Policy: *policy, Budget: budget}
+	if len(req.Fail) == 0 {
 		return usageErr("--fail is required")
 	}
 	if (*chain == "") == (len(traces) == 0) {
 		return usageErr("give either --chain or --traces (with --api)")
 	}
-	out := whatIfOutput{Policy: pol.String(), Failing: failing, Budget: *budget, Requests: map[string]float64{}}
-	scenario := radius.Scenario{Retries: *retries, Budget: *budget, Policy: pol}
-	var model *radius.Model
-	var nodes []graph.Node
+	if flagenv.Given(fs, "error-rate") {
+		req.ErrorRate = errorRate
+	}
+	var state *analysis.State
 	if *chain != "" {
-		names := splitList(*chain)
-		if dup := firstRepeat(names); dup != "" {
-			return usageErr("--chain %q names %q twice: a chain visits each node once (for a call graph with cycles, use --traces)", *chain, dup)
-		}
-		model = radius.ChainModel(names)
-		scenario.Failing = make([]bool, len(names))
-		for _, f := range failing {
-			i := indexOf(names, f)
-			if i < 0 {
-				return usageErr("--fail %q is not in --chain %q", f, *chain)
-			}
-			scenario.Failing[i] = true
-		}
-		out.Retries = retries
+		req.Chain, req.Retries = splitList(*chain), retries
 	} else {
 		if *api == "" {
 			return usageErr("--traces needs --api \"service operation\"")
 		}
+		req.API = *api
+		if flagenv.Given(fs, "retries") {
+			req.Retries = retries
+		}
 		var in *loaded
-		_, state, _, berr := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+		_, windows, _, berr := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
 			in = readInputs(ctx, traces, *claimHeader, stdin, stderr, emit)
 			return nil
 		}, pipeline.BatchConfig{})
@@ -132,51 +105,17 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				code = exitFail
 			}
 		}()
-		model, nodes, err = state.Merged().WhatIfModel(*api, analysis.Config{})
-		if err != nil {
-			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
-			return exitFail
-		}
-		if flagenv.Given(fs, "retries") {
-			for i := range model.Edges {
-				model.Edges[i].Retries = -1
-			}
-			out.Retries = retries
-		}
-		scenario.Failing = make([]bool, len(nodes))
-		for _, f := range failing {
-			found := false
-			for i, n := range nodes {
-				if n.Service == f || n.String() == f {
-					scenario.Failing[i], found = true, true
-				}
-			}
-			if !found {
-				return usageErr("--fail %q is not a service in the call graph of %q", f, *api)
-			}
-		}
-		out.API = *api
-		out.Nodes = map[string]float64{}
+		state = windows.Merged()
 	}
-	req, err := model.Requests(scenario)
-	if err != nil {
-		// The flags were checked above: what is left is the answer not
-		// fitting in a float64 (ErrOverflow), or a model learned from
-		// traces that cannot be used; both are about the input.
+	out, err := query.WhatIf(req, state, analysis.Config{})
+	switch {
+	case errors.Is(err, query.ErrBadRequest):
+		return usageErr("%s", strings.TrimPrefix(err.Error(), query.ErrBadRequest.Error()+": "))
+	case err != nil:
+		// An unknown API, or the answer not fitting in a float64
+		// (radius.ErrOverflow): both are about the input.
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 		return exitFail
-	}
-	for i, name := range model.Nodes {
-		if nodes == nil {
-			out.Requests[name] = req[i]
-			continue
-		}
-		out.Nodes[name] = req[i]
-		out.Requests[nodes[i].Service] += req[i]
-	}
-	if flagenv.Given(fs, "error-rate") {
-		e := radius.ErrorRateAfterRetries(*errorRate, *budget)
-		out.ErrorRateAfterRetries = &e
 	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -192,27 +131,27 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if out.Retries == nil {
 		r = "R observed per edge"
 	}
-	fmt.Fprintf(tw, "policy %s, %s, B=%s, failing %s\n", out.Policy, r, formatNumber(*budget), strings.Join(failing, ","))
+	fmt.Fprintf(tw, "policy %s, %s, B=%s, failing %s\n", out.Policy, r, formatNumber(out.Budget), analysis.Printable(strings.Join(out.Failing, ",")))
 	// The table lists what the JSON document does: requests per node of
 	// the chain, or per service and then per node of a call graph.
-	if nodes == nil {
+	if out.Nodes == nil {
 		fmt.Fprintln(tw, "NODE\tREQUESTS PER ROOT REQUEST")
-		for i, name := range model.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\n", name, formatNumber(req[i]))
+		for _, name := range out.Order {
+			fmt.Fprintf(tw, "%s\t%s\n", analysis.Printable(name), formatNumber(out.Requests[name]))
 		}
 	} else {
 		fmt.Fprintln(tw, "SERVICE\tREQUESTS PER ROOT REQUEST")
 		for _, svc := range sortedKeys(out.Requests) {
-			fmt.Fprintf(tw, "%s\t%s\n", svc, formatNumber(out.Requests[svc]))
+			fmt.Fprintf(tw, "%s\t%s\n", analysis.Printable(svc), formatNumber(out.Requests[svc]))
 		}
 		fmt.Fprintln(tw, "\nNODE\tREQUESTS PER ROOT REQUEST")
 		for _, name := range sortedKeys(out.Nodes) {
-			fmt.Fprintf(tw, "%s\t%s\n", name, formatNumber(out.Nodes[name]))
+			fmt.Fprintf(tw, "%s\t%s\n", analysis.Printable(name), formatNumber(out.Nodes[name]))
 		}
 	}
 	if out.ErrorRateAfterRetries != nil {
 		fmt.Fprintf(tw, "error rate %s%% -> %s%% after retries (budget %s)\n",
-			formatNumber(100**errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(*budget))
+			formatNumber(100**errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(out.Budget))
 	}
 	if err := tw.Flush(); err != nil {
 		return exitFail
@@ -256,19 +195,7 @@ func formatNumber(x float64) string {
 	return s
 }
 
-// firstRepeat returns the first name that occurs twice in names, "" when
-// none does.
-func firstRepeat(names []string) string {
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if seen[n] {
-			return n
-		}
-		seen[n] = true
-	}
-	return ""
-}
-
+// sortedKeys returns the keys of m in order.
 func sortedKeys(m map[string]float64) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -294,11 +221,3 @@ func splitList(s string) []string {
 	return out
 }
 
-func indexOf(names []string, s string) int {
-	for i, n := range names {
-		if n == s {
-			return i
-		}
-	}
-	return -1
-}
