@@ -220,4 +220,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-
