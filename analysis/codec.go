@@ -64,16 +64,38 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		out.Propagated = append(out.Propagated, propagatedJSON{Pair: k, Claims: *v})
 	}
 	slices.SortFunc(out.Propagated, func(x, y propagatedJSON) int { return x.Pair.Compare(y.Pair) })
-	for k, g := range s.APIs {
+	out.APIs = graphsJSON(s.APIs)
+	return json.Marshal(out)
+}
+
+// graphsJSON encodes call graphs as a sorted list.
+func graphsJSON(m map[string]*graph.APIGraph) []apiJSON {
+	out := make([]apiJSON, 0, len(m))
+	for k, g := range m {
 		a := apiJSON{API: k, Traces: g.Traces, Nodes: nodesJSON(g.Nodes)}
 		for p, v := range g.Edges {
 			a.Edges = append(a.Edges, pairJSON{Pair: p, Stats: *v})
 		}
 		slices.SortFunc(a.Edges, func(x, y pairJSON) int { return x.Pair.Compare(y.Pair) })
-		out.APIs = append(out.APIs, a)
+		out = append(out, a)
 	}
-	slices.SortFunc(out.APIs, func(x, y apiJSON) int { return cmp.Compare(x.API, y.API) })
-	return json.Marshal(out)
+	slices.SortFunc(out, func(x, y apiJSON) int { return cmp.Compare(x.API, y.API) })
+	return out
+}
+
+// graph decodes one call graph.
+func (a apiJSON) graph() *graph.APIGraph {
+	g := graph.NewAPIGraph(a.API)
+	g.Traces = a.Traces
+	for _, n := range a.Nodes {
+		st := n.Stats
+		g.Nodes[n.Node] = &st
+	}
+	for _, e := range a.Edges {
+		st := e.Stats
+		g.Edges[e.Pair] = &st
+	}
+	return g
 }
 
 func nodesJSON(m map[graph.Node]*graph.NodeStats) []nodeJSON {
@@ -109,17 +131,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		s.Propagated[p.Pair] = &c
 	}
 	for _, a := range in.APIs {
-		g := graph.NewAPIGraph(a.API)
-		g.Traces = a.Traces
-		for _, n := range a.Nodes {
-			st := n.Stats
-			g.Nodes[n.Node] = &st
-		}
-		for _, e := range a.Edges {
-			st := e.Stats
-			g.Edges[e.Pair] = &st
-		}
-		s.APIs[a.API] = g
+		s.APIs[a.API] = a.graph()
 	}
 	return nil
 }

@@ -202,3 +202,34 @@ func TestWindowOf(t *testing.T) {
 		t.Errorf("windows %d %d", a, b)
 	}
 }
+
+// The call graphs and edges of summaries, merged, give the call graph the
+// windows' states give: what the REST API's /graph answers from stored
+// summaries.
+func TestMergeSummariesGraph(t *testing.T) {
+	traces := corpus(t, 300)
+	cfg := analysis.Config{Window: time.Minute}
+	_, ws := analysis.Batch(graph.Lists(clone(traces)), cfg, 1)
+	var sums []*analysis.WindowSummary
+	for _, s := range ws.Summaries(cfg) {
+		b, _ := json.Marshal(s)
+		var back analysis.WindowSummary
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, &back)
+	}
+	want, err := ws.Merged().Graph("front GET /dispatch", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := analysis.MergeSummaries(sums).Graph("front GET /dispatch", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) || len(want.Edges) < 3 {
+		t.Fatalf("graph from summaries differs:\n%s\n%s", a, b)
+	}
+}

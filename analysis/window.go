@@ -140,6 +140,9 @@ type WindowSummary struct {
 	Window int64
 	Edges  map[graph.Edge]*graph.EdgeStats
 	APIs   map[string]APIPotential
+	// Graphs are the call graphs of the root APIs (the REST API's
+	// /graph, the UI's DAG, what-if over a learned graph).
+	Graphs map[string]*graph.APIGraph
 }
 
 // Summary summarises window k's state s.
@@ -150,17 +153,49 @@ func (s *State) Summary(k int64, cfg Config) *WindowSummary {
 		sum.Edges[e] = &c
 	}
 	pot := newPotentialIndex(s, cfg)
+	sum.Graphs = make(map[string]*graph.APIGraph, len(s.APIs))
 	for api, g := range s.APIs {
 		with, without := radius.Potential(pot.nodes(g))
 		sum.APIs[api] = APIPotential{With: with, Without: without}
+		c := graph.NewAPIGraph(api)
+		c.Merge(g, 1)
+		sum.Graphs[api] = c
 	}
 	return sum
+}
+
+// MergeSummaries returns a State holding the sum of the summaries' edges
+// and call graphs — what a range of windows says about dependencies and
+// call graphs (Graph and WhatIfModel read it; the claims tallies a State
+// also keeps are not in summaries and stay empty).
+func MergeSummaries(sums []*WindowSummary) *State {
+	s := NewState()
+	for _, w := range sums {
+		for e, st := range w.Edges {
+			cur := s.Edges[e]
+			if cur == nil {
+				cur = &graph.EdgeStats{}
+				s.Edges[e] = cur
+			}
+			cur.Merge(st, 1)
+		}
+		for api, g := range w.Graphs {
+			cur := s.APIs[api]
+			if cur == nil {
+				cur = graph.NewAPIGraph(api)
+				s.APIs[api] = cur
+			}
+			cur.Merge(g, 1)
+		}
+	}
+	return s
 }
 
 type summaryJSON struct {
 	Version int        `json:"version"`
 	Window  int64      `json:"window"`
 	Edges   []edgeJSON `json:"edges"`
+	Graphs  []apiJSON  `json:"graphs,omitempty"`
 	APIs    []struct {
 		API string `json:"api"`
 		APIPotential
@@ -190,6 +225,7 @@ func (w *WindowSummary) MarshalJSON() ([]byte, error) {
 	}) int {
 		return cmp.Compare(x.API, y.API)
 	})
+	out.Graphs = graphsJSON(w.Graphs)
 	return json.Marshal(out)
 }
 
@@ -209,6 +245,10 @@ func (w *WindowSummary) UnmarshalJSON(b []byte) error {
 	}
 	for _, a := range in.APIs {
 		w.APIs[a.API] = a.APIPotential
+	}
+	w.Graphs = make(map[string]*graph.APIGraph, len(in.Graphs))
+	for _, a := range in.Graphs {
+		w.Graphs[a.API] = a.graph()
 	}
 	return nil
 }
