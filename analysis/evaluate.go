@@ -48,6 +48,10 @@ type TraceResult struct {
 	// Versions lists the service.version of every instrumented service of
 	// the trace that reported one, sorted.
 	Versions []ServiceVersion
+	// Nodes counts, per node of the trace, its hops and the failure events
+	// it owns, sorted by node: incidents are detected from their
+	// per-minute sums (SPEC §4.8: the owned-failure rate of an owner).
+	Nodes []NodeCount
 	// Events are the failure events; Radius is their largest radius.
 	Events []Event
 	Radius int
@@ -152,6 +156,13 @@ func (s *State) Class(e graph.Edge, cfg Config) EdgeClass {
 // callers' CLIENT spans.
 func (s *ServiceResult) IsVirtual() bool { return s.Requests > 0 && s.VirtualRequests == s.Requests }
 
+// NodeCount is a node's hops and owned failure events in one trace.
+type NodeCount struct {
+	Node     graph.Node `json:"node"`
+	Requests int64      `json:"requests"`
+	Owned    int64      `json:"owned"`
+}
+
 // ServiceVersion is a service.version a service ran in a trace.
 type ServiceVersion struct {
 	Service string `json:"service"`
@@ -220,7 +231,43 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	}
 	e.services(t, &r)
 	r.Versions = versions(t, r.Versions)
+	r.Nodes = e.nodes(t, &r)
 	return r
+}
+
+// nodes counts the hops and owned events of every node of t.
+func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
+	out := make([]NodeCount, 0, 8)
+	var index map[graph.Node]int // past a few nodes, a linear search costs more
+	find := func(n graph.Node) *NodeCount {
+		if index == nil {
+			for i := range out {
+				if out[i].Node == n {
+					return &out[i]
+				}
+			}
+		} else if i, ok := index[n]; ok {
+			return &out[i]
+		}
+		out = append(out, NodeCount{Node: n})
+		if index == nil && len(out) > 16 {
+			index = make(map[graph.Node]int, 64)
+			for i := range out {
+				index[out[i].Node] = i
+			}
+		} else if index != nil {
+			index[n] = len(out) - 1
+		}
+		return &out[len(out)-1]
+	}
+	for i := range t.Hops {
+		find(t.Hops[i].Key()).Requests++
+	}
+	for _, ev := range r.Events {
+		find(ev.Owner).Owned++
+	}
+	slices.SortFunc(out, func(x, y NodeCount) int { return x.Node.Compare(y.Node) })
+	return out
 }
 
 // versions lists the (service, version) pairs of t's instrumented hops.

@@ -20,6 +20,11 @@ type Report struct {
 	APIs map[string]*APIAgg
 	// Services aggregates what traces said about each service.
 	Services map[string]*ServiceResult
+	// Nodes aggregates each node's hops and owned failures.
+	Nodes map[graph.Node]*NodeAgg
+	// Versions aggregates, per root API, service and version, the traces
+	// that service ran that version in.
+	Versions map[VersionKey]*VersionAgg
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -51,11 +56,50 @@ type APIAgg struct {
 // requests prevented.
 type OwnerAgg struct {
 	Events, Spurious int64
+	// Traces counts the traces the owner had a failure event in;
+	// Suppressed the suppressed retries of those traces.
+	Traces, Suppressed int64
+	// RadiusSum sums the radius of its failure events and Radius counts
+	// them by radius; Amplification counts its traces by its
+	// amplification in them. An incident's figures are read from these.
+	RadiusSum     int64
+	Radius        map[int]int64
+	Amplification map[float64]int64
+}
+
+func (o *OwnerAgg) isZero() bool {
+	return o.Events == 0 && o.Spurious == 0 && o.Traces == 0 && o.Suppressed == 0 && o.RadiusSum == 0 &&
+		len(o.Radius) == 0 && len(o.Amplification) == 0
+}
+
+// NodeAgg counts a node's hops and the failure events it owned: its
+// owned-failure rate is Owned / Requests (SPEC §4.8).
+type NodeAgg struct {
+	Requests, Owned int64
+}
+
+// VersionKey is a service.version of one service in one root API's
+// traces.
+type VersionKey struct {
+	API, Service, Version string
+}
+
+// VersionAgg aggregates the traces of a root API in which a service ran a
+// version: what the rollout gate compares between versions.
+type VersionAgg struct {
+	Traces, Failed, RootErrors, RadiusSum int64
+	Radius                                map[int]int64
+	Amplification                         map[float64]int64
+}
+
+func (v *VersionAgg) isZero() bool {
+	return v.Traces == 0 && v.Failed == 0 && v.RootErrors == 0 && v.RadiusSum == 0 && len(v.Radius) == 0 && len(v.Amplification) == 0
 }
 
 // NewReport returns an empty Report.
 func NewReport() *Report {
-	return &Report{APIs: map[string]*APIAgg{}, Services: map[string]*ServiceResult{}}
+	return &Report{APIs: map[string]*APIAgg{}, Services: map[string]*ServiceResult{},
+		Nodes: map[graph.Node]*NodeAgg{}, Versions: map[VersionKey]*VersionAgg{}}
 }
 
 // API returns the aggregate of api, created empty if needed.
@@ -82,10 +126,30 @@ func (r *Report) Service(name string) *ServiceResult {
 func (a *APIAgg) Owner(n graph.Node) *OwnerAgg {
 	o := a.Owners[n]
 	if o == nil {
-		o = &OwnerAgg{}
+		o = &OwnerAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
 		a.Owners[n] = o
 	}
 	return o
+}
+
+// Node returns the aggregate of a node, created empty if needed.
+func (r *Report) Node(n graph.Node) *NodeAgg {
+	a := r.Nodes[n]
+	if a == nil {
+		a = &NodeAgg{}
+		r.Nodes[n] = a
+	}
+	return a
+}
+
+// Version returns the aggregate of a version, created empty if needed.
+func (r *Report) Version(k VersionKey) *VersionAgg {
+	v := r.Versions[k]
+	if v == nil {
+		v = &VersionAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
+		r.Versions[k] = v
+	}
+	return v
 }
 
 // Add adds one trace result (sign +1) or removes it again (sign -1).
@@ -95,6 +159,11 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 	r.Fragments += sign * int64(tr.Fragments)
 	for i := range tr.Services {
 		r.Service(tr.Services[i].Service).merge(&tr.Services[i], sign)
+	}
+	for i := range tr.Nodes {
+		n := r.Node(tr.Nodes[i].Node)
+		n.Requests += sign * tr.Nodes[i].Requests
+		n.Owned += sign * tr.Nodes[i].Owned
 	}
 	if tr.API != "" {
 		a := r.API(tr.API)
@@ -124,6 +193,28 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 				ag := a.Owner(o.Node)
 				ag.Events += sign * o.Hops
 				ag.Spurious += sign * o.Spurious
+				ag.Traces += sign
+				ag.Suppressed += sign * tr.Suppressed
+				ag.Amplification[o.Amplification()] += sign
+			}
+			for i := range tr.Events {
+				ev := &tr.Events[i]
+				ag := a.Owner(ev.Owner)
+				ag.RadiusSum += sign * int64(ev.Radius)
+				ag.Radius[ev.Radius] += sign
+			}
+		}
+		for _, v := range tr.Versions {
+			va := r.Version(VersionKey{API: tr.API, Service: v.Service, Version: v.Version})
+			va.Traces += sign
+			if tr.RootFailed {
+				va.RootErrors += sign
+			}
+			if tr.Failed() {
+				va.Failed += sign
+				va.RadiusSum += sign * int64(tr.Radius)
+				va.Radius[tr.Radius] += sign
+				va.Amplification[tr.MaxAmplification()] += sign
 			}
 		}
 	}
@@ -160,8 +251,38 @@ func (r *Report) Merge(o *Report, sign int64) {
 	for k, v := range o.APIs {
 		r.API(k).merge(v, sign)
 	}
+	for k, v := range o.Nodes {
+		n := r.Node(k)
+		n.Requests += sign * v.Requests
+		n.Owned += sign * v.Owned
+	}
+	for k, v := range o.Versions {
+		va := r.Version(k)
+		va.Traces += sign * v.Traces
+		va.Failed += sign * v.Failed
+		va.RootErrors += sign * v.RootErrors
+		va.RadiusSum += sign * v.RadiusSum
+		addHist(va.Radius, v.Radius, sign)
+		addHist(va.Amplification, v.Amplification, sign)
+	}
 	if sign < 0 {
 		r.Prune()
+	}
+}
+
+// addHist adds sign × src to dst.
+func addHist[K comparable](dst, src map[K]int64, sign int64) {
+	for k, n := range src {
+		dst[k] += sign * n
+	}
+}
+
+// dropZeros removes the keys whose count is zero.
+func dropZeros[K comparable](m map[K]int64) {
+	for k, n := range m {
+		if n == 0 {
+			delete(m, k)
+		}
 	}
 }
 
@@ -189,6 +310,11 @@ func (a *APIAgg) merge(v *APIAgg, sign int64) {
 		ag := a.Owner(n)
 		ag.Events += sign * c.Events
 		ag.Spurious += sign * c.Spurious
+		ag.Traces += sign * c.Traces
+		ag.Suppressed += sign * c.Suppressed
+		ag.RadiusSum += sign * c.RadiusSum
+		addHist(ag.Radius, c.Radius, sign)
+		addHist(ag.Amplification, c.Amplification, sign)
 	}
 }
 
@@ -212,12 +338,26 @@ func (r *Report) Prune() {
 			}
 		}
 		for n, o := range a.Owners {
-			if *o == (OwnerAgg{}) {
+			dropZeros(o.Radius)
+			dropZeros(o.Amplification)
+			if o.isZero() {
 				delete(a.Owners, n)
 			}
 		}
 		if a.isZero() {
 			delete(r.APIs, k)
+		}
+	}
+	for k, n := range r.Nodes {
+		if *n == (NodeAgg{}) {
+			delete(r.Nodes, k)
+		}
+	}
+	for k, v := range r.Versions {
+		dropZeros(v.Radius)
+		dropZeros(v.Amplification)
+		if v.isZero() {
+			delete(r.Versions, k)
 		}
 	}
 }

@@ -58,6 +58,10 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 	for i := range r.Services {
 		name(r.Services[i].Service)
 	}
+	for i := range r.Nodes {
+		name(r.Nodes[i].Node.Service)
+		name(r.Nodes[i].Node.Operation)
+	}
 	e.table = table[:0]
 
 	uv := binary.AppendUvarint
@@ -121,6 +125,14 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 			s.OwnedFailures, s.Requests, s.VirtualRequests, s.Counterfactual, s.Spurious} {
 			b = v(b, x)
 		}
+	}
+	b = uv(b, uint64(len(r.Nodes)))
+	for i := range r.Nodes {
+		n := &r.Nodes[i]
+		b = uv(b, e.names[n.Node.Service])
+		b = uv(b, e.names[n.Node.Operation])
+		b = v(b, n.Requests)
+		b = v(b, n.Owned)
 	}
 	return b
 }
@@ -258,6 +270,14 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 		for _, p := range [...]*int64{&s.Misattributed, &s.NaiveMisattributed, &s.Eligible, &s.Mismatches, &s.ContextDrops,
 			&s.OwnedFailures, &s.Requests, &s.VirtualRequests, &s.Counterfactual, &s.Spurious} {
 			*p = r.v("service counts")
+		}
+	}
+	if n := r.count(4, "nodes"); n > 0 || r.err == nil {
+		out.Nodes = make([]NodeCount, n)
+		for i := range out.Nodes {
+			nc := &out.Nodes[i]
+			nc.Node = graph.Node{Service: r.name(table, "node"), Operation: r.name(table, "node operation")}
+			nc.Requests, nc.Owned = r.v("node requests"), r.v("node owned")
 		}
 	}
 	if r.err != nil {

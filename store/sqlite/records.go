@@ -372,10 +372,57 @@ func upsertReport(ctx context.Context, tx *txStatements, tier int, bucket int64,
 			}
 		}
 		for o, c := range a.Owners {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner (tier, bucket, api, service, operation, events, spurious)
-				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation)
-				DO UPDATE SET events = events + excluded.events, spurious = spurious + excluded.spurious`,
-				tier, bucket, api, o.Service, o.Operation, c.Events, c.Spurious); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner (tier, bucket, api, service, operation, events, spurious,
+				traces, suppressed, radius_sum) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation)
+				DO UPDATE SET events = events + excluded.events, spurious = spurious + excluded.spurious,
+				traces = traces + excluded.traces, suppressed = suppressed + excluded.suppressed,
+				radius_sum = radius_sum + excluded.radius_sum`,
+				tier, bucket, api, o.Service, o.Operation, c.Events, c.Spurious, c.Traces, c.Suppressed, c.RadiusSum); err != nil {
+				return err
+			}
+			for r, n := range c.Radius {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner_radius (tier, bucket, api, service, operation, radius, n)
+					VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation, radius) DO UPDATE SET n = n + excluded.n`,
+					tier, bucket, api, o.Service, o.Operation, r, n); err != nil {
+					return err
+				}
+			}
+			for amp, n := range c.Amplification {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner_amp (tier, bucket, api, service, operation, amp, n)
+					VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation, amp) DO UPDATE SET n = n + excluded.n`,
+					tier, bucket, api, o.Service, o.Operation, amp, n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for n, a := range d.Nodes {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_node (tier, bucket, service, operation, requests, owned)
+			VALUES (?,?,?,?,?,?) ON CONFLICT (tier, bucket, service, operation)
+			DO UPDATE SET requests = requests + excluded.requests, owned = owned + excluded.owned`,
+			tier, bucket, n.Service, n.Operation, a.Requests, a.Owned); err != nil {
+			return err
+		}
+	}
+	for k, v := range d.Versions {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version (tier, bucket, api, service, version, traces, failed,
+			root_errors, radius_sum) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version)
+			DO UPDATE SET traces = traces + excluded.traces, failed = failed + excluded.failed,
+			root_errors = root_errors + excluded.root_errors, radius_sum = radius_sum + excluded.radius_sum`,
+			tier, bucket, k.API, k.Service, k.Version, v.Traces, v.Failed, v.RootErrors, v.RadiusSum); err != nil {
+			return err
+		}
+		for r, n := range v.Radius {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version_radius (tier, bucket, api, service, version, radius, n)
+				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version, radius) DO UPDATE SET n = n + excluded.n`,
+				tier, bucket, k.API, k.Service, k.Version, r, n); err != nil {
+				return err
+			}
+		}
+		for amp, n := range v.Amplification {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version_amp (tier, bucket, api, service, version, amp, n)
+				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version, amp) DO UPDATE SET n = n + excluded.n`,
+				tier, bucket, k.API, k.Service, k.Version, amp, n); err != nil {
 				return err
 			}
 		}
@@ -519,7 +566,8 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return unavailable(ctx, "delete rollups", err)
 	}
 	defer tx.Rollback()
-	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"} {
+	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service",
+		"rollup_node", "rollup_owner_radius", "rollup_owner_amp", "rollup_version", "rollup_version_radius", "rollup_version_amp"} {
 		// Table names are our own constants.
 		for tier, size := range tierMinutes {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, tier, floorDiv(minute, size)); err != nil {

@@ -128,19 +128,100 @@ func (s *Store) reportRange(ctx context.Context, br bucketRange, api string) (*a
 	if err != nil {
 		return nil, err
 	}
-	err = s.scan(ctx, `SELECT api, service, operation, sum(events), sum(spurious) FROM rollup_owner WHERE `+apiCond+`
-		GROUP BY api, service, operation`, apiArgs, func(rows *sql.Rows) error {
+	err = s.scan(ctx, `SELECT api, service, operation, sum(events), sum(spurious), sum(traces), sum(suppressed), sum(radius_sum)
+		FROM rollup_owner WHERE `+apiCond+` GROUP BY api, service, operation`, apiArgs, func(rows *sql.Rows) error {
 		var name string
 		var n graph.Node
 		var o analysis.OwnerAgg
-		if err := rows.Scan(&name, &n.Service, &n.Operation, &o.Events, &o.Spurious); err != nil {
+		if err := rows.Scan(&name, &n.Service, &n.Operation, &o.Events, &o.Spurious, &o.Traces, &o.Suppressed, &o.RadiusSum); err != nil {
 			return err
 		}
-		*rep.API(name).Owner(n) = o
+		dst := rep.API(name).Owner(n)
+		o.Radius, o.Amplification = dst.Radius, dst.Amplification
+		*dst = o
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	err = s.scan(ctx, `SELECT api, service, operation, radius, sum(n) FROM rollup_owner_radius WHERE `+apiCond+`
+		GROUP BY api, service, operation, radius HAVING sum(n) <> 0`, apiArgs, func(rows *sql.Rows) error {
+		var name string
+		var nd graph.Node
+		var r int
+		var n int64
+		if err := rows.Scan(&name, &nd.Service, &nd.Operation, &r, &n); err != nil {
+			return err
+		}
+		rep.API(name).Owner(nd).Radius[r] += n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.scan(ctx, `SELECT api, service, operation, amp, sum(n) FROM rollup_owner_amp WHERE `+apiCond+`
+		GROUP BY api, service, operation, amp HAVING sum(n) <> 0`, apiArgs, func(rows *sql.Rows) error {
+		var name string
+		var nd graph.Node
+		var amp float64
+		var n int64
+		if err := rows.Scan(&name, &nd.Service, &nd.Operation, &amp, &n); err != nil {
+			return err
+		}
+		rep.API(name).Owner(nd).Amplification[amp] += n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.scan(ctx, `SELECT service, operation, sum(requests), sum(owned) FROM rollup_node WHERE `+cond+`
+		GROUP BY service, operation`, args, func(rows *sql.Rows) error {
+		var nd graph.Node
+		var a analysis.NodeAgg
+		if err := rows.Scan(&nd.Service, &nd.Operation, &a.Requests, &a.Owned); err != nil {
+			return err
+		}
+		*rep.Node(nd) = a
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.scan(ctx, `SELECT api, service, version, sum(traces), sum(failed), sum(root_errors), sum(radius_sum)
+		FROM rollup_version WHERE `+apiCond+` GROUP BY api, service, version`, apiArgs, func(rows *sql.Rows) error {
+		var k analysis.VersionKey
+		var v analysis.VersionAgg
+		if err := rows.Scan(&k.API, &k.Service, &k.Version, &v.Traces, &v.Failed, &v.RootErrors, &v.RadiusSum); err != nil {
+			return err
+		}
+		dst := rep.Version(k)
+		v.Radius, v.Amplification = dst.Radius, dst.Amplification
+		*dst = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range []struct{ table, col string }{{"rollup_version_radius", "radius"}, {"rollup_version_amp", "amp"}} {
+		// Table and column names are our own constants.
+		err = s.scan(ctx, `SELECT api, service, version, `+h.col+`, sum(n) FROM `+h.table+` WHERE `+apiCond+`
+			GROUP BY api, service, version, `+h.col+` HAVING sum(n) <> 0`, apiArgs, func(rows *sql.Rows) error {
+			var k analysis.VersionKey
+			var x float64
+			var n int64
+			if err := rows.Scan(&k.API, &k.Service, &k.Version, &x, &n); err != nil {
+				return err
+			}
+			if h.col == "radius" {
+				rep.Version(k).Radius[int(x)] += n
+			} else {
+				rep.Version(k).Amplification[x] += n
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	err = s.scan(ctx, `SELECT service, sum(correct), sum(false_claim), sum(false_unclaim), sum(missing), sum(invalid),
 		sum(mismatches), sum(misattributed), sum(naive), sum(eligible), sum(context_drops), sum(owned), sum(requests),
