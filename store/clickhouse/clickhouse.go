@@ -4,23 +4,31 @@
 // (18.16) and on current releases; current releases get extras (TTL,
 // codecs, LowCardinality, a bloom-filter index), see schema/clickhouse.
 //
-// Every table is partitioned by day (retention drops partitions) and, but
-// for the span write log, is a ReplacingMergeTree: a row is replaced by
-// inserting its key again with a higher version, and readers take the
-// latest version per key (FINAL, with only key columns in the FINAL
-// query's own conditions). A deleted record leaves a row with deleted = 1.
+// Every table is partitioned by day (retention drops partitions). Records,
+// states, summaries, markers and the trace index are ReplacingMergeTrees:
+// a row is replaced by inserting its key again with a higher version, and
+// readers take the latest version per key (FINAL, with only key columns in
+// the FINAL query's own conditions). A deleted record leaves a row with
+// deleted = 1. Spans are one row per trace per write (trace_spans), read
+// back each span once; the write log comes from the same insert.
+//
+// Every insert costs the server a part, so each operation makes few:
+// WriteSpans one, Apply at most five (markers, records, rollups, states,
+// checkpoint).
 //
 // ClickHouse has no multi-table transactions, so Apply is a sequence of
 // inserts made safe by markers: it first marks the minutes and windows it
-// touches dirty, then writes the records, recomputes the rollups of the
-// dirty minutes from the records — idempotent, never by deltas — writes
-// the window states and the checkpoint, and only then marks the minutes
-// and windows clean. A minute left dirty by a crash or a failed Apply is
-// recomputed by the next Apply; a window left dirty has a state that is
-// not exact (see State). Hourly rollups are recomputed from the minutes by
-// the first Apply that no longer touches the hour (the hour a pipeline is
-// filling is not recomputed at every batch); until then the hour is dirty
-// and reports read it from its minutes.
+// touches dirty, then writes the records, the rollup deltas of the
+// minutes (and of their hours and days: rollups have three tiers, all kept
+// by deltas, so reports are exact as soon as Apply returns), the window
+// states and the checkpoint. A window's state is exact when it was written
+// after the window's latest dirty marker. A minute an Apply did not finish
+// (or that a crash left dirty: they are read at Open) is recomputed from
+// the records by the next Apply, with its hour and day, under a new
+// generation: readers sum only each bucket's current generation, so the
+// deltas of an interrupted Apply, even one that lands late, are dropped.
+// Minutes are marked clean again lazily, by the next Apply's markers (or
+// Close): a crash only costs recomputing the last batch's minutes.
 //
 // One process writes (the pipeline of `serve` or `cmd/ingest`); any
 // number read.
@@ -89,12 +97,22 @@ type Store struct {
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64
+	spanW  spanWriter // under spanMu
 
 	applyMu sync.Mutex // one Apply at a time
 	// repair holds minutes whose rollups must be recomputed by the next
-	// Apply: dirty at Open (a crash), or touched by a failed Apply; hours
-	// the hours whose hourly rollups are behind their minutes.
-	repair, hours map[int64]struct{}
+	// Apply: dirty at Open (a crash), or touched by a failed Apply.
+	repair map[int64]struct{}
+	// clean holds the minutes the last Apply finished: its markers say
+	// dirty until the next Apply's markers (or Close) say otherwise.
+	clean map[int64]struct{}
+	// gens is the current generation of every rollup bucket that has one
+	// (loaded by the first Apply; nil before).
+	gens map[bucketKey]uint64
+	// legacy: the database holds spans in the table of earlier releases
+	// (one row per span), read as well as trace_spans.
+	legacy bool
+	enc    analysis.ResultEncoder // under applyMu
 
 	verMu   sync.Mutex
 	lastVer uint64
@@ -131,7 +149,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if dial == nil {
 		dial = ch.Open
 	}
-	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, hours: map[int64]struct{}{}}
+	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -165,7 +183,7 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	}
 	// Versions order the rows of one key; they come from the clock, kept
 	// above every version already stored in the small tables.
-	for _, table := range []string{"dirty", "meta", "states", "summaries"} {
+	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {
 		var v uint64
 		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
 			return err
@@ -175,6 +193,12 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if err := s.readDirty(ctx); err != nil {
 		return err
 	}
+	var legacy uint64
+	if err := s.queryRow(ctx, "look for legacy spans", `SELECT count() FROM system.parts WHERE database = `+quote(s.db)+
+		` AND table = 'spans' AND active AND rows > 0`, &legacy); err != nil {
+		return err
+	}
+	s.legacy = legacy > 0
 	return s.applyTTL(ctx, meta, opts.TTL)
 }
 
@@ -347,8 +371,10 @@ func (s *Store) retentionFloor(ctx context.Context) int64 {
 	return s.floor
 }
 
-// Close closes the connections. Nothing needs flushing: every write is
-// acknowledged by the server before the method that made it returns.
+// Close marks the minutes the last Apply finished clean and closes the
+// connections. Every write is acknowledged by the server before the method
+// that made it returns; the markers only spare the next store recomputing
+// those minutes.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -358,6 +384,14 @@ func (s *Store) Close() error {
 	s.applyMu.Lock()
 	defer s.spanMu.Unlock()
 	defer s.applyMu.Unlock()
+	if len(s.clean) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := s.mark(ctx, s.versions(1), marks{clean: keys(s.clean)})
+		cancel()
+		if err != nil {
+			s.log.Warn("clickhouse: marking the last batch's minutes clean; the next store recomputes them", "err", err)
+		}
+	}
 	return s.conn.Close()
 }
 

@@ -27,6 +27,7 @@ type faultyConn struct {
 	driver.Conn
 	mu   sync.Mutex
 	fail []string
+	land bool // the failing inserts are sent all the same: they land, the caller sees an error
 }
 
 var errInjected = &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
@@ -45,7 +46,15 @@ func (c *faultyConn) failing(q string) bool {
 func (c *faultyConn) set(fail ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.fail = fail
+	c.fail, c.land = fail, false
+}
+
+// landing makes the inserts that contain one of fail land and then fail,
+// as an insert whose connection died after the server had the data.
+func (c *faultyConn) landing(fail ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail, c.land = fail, true
 }
 
 func (c *faultyConn) Exec(ctx context.Context, q string, args ...any) error {
@@ -57,9 +66,26 @@ func (c *faultyConn) Exec(ctx context.Context, q string, args ...any) error {
 
 func (c *faultyConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	if c.failing(q) {
-		return nil, errInjected
+		c.mu.Lock()
+		land := c.land
+		c.mu.Unlock()
+		if !land {
+			return nil, errInjected
+		}
+		b, err := c.Conn.PrepareBatch(ctx, q, opts...)
+		return landedBatch{b}, err
 	}
 	return c.Conn.PrepareBatch(ctx, q, opts...)
+}
+
+// landedBatch is sent, then reported failed.
+type landedBatch struct{ driver.Batch }
+
+func (b landedBatch) Send() error {
+	if err := b.Batch.Send(); err != nil {
+		return err
+	}
+	return errInjected
 }
 
 // openFaulty opens a store at dsn whose connection fails on demand.
@@ -145,13 +171,13 @@ func TestRollupRepair(t *testing.T) {
 	}
 	checkRollups(t, s, c, "after the first apply")
 
-	// Delete the first half; stop after the totals were recomputed, before
-	// the per-API rollups.
+	// Delete the first half; stop after the records were written, before
+	// the rollups.
 	var dels []store.Change
 	for _, ch := range changes[:20] {
 		dels = append(dels, store.Change{Old: ch.New})
 	}
-	fc.set("INSERT INTO rollup_api")
+	fc.set("INSERT INTO rollups")
 	if err := s.Apply(ctx, store.Batch{Changes: dels}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("apply stopped at the rollups: %v, want ErrUnavailable", err)
 	}
@@ -169,7 +195,7 @@ func TestRollupRepair(t *testing.T) {
 	for _, ch := range changes[20:30] {
 		dels = append(dels, store.Change{Old: ch.New})
 	}
-	fc.set("INSERT INTO rollup_owner")
+	fc.set("INSERT INTO rollups")
 	if err := s.Apply(ctx, store.Batch{Changes: dels}); err == nil {
 		t.Fatal("apply stopped at the rollups succeeded")
 	}
@@ -182,6 +208,95 @@ func TestRollupRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRollups(t, s, c, "repaired by the next store")
+}
+
+// Rollup changes that land although the Apply that sent them failed (the
+// connection died after the server had them) count for nothing once the
+// minutes are repaired: the repair recomputes them under a new generation,
+// and so does a later Apply's when it fails the same way.
+func TestRollupLateLanding(t *testing.T) {
+	ctx := context.Background()
+	dsn := freshDatabase(t, server(t))
+	s, fc := openFaulty(t, dsn)
+	defer func() { s.Close() }()
+	c := storetest.NewCorpus(t, 40, time.Date(2026, 3, 1, 23, 55, 0, 0, time.UTC), 15*time.Second) // across midnight
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 1)})
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes[:20]}); err != nil {
+		t.Fatal(err)
+	}
+	// The rollups of the second half land, the Apply fails.
+	fc.landing("INSERT INTO rollups")
+	if err := s.Apply(ctx, store.Batch{Changes: changes[20:]}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("apply whose rollups landed: %v, want ErrUnavailable", err)
+	}
+	fc.set()
+	// The pipeline applies the batch again (its records as now stored are
+	// the old ones): the minutes are recomputed, nothing counted twice.
+	var again []store.Change
+	for _, ch := range changes[20:] {
+		again = append(again, store.Change{Old: ch.New, New: ch.New})
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: again}); err != nil {
+		t.Fatal(err)
+	}
+	checkRollups(t, s, c, "repaired after the late rollups")
+	// A repair whose new generation lands although it failed: repaired
+	// again by the next Apply.
+	var dels []store.Change
+	for _, ch := range changes[:10] {
+		dels = append(dels, store.Change{Old: ch.New})
+	}
+	fc.landing("INSERT INTO rollups")
+	if err := s.Apply(ctx, store.Batch{Changes: dels}); err == nil {
+		t.Fatal("apply whose rollups landed succeeded")
+	}
+	fc.landing("INSERT INTO rollup_gens")
+	if err := s.Apply(ctx, store.Batch{}); err == nil {
+		t.Fatal("repair whose generation landed succeeded")
+	}
+	fc.set()
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{Old: changes[10].New}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkRollups(t, s, c, "repaired once more")
+	if n := len(s.gens); n == 0 {
+		t.Fatal("no bucket was recomputed")
+	}
+	// Another process reads the same.
+	r := open(t, dsn, time.Hour)
+	defer r.Close()
+	checkRollups(t, r, c, "read by another store")
+	for _, q := range []store.Query{{From: time.Date(2026, 3, 1, 23, 58, 0, 0, time.UTC).UnixNano(), To: time.Date(2026, 3, 2, 0, 3, 0, 0, time.UTC).UnixNano()}} {
+		got, err := r.Report(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := r.Records(ctx, traceIDs(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := analysis.NewReport()
+		for _, rec := range recs {
+			if q.Contains(rec.Start) {
+				want.Add(rec.Result, 1)
+			}
+		}
+		want.Prune()
+		if g, w := doc(t, got), doc(t, want); g != w {
+			t.Fatalf("query %+v:\n got %s\nwant %s", q, g, w)
+		}
+	}
+}
+
+func traceIDs(c *storetest.Corpus) []graph.TraceID {
+	var ids []graph.TraceID
+	for _, tr := range c.Traces {
+		ids = append(ids, tr.ID)
+	}
+	return ids
 }
 
 // A window whose records an Apply changed but whose state it did not

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,7 +106,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		for _, q := range run {
-			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil {
+			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil && !dropped(q, err) {
 				return err
 			}
 		}
@@ -119,6 +120,15 @@ func (s *Store) migrate(ctx context.Context) error {
 			"server", s.server.String(), "skipped_statements", skipped)
 	}
 	return nil
+}
+
+// dropped reports whether err is statement q failing because the columns
+// it drops are gone already: a migration that was cut short after it and
+// runs again.
+func dropped(q string, err error) bool {
+	var ex *ch.Exception
+	return strings.Contains(q, "DROP COLUMN") && errors.As(err, &ex) &&
+		(ex.Code == 44 || ex.Code == 10 || ex.Code == 16) // ILLEGAL_COLUMN (18.16), NOT_FOUND_COLUMN_IN_BLOCK, NO_SUCH_COLUMN_IN_TABLE
 }
 
 func (s *Store) appliedMigrations(ctx context.Context, table string) (map[int]bool, error) {
@@ -194,8 +204,10 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 }
 
 // ttlTables are the tables a TTL applies to, all partitioned by day.
-var ttlTables = []string{"spans", "writes", "records", "trace_index", "states", "summaries", "dirty",
-	"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"}
+var ttlTables = []string{"trace_spans", "writes", "records", "record_index", "states", "summaries", "dirty",
+	"rollups", "rollup_gens",
+	// Tables earlier releases wrote: what they hold expires too.
+	"spans", "trace_index", "rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"}
 
 // ttlRelease is the first release the extras, TTL included, are used on.
 var ttlRelease = serverVersion{21, 8}
@@ -226,21 +238,16 @@ func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Du
 	return s.putMeta(ctx, map[string]int64{metaTTL: days * nsPerDay})
 }
 
-// readDirty notes the minutes and hours an earlier process left dirty:
-// the next Apply recomputes their rollups.
+// readDirty notes the minutes an earlier process left dirty: the next
+// Apply recomputes their rollups (with their hours and days).
 func (s *Store) readDirty(ctx context.Context) error {
-	return s.query(ctx, "read dirty minutes", `SELECT kind, id FROM (SELECT kind, id, dirty FROM dirty FINAL WHERE kind IN ('minute', 'hour'))
+	return s.query(ctx, "read dirty minutes", `SELECT id FROM (SELECT id, dirty FROM dirty FINAL WHERE kind = 'minute')
 		WHERE dirty = 1`, func(r driver.Rows) error {
-		var kind string
-		var x int64
-		if err := r.Scan(&kind, &x); err != nil {
+		var m int64
+		if err := r.Scan(&m); err != nil {
 			return err
 		}
-		if kind == "hour" {
-			s.hours[x] = struct{}{}
-		} else {
-			s.repair[x] = struct{}{}
-		}
+		s.repair[m] = struct{}{}
 		return nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,171 +12,103 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
 
 var recordColumns = []string{"day", "win", "minute", "trace_id", "version", "deleted", "start", "api", "seq", "result",
-	"facts", "edges", "spans", "fragments", "failed", "root_failed", "remote_parent", "radius", "amp", "events",
-	"suppressed", "hops", "counterfactual", "misattributed", "naive", "eligible",
-	"owner_service", "owner_operation", "owner_events", "owner_spurious", "svc_name",
-	"svc_correct", "svc_false_claim", "svc_false_unclaim", "svc_missing", "svc_invalid", "svc_mismatches",
-	"svc_misattributed", "svc_naive", "svc_eligible", "svc_context_drops", "svc_owned", "svc_requests",
-	"svc_virtual_requests", "svc_counterfactual", "svc_spurious"}
-
-// numSvc is the number of per-service counts (svc_correct … svc_spurious).
-const numSvc = 15
-
-// svcCounts returns a service's counts in column order.
-func svcCounts(v *analysis.ServiceResult) [numSvc]int64 {
-	c := &v.Claims
-	return [numSvc]int64{c[attribution.AuditCorrect], c[attribution.AuditFalseClaim], c[attribution.AuditFalseUnclaim],
-		c[attribution.AuditMissing], c[attribution.AuditInvalid], v.Mismatches, v.Misattributed, v.NaiveMisattributed,
-		v.Eligible, v.ContextDrops, v.OwnedFailures, v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious}
-}
+	"facts", "edges"}
 
 // recordBlock is record rows as the columns of one insert.
 type recordBlock struct {
-	day                                                          []time.Time
-	win, minute                                                  []int64
-	id                                                           [][]byte
-	version                                                      []uint64
-	deleted                                                      []uint8
-	start                                                        []int64
-	api                                                          []string
-	seq                                                          []uint64
-	result, facts                                                []string
-	edges                                                        [][]uint64
-	spans, fragments                                             []int64
-	failed, rootFailed, remote                                   []uint8
-	radius                                                       []int64
-	amp                                                          []float64
-	events, suppressed, hops, counterfactual, mis, naive, eligib []int64
-	ownerSvc, ownerOp                                            [][]string
-	ownerEvents, ownerSpurious                                   [][]int64
-	svcName                                                      [][]string
-	svc                                                          [numSvc][][]int64
+	day           []time.Time
+	win, minute   []int64
+	id            [][]byte
+	version       []uint64
+	deleted       []uint8
+	start         []int64
+	api           []string
+	seq           []uint64
+	result, facts []string
+	edges         [][]uint64
+	buf           []byte // encoded results, one string per block
+	ends          []int
 }
 
 func (b *recordBlock) columns() []any {
-	out := []any{b.day, b.win, b.minute, b.id, b.version, b.deleted, b.start, b.api, b.seq, b.result, b.facts, b.edges,
-		b.spans, b.fragments, b.failed, b.rootFailed, b.remote, b.radius, b.amp, b.events, b.suppressed, b.hops,
-		b.counterfactual, b.mis, b.naive, b.eligib, b.ownerSvc, b.ownerOp, b.ownerEvents, b.ownerSpurious, b.svcName}
-	for i := range b.svc {
-		out = append(out, b.svc[i])
-	}
-	return out
+	return []any{b.day, b.win, b.minute, b.id, b.version, b.deleted, b.start, b.api, b.seq, b.result, b.facts, b.edges}
 }
 
 // add appends the row of r under version v: r's record, or a tombstone
-// for its key when deleted.
-func (b *recordBlock) add(r *store.Record, v uint64, deleted bool) error {
+// for its key when deleted. Results are encoded into b.buf; finish makes
+// them strings.
+func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64, deleted bool) {
 	m := r.Minute()
 	b.day = append(b.day, dayDate(dayOfMinute(m)))
 	b.win = append(b.win, r.Window)
 	b.minute = append(b.minute, m)
 	b.id = append(b.id, r.TraceID[:])
 	b.version = append(b.version, v)
+	b.start = append(b.start, r.Start)
 	if deleted {
 		b.deleted = append(b.deleted, 1)
-		b.start = append(b.start, r.Start)
-		b.api, b.seq, b.result, b.facts = append(b.api, ""), append(b.seq, 0), append(b.result, ""), append(b.facts, "")
+		b.api, b.seq, b.facts = append(b.api, ""), append(b.seq, 0), append(b.facts, "")
 		b.edges = append(b.edges, nil)
-		for _, c := range []*[]int64{&b.spans, &b.fragments, &b.radius, &b.events, &b.suppressed, &b.hops,
-			&b.counterfactual, &b.mis, &b.naive, &b.eligib} {
-			*c = append(*c, 0)
-		}
-		b.failed, b.rootFailed, b.remote = append(b.failed, 0), append(b.rootFailed, 0), append(b.remote, 0)
-		b.amp = append(b.amp, 0)
-		b.ownerSvc, b.ownerOp = append(b.ownerSvc, nil), append(b.ownerOp, nil)
-		b.ownerEvents, b.ownerSpurious = append(b.ownerEvents, nil), append(b.ownerSpurious, nil)
-		b.svcName = append(b.svcName, nil)
-		for i := range b.svc {
-			b.svc[i] = append(b.svc[i], nil)
-		}
-		return nil
-	}
-	tr := r.Result
-	result, err := json.Marshal(tr)
-	if err != nil {
-		return fmt.Errorf("clickhouse: encode result %s: %w", r.TraceID, err)
+		b.ends = append(b.ends, len(b.buf))
+		return
 	}
 	b.deleted = append(b.deleted, 0)
-	b.start = append(b.start, r.Start)
 	b.api = append(b.api, r.API)
 	b.seq = append(b.seq, r.Seq)
-	b.result = append(b.result, string(result))
 	b.facts = append(b.facts, string(r.Facts))
 	b.edges = append(b.edges, r.Edges)
-	b.spans = append(b.spans, int64(tr.Spans))
-	b.fragments = append(b.fragments, int64(tr.Fragments))
-	b.failed = append(b.failed, flag(tr.Failed()))
-	b.rootFailed = append(b.rootFailed, flag(tr.RootFailed))
-	b.remote = append(b.remote, flag(tr.RemoteParent))
-	b.radius = append(b.radius, int64(tr.Radius))
-	b.amp = append(b.amp, tr.MaxAmplification())
-	b.events = append(b.events, int64(len(tr.Events)))
-	b.suppressed = append(b.suppressed, tr.Suppressed)
-	b.hops = append(b.hops, tr.Hops)
-	b.counterfactual = append(b.counterfactual, tr.Counterfactual)
-	var mis, naive, elig int64
-	names := make([]string, len(tr.Services))
-	var counts [numSvc][]int64
-	for i := range tr.Services {
-		v := &tr.Services[i]
-		mis, naive, elig = mis+v.Misattributed, naive+v.NaiveMisattributed, elig+v.Eligible
-		names[i] = v.Service
-		for j, x := range svcCounts(v) {
-			counts[j] = append(counts[j], x)
-		}
-	}
-	b.mis, b.naive, b.eligib = append(b.mis, mis), append(b.naive, naive), append(b.eligib, elig)
-	b.svcName = append(b.svcName, names)
-	for j := range b.svc {
-		b.svc[j] = append(b.svc[j], counts[j])
-	}
-	// Owners count only in failed traces (analysis.Report.Add).
-	var oSvc, oOp []string
-	var oEv, oSp []int64
-	if tr.Failed() {
-		for _, o := range tr.Owners {
-			oSvc, oOp = append(oSvc, o.Node.Service), append(oOp, o.Node.Operation)
-			oEv, oSp = append(oEv, o.Hops), append(oSp, o.Spurious)
-		}
-	}
-	b.ownerSvc, b.ownerOp = append(b.ownerSvc, oSvc), append(b.ownerOp, oOp)
-	b.ownerEvents, b.ownerSpurious = append(b.ownerEvents, oEv), append(b.ownerSpurious, oSp)
-	return nil
+	b.buf = enc.Append(b.buf, r.Result)
+	b.ends = append(b.ends, len(b.buf))
 }
 
-func flag(b bool) uint8 {
-	if b {
-		return 1
+// finish sets the result column: substrings of one string, without an
+// allocation per row.
+func (b *recordBlock) finish() {
+	all := string(b.buf)
+	lo := 0
+	b.result = make([]string, len(b.ends))
+	for i, e := range b.ends {
+		b.result[i], lo = all[lo:e], e
 	}
-	return 0
+}
+
+// decodeResult decodes a stored result: analysis.ResultEncoder's binary
+// form, or JSON (records written by earlier releases).
+func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, error) {
+	if len(b) > 0 && b[0] == '{' {
+		r := &analysis.TraceResult{}
+		if err := json.Unmarshal(b, r); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	return analysis.DecodeResult(b, intern)
 }
 
 // Apply stores a batch. ClickHouse cannot make it atomic, so it goes in
 // steps that leave nothing wrong for good when cut short:
 //
-//  1. the minutes, hours and windows the batch touches are marked dirty
-//     (and the summaries of the windows whose states it gives stale);
-//  2. the records are written (a tombstone under the old key when a record
-//     is deleted or its start moved to another minute), one block per day;
-//  3. the rollups of the dirty minutes are recomputed from the records,
-//     then those of the dirty hours this batch does not touch from their
-//     minutes;
-//  4. the window states are written;
-//  5. the minutes, the hours recomputed, and the windows whose states were
-//     written are marked clean;
-//  6. the checkpoint is written.
+//  1. markers: the minutes and windows the batch touches dirty, the
+//     summaries of the windows whose states it gives stale (and the
+//     minutes the previous Apply finished clean);
+//  2. the records (a tombstone under the old key when a record is deleted
+//     or its start moved to another minute);
+//  3. the rollups: the change the batch makes to each minute, hour and
+//     day it touches; minutes to repair (left dirty by a failed Apply or a
+//     crash) are instead recomputed from the records, with their hours and
+//     days, under a new generation;
+//  4. the window states;
+//  5. the checkpoint.
 //
-// A failure after step 1 leaves the minutes dirty: this store recomputes
+// A failure after step 1 leaves the minutes dirty: this store repairs
 // them at its next Apply, a new one at its first Apply (it reads the dirty
-// minutes at Open). Reports read dirty hours from their minutes. The
-// windows stay dirty until an Apply writes their states: their states are
-// not exact meanwhile (State).
+// minutes at Open). The windows stay dirty until an Apply writes their
+// states: their states are not exact meanwhile (State).
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -194,24 +127,8 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	for w := range b.States {
 		windows[w] = struct{}{}
 	}
-	for m := range s.repair {
-		minutes[m] = struct{}{}
-	}
-	// Hours this batch touches stay dirty; the others that are dirty are
-	// recomputed.
-	touched, settle := map[int64]struct{}{}, map[int64]struct{}{}
-	for m := range minutes {
-		touched[floorDiv(m, 60)] = struct{}{}
-	}
-	for h := range s.hours {
-		if _, ok := touched[h]; !ok {
-			settle[h] = struct{}{}
-		}
-	}
-	err := s.apply(ctx, b, keys(minutes), keys(windows), keys(touched), keys(settle))
-	for h := range touched {
-		s.hours[h] = struct{}{}
-	}
+	repair := maps.Clone(s.repair)
+	err := s.apply(ctx, b, minutes, repair, keys(windows))
 	if err != nil {
 		for m := range minutes {
 			s.repair[m] = struct{}{}
@@ -219,58 +136,81 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return err
 	}
 	clear(s.repair)
-	for h := range settle {
-		delete(s.hours, h)
-	}
 	return nil
 }
 
-func (s *Store) apply(ctx context.Context, b store.Batch, minutes, windows, touched, settle []int64) error {
+func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[int64]struct{}, windows []int64) error {
+	if err := s.loadGens(ctx); err != nil {
+		return err
+	}
 	n := len(b.Changes)
 	v0 := s.versions(n + 3)
-	// Summaries of the windows whose states change go stale now; a crash
-	// before the states are written only costs computing them again.
+	// Markers. Summaries of the windows whose states change go stale now;
+	// a crash before the states are written only costs computing them
+	// again.
+	touched := maps.Clone(minutes)
+	maps.Copy(touched, repair)
+	var clean []int64
+	for m := range s.clean {
+		if _, ok := touched[m]; !ok {
+			clean = append(clean, m)
+		}
+	}
 	stale := make([]int64, 0, len(b.States))
 	for w := range b.States {
 		stale = append(stale, w)
 	}
-	if err := s.mark(ctx, 1, v0, marks{minutes: minutes, hours: touched, windows: windows, summaries: stale}); err != nil {
+	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: stale, clean: clean}); err != nil {
 		return err
 	}
+	clear(s.clean)
+
 	if n > 0 {
-		blocks := map[int64]*recordBlock{} // by day
-		block := func(r *store.Record) *recordBlock {
-			d := dayOfMinute(r.Minute())
-			if blocks[d] == nil {
-				blocks[d] = &recordBlock{}
-			}
-			return blocks[d]
-		}
+		var blk recordBlock
 		for i, c := range b.Changes {
 			v := v0 + 1 + uint64(i)
 			if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
-				if err := block(o).add(o, v, true); err != nil {
-					return err
-				}
+				blk.add(&s.enc, o, v, true)
 			}
 			if c.New != nil {
-				if err := block(c.New).add(c.New, v, false); err != nil {
-					return err
-				}
+				blk.add(&s.enc, c.New, v, false)
 			}
 		}
-		for _, d := range keys(mapKeys(blocks)) {
-			if err := s.insert(ctx, "put records", "records", recordColumns, blocks[d].columns()...); err != nil {
-				return err
+		blk.finish()
+		if err := s.insert(ctx, "put records", "records", recordColumns, blk.columns()...); err != nil {
+			return err
+		}
+	}
+
+	// Rollups: deltas for the minutes not repaired.
+	deltas := map[int64]*analysis.Report{}
+	delta := func(m int64) *analysis.Report {
+		r := deltas[m]
+		if r == nil {
+			r = analysis.NewReport()
+			deltas[m] = r
+		}
+		return r
+	}
+	for _, c := range b.Changes {
+		if o := c.Old; o != nil {
+			if _, ok := repair[o.Minute()]; !ok {
+				delta(o.Minute()).Add(o.Result, -1)
+			}
+		}
+		if nw := c.New; nw != nil {
+			if _, ok := repair[nw.Minute()]; !ok {
+				delta(nw.Minute()).Add(nw.Result, 1)
 			}
 		}
 	}
-	if err := s.recomputeMinutes(ctx, minutes, v0+uint64(n)+1); err != nil {
+	if err := s.putDeltas(ctx, deltas); err != nil {
 		return err
 	}
-	if err := s.recomputeHours(ctx, settle, v0+uint64(n)+1); err != nil {
+	if err := s.recompute(ctx, keys(repair)); err != nil {
 		return err
 	}
+
 	vEnd := v0 + uint64(n) + 2
 	if len(b.States) > 0 {
 		var days []time.Time
@@ -295,67 +235,51 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, windows, touc
 			return err
 		}
 	}
-	// A window is clean once its state is written: one whose records this
-	// batch changed without giving its state stays dirty (not exact).
-	var written []int64
-	for _, w := range windows {
-		if _, ok := b.States[w]; ok {
-			written = append(written, w)
-		}
-	}
-	if err := s.mark(ctx, 0, vEnd, marks{minutes: minutes, hours: settle, windows: written}); err != nil {
-		return err
-	}
+	maps.Copy(s.clean, touched)
 	if b.Watermark > 0 {
 		return s.putMeta(ctx, map[string]int64{metaWatermark: int64(b.Watermark)})
 	}
 	return nil
 }
 
-func mapKeys[V any](m map[int64]V) map[int64]struct{} {
-	out := make(map[int64]struct{}, len(m))
-	for k := range m {
-		out[k] = struct{}{}
-	}
-	return out
-}
-
-// Kinds of dirty markers (the dirty table's Enum8).
+// Kinds of dirty markers (the dirty table's Enum8; 3, hour, is no longer
+// written).
 const (
 	kindMinute  int8 = 0
 	kindWindow  int8 = 1
 	kindSummary int8 = 2
-	kindHour    int8 = 3
 )
 
-// marks are the minutes, hours, windows (states) and summaries to mark.
+// marks are the markers one insert sets: minutes, windows (states) and
+// summaries dirty; minutes and summaries clean.
 type marks struct {
-	minutes, hours, windows, summaries []int64
+	minutes, windows, summaries []int64
+	clean, fresh                []int64
 }
 
-// mark sets the dirty flag of marks.
-func (s *Store) mark(ctx context.Context, dirty uint8, v uint64, m marks) error {
-	n := len(m.minutes) + len(m.hours) + len(m.windows) + len(m.summaries)
+// mark inserts the markers of m at version v.
+func (s *Store) mark(ctx context.Context, v uint64, m marks) error {
+	n := len(m.minutes) + len(m.windows) + len(m.summaries) + len(m.clean) + len(m.fresh)
 	if n == 0 {
 		return nil
 	}
-	kinds, ids, days := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n)
-	for _, x := range m.minutes {
-		kinds, ids, days = append(kinds, kindMinute), append(ids, x), append(days, dayDate(dayOfMinute(x)))
-	}
-	for _, x := range m.hours {
-		kinds, ids, days = append(kinds, kindHour), append(ids, x), append(days, dayDate(dayOfMinute(x*60)))
-	}
+	kinds, ids, days, flags := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n), make([]uint8, 0, n)
 	for _, set := range []struct {
-		kind int8
-		ws   []int64
-	}{{kindWindow, m.windows}, {kindSummary, m.summaries}} {
-		for _, w := range set.ws {
-			kinds, ids, days = append(kinds, set.kind), append(ids, w), append(days, dayDate(dayOf(w*int64(s.window))))
+		kind  int8
+		dirty uint8
+		ids   []int64
+	}{{kindMinute, 1, m.minutes}, {kindMinute, 0, m.clean}, {kindWindow, 1, m.windows}, {kindSummary, 1, m.summaries},
+		{kindSummary, 0, m.fresh}} {
+		for _, x := range set.ids {
+			d := dayOfMinute(x)
+			if set.kind != kindMinute {
+				d = dayOf(x * int64(s.window))
+			}
+			kinds, ids, days, flags = append(kinds, set.kind), append(ids, x), append(days, dayDate(d)), append(flags, set.dirty)
 		}
 	}
 	return s.insert(ctx, "mark dirty", "dirty", []string{"kind", "id", "day", "dirty", "version"},
-		kinds, ids, days, slices.Repeat([]uint8{dirty}, n), slices.Repeat([]uint64{v}, n))
+		kinds, ids, days, flags, slices.Repeat([]uint64{v}, n))
 }
 
 // readColumns are the columns a store.Record is read from.
@@ -375,14 +299,15 @@ func scanRecord(r driver.Rows, extra ...any) (*store.Record, error) {
 		rec.Edges = nil
 	}
 	rec.Facts = []byte(facts)
-	rec.Result = &analysis.TraceResult{}
-	if err := json.Unmarshal([]byte(result), rec.Result); err != nil {
+	res, err := decodeResult([]byte(result), nil)
+	if err != nil {
 		return nil, fmt.Errorf("clickhouse: record %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
 	}
+	rec.Result = res
 	return &rec, nil
 }
 
-// location is where a trace's record lives, from trace_index.
+// location is where a trace's record lives, from record_index.
 type location struct {
 	win, minute int64
 	version     uint64
@@ -397,7 +322,7 @@ func (l location) newer(o location) bool {
 }
 
 // Records returns the stored records of ids: where each lives from the
-// trace index (most ids of a batch have none), then the records, by
+// record index (most ids of a batch have none), then the records, by
 // primary key.
 func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*store.Record, error) {
 	if err := s.checkOpen("read records"); err != nil {
@@ -411,7 +336,7 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 		ids = ids[len(part):]
 		locs := map[graph.TraceID]location{}
 		starts := map[graph.TraceID]int64{}
-		err := s.query(ctx, "read trace index", `SELECT trace_id, win, minute, start, version, deleted FROM trace_index WHERE trace_id IN (`+
+		err := s.query(ctx, "read record index", `SELECT trace_id, win, minute, start, version, deleted FROM record_index WHERE trace_id IN (`+
 			idList(part)+`)`, func(r driver.Rows) error {
 			var id graph.TraceID
 			var l location

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -15,167 +15,299 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// rollup describes one rollup table: its key and value columns, and how a
-// minute's rows are computed from the latest live records.
-type rollup struct {
-	table string
-	keys  []string // after tier, bucket, day
-	vals  []string // Int64 sums
-	// cols are the records columns src reads; src is the select list over
-	// them producing bucket, day, keys, then v_<val> for each value;
-	// arrayJoin and where complete it.
-	cols      string
-	src       string
-	arrayJoin string
-	where     string
+// Rollups (table rollups, see schema/clickhouse/0005_lean.sql) hold every
+// report entry of every bucket as a row of sums, in three tiers: minutes,
+// hours and days. Apply writes the change a batch makes to each bucket it
+// touches in all three tiers, in one insert; merges sum the rows of a key
+// (SummingMergeTree), readers sum with GROUP BY. A bucket that an Apply
+// may have left wrong is recomputed, under a new generation: its minutes
+// from the records, its hours and days from their minutes and hours.
+// Readers count each bucket's current generation only.
+
+// Tiers.
+const (
+	tierMinute uint8 = 0
+	tierHour   uint8 = 1
+	tierDay    uint8 = 2
+)
+
+// minutesPer is the length of a bucket of each tier in minutes.
+var minutesPer = [3]int64{1, 60, 1440}
+
+// bucketKey names a rollup bucket.
+type bucketKey struct {
+	tier   uint8
+	bucket int64
 }
 
-// svcColumns are the per-service count columns, in svcCounts order.
-var svcColumns = []string{"correct", "false_claim", "false_unclaim", "missing", "invalid", "mismatches",
-	"misattributed", "naive", "eligible", "context_drops", "owned", "requests", "virtual_requests",
-	"counterfactual", "spurious"}
+// day returns the partition day of the bucket.
+func (k bucketKey) day() int64 { return dayOfMinute(k.bucket * minutesPer[k.tier]) }
 
-var rollups = []rollup{
-	{
-		table: "rollup_totals",
-		vals:  []string{"spans", "traces", "fragments"},
-		cols:  "minute, day, deleted, spans, fragments",
-		src:   "minute AS bucket, day, spans AS v_spans, toInt64(1) AS v_traces, fragments AS v_fragments",
-		where: "deleted = 0",
-	},
-	{
-		table: "rollup_api",
-		keys:  []string{"api"},
-		vals: []string{"traces", "failed", "root_errors", "remote_parent", "radius_sum", "suppressed", "hops",
-			"counterfactual", "misattributed", "naive", "eligible", "fragments", "events"},
-		cols: "minute, day, deleted, api, failed, root_failed, remote_parent, radius, suppressed, hops, counterfactual, " +
-			"misattributed, naive, eligible, fragments, events",
-		src: "minute AS bucket, day, api, toInt64(1) AS v_traces, toInt64(failed) AS v_failed, " +
-			"toInt64(root_failed) AS v_root_errors, toInt64(remote_parent) AS v_remote_parent, " +
-			"toInt64(failed) * radius AS v_radius_sum, suppressed AS v_suppressed, hops AS v_hops, " +
-			"counterfactual AS v_counterfactual, misattributed AS v_misattributed, naive AS v_naive, " +
-			"eligible AS v_eligible, fragments AS v_fragments, events AS v_events",
-		where: "deleted = 0 AND api != ''",
-	},
-	{
-		table: "rollup_radius",
-		keys:  []string{"api", "radius"},
-		vals:  []string{"n"},
-		cols:  "minute, day, deleted, api, failed, radius",
-		src:   "minute AS bucket, day, api, radius, toInt64(1) AS v_n",
-		where: "deleted = 0 AND api != '' AND failed = 1",
-	},
-	{
-		table: "rollup_amp",
-		keys:  []string{"api", "amp"},
-		vals:  []string{"n"},
-		cols:  "minute, day, deleted, api, failed, amp",
-		src:   "minute AS bucket, day, api, amp, toInt64(1) AS v_n",
-		where: "deleted = 0 AND api != '' AND failed = 1",
-	},
-	{
-		table: "rollup_owner",
-		keys:  []string{"api", "service", "operation"},
-		vals:  []string{"events", "spurious"},
-		cols:  "minute, day, deleted, api, owner_service, owner_operation, owner_events, owner_spurious",
-		src:   "minute AS bucket, day, api, o_service AS service, o_operation AS operation, o_events AS v_events, o_spurious AS v_spurious",
-		arrayJoin: "ARRAY JOIN owner_service AS o_service, owner_operation AS o_operation, owner_events AS o_events, " +
-			"owner_spurious AS o_spurious",
-		where: "deleted = 0 AND api != ''",
-	},
-	serviceRollup(),
+// Figures (the rollups table's stat, an Enum8): totals, per API (with
+// the radius and amplification histograms and the owners), per service.
+const (
+	statSpans     int8 = 0
+	statTraces    int8 = 1
+	statFragments int8 = 2
+	statAPI       int8 = 10 // api_traces … api_events: 10 + i for the ith of APIAgg's sums, in apiSums order
+	statRadius    int8 = 30
+	statAmp       int8 = 31
+	statOwner     int8 = 40 // owner_events, owner_spurious
+	statService   int8 = 50 // svc_correct … svc_spurious: 50 + i, in svcCounts order
+)
+
+// numSvc is the number of per-service counts.
+const numSvc = 15
+
+// rowKey is a rollup row's key within its bucket: the figure, and its
+// keys.
+type rowKey struct {
+	stat         int8
+	api, svc, op string
+	value        float64
 }
 
-func serviceRollup() rollup {
-	r := rollup{table: "rollup_service", keys: []string{"service"}, vals: svcColumns, where: "deleted = 0"}
-	cols := []string{"minute", "day", "deleted", "svc_name"}
-	src := []string{"minute AS bucket", "day", "s_name AS service"}
-	joins := []string{"svc_name AS s_name"}
-	for _, c := range svcColumns {
-		cols = append(cols, "svc_"+c)
-		src = append(src, "s_"+c+" AS v_"+c)
-		joins = append(joins, "svc_"+c+" AS s_"+c)
-	}
-	r.cols, r.src, r.arrayJoin = strings.Join(cols, ", "), strings.Join(src, ", "), "ARRAY JOIN "+strings.Join(joins, ", ")
-	return r
+// svcCounts returns a service's counts in stat order.
+func svcCounts(v *analysis.ServiceResult) [numSvc]int64 {
+	c := &v.Claims
+	return [numSvc]int64{c[attribution.AuditCorrect], c[attribution.AuditFalseClaim], c[attribution.AuditFalseUnclaim],
+		c[attribution.AuditMissing], c[attribution.AuditInvalid], v.Mismatches, v.Misattributed, v.NaiveMisattributed,
+		v.Eligible, v.ContextDrops, v.OwnedFailures, v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious}
 }
 
-// head returns the column list of an insert into the rollup.
-func (r *rollup) head() string {
-	cols := append([]string{"tier", "bucket", "day"}, r.keys...)
-	cols = append(cols, r.vals...)
-	return "INSERT INTO " + r.table + " (" + strings.Join(append(cols, "version"), ", ") + ")"
+// svcFields returns pointers to a service's counts in stat order.
+func svcFields(v *analysis.ServiceResult) [numSvc]*int64 {
+	c := &v.Claims
+	return [numSvc]*int64{&c[attribution.AuditCorrect], &c[attribution.AuditFalseClaim], &c[attribution.AuditFalseUnclaim],
+		&c[attribution.AuditMissing], &c[attribution.AuditInvalid], &v.Mismatches, &v.Misattributed, &v.NaiveMisattributed,
+		&v.Eligible, &v.ContextDrops, &v.OwnedFailures, &v.Requests, &v.VirtualRequests, &v.Counterfactual, &v.Spurious}
 }
 
-// sums returns "sum(v_a), sum(v_b)…"; values "a AS v_a…"; zeros
-// "toInt64(0) AS v_a…"; live a condition true for a stored row with a
-// value other than zero.
-func (r *rollup) sums() string {
-	return r.list(func(v string) string { return "sum(v_" + v + ")" }, ", ")
-}
-func (r *rollup) values() string {
-	return r.list(func(v string) string { return v + " AS v_" + v }, ", ")
-}
-func (r *rollup) zeros() string {
-	return r.list(func(v string) string { return "toInt64(0) AS v_" + v }, ", ")
-}
-func (r *rollup) live() string { return r.list(func(v string) string { return v + " != 0" }, " OR ") }
-
-func (r *rollup) list(f func(string) string, sep string) string {
-	parts := make([]string, len(r.vals))
-	for i, v := range r.vals {
-		parts[i] = f(v)
-	}
-	return strings.Join(parts, sep)
+// apiSums returns pointers to an API's sums in stat order.
+func apiSums(a *analysis.APIAgg) [13]*int64 {
+	return [13]*int64{&a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed, &a.Hops,
+		&a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events}
 }
 
-// keyList returns ", k1, k2" (empty without keys).
-func (r *rollup) keyList() string {
-	if len(r.keys) == 0 {
-		return ""
-	}
-	return ", " + strings.Join(r.keys, ", ")
-}
-
-// minuteSQL recomputes the minute rows of the minutes recs selects: the
-// sums over the latest live records, and a zero row for every key stored
-// with a value that no longer has one.
-func (r *rollup) minuteSQL(recs, minutes string, v uint64) string {
-	return r.head() + "\nSELECT 0, bucket, day" + r.keyList() + ", " + r.sums() + ", " + utoa(v) + " FROM (\n" +
-		"  SELECT " + r.src + " FROM (SELECT " + r.cols + " FROM records FINAL WHERE " + recs + ")" +
-		strings.TrimRight(" "+r.arrayJoin, " ") + " WHERE " + r.where + "\n" +
-		"  UNION ALL\n" +
-		"  SELECT bucket, day" + r.keyList() + ", " + r.zeros() + " FROM " + r.table +
-		" WHERE tier = 0 AND bucket IN (" + minutes + ") AND (" + r.live() + ")\n" +
-		") GROUP BY bucket, day" + r.keyList()
-}
-
-// hourSQL recomputes the hour rows of hours from their minute rows.
-func (r *rollup) hourSQL(minuteRanges, hours string, v uint64) string {
-	return r.head() + "\nSELECT 1, hour, day" + r.keyList() + ", " + r.sums() + ", " + utoa(v) + " FROM (\n" +
-		"  SELECT toInt64(floor(bucket / 60)) AS hour, day" + r.keyList() + ", " + r.values() + " FROM " + r.table +
-		" FINAL WHERE tier = 0 AND (" + minuteRanges + ")\n" +
-		"  UNION ALL\n" +
-		"  SELECT bucket, day" + r.keyList() + ", " + r.zeros() + " FROM " + r.table +
-		" WHERE tier = 1 AND bucket IN (" + hours + ") AND (" + r.live() + ")\n" +
-		") GROUP BY hour, day" + r.keyList()
-}
-
-// recomputeChunk bounds the minutes or hours one statement recomputes.
-const recomputeChunk = 2000
-
-// recomputeMinutes replaces the rollups of minutes by what the stored
-// records sum to, at version v.
-func (s *Store) recomputeMinutes(ctx context.Context, minutes []int64, v uint64) error {
-	for len(minutes) > recomputeChunk { // a statement stays well below max_query_size
-		if err := s.recomputeMinutes(ctx, minutes[:recomputeChunk], v); err != nil {
-			return err
+// eachRow calls fn with every figure of rep but zeros, as a rollup row.
+// addRow is its inverse.
+func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
+	emit := func(k rowKey, n int64) {
+		if n != 0 {
+			fn(k, n)
 		}
-		minutes = minutes[recomputeChunk:]
 	}
+	emit(rowKey{stat: statSpans}, rep.Spans)
+	emit(rowKey{stat: statTraces}, rep.Traces)
+	emit(rowKey{stat: statFragments}, rep.Fragments)
+	for name, a := range rep.APIs {
+		for i, p := range apiSums(a) {
+			emit(rowKey{stat: statAPI + int8(i), api: name}, *p)
+		}
+		for r, c := range a.Radius {
+			emit(rowKey{stat: statRadius, api: name, value: float64(r)}, c)
+		}
+		for v, c := range a.Amplification {
+			emit(rowKey{stat: statAmp, api: name, value: v}, c)
+		}
+		for n, o := range a.Owners {
+			emit(rowKey{stat: statOwner, api: name, svc: n.Service, op: n.Operation}, o.Events)
+			emit(rowKey{stat: statOwner + 1, api: name, svc: n.Service, op: n.Operation}, o.Spurious)
+		}
+	}
+	for name, v := range rep.Services {
+		for i, c := range svcCounts(v) {
+			emit(rowKey{stat: statService + int8(i), svc: name}, c)
+		}
+	}
+}
+
+// addRow adds a rollup row to rep.
+func addRow(rep *analysis.Report, k rowKey, n int64) {
+	switch {
+	case k.stat == statSpans:
+		rep.Spans += n
+	case k.stat == statTraces:
+		rep.Traces += n
+	case k.stat == statFragments:
+		rep.Fragments += n
+	case k.stat >= statAPI && k.stat < statAPI+13:
+		*apiSums(rep.API(k.api))[k.stat-statAPI] += n
+	case k.stat == statRadius:
+		rep.API(k.api).Radius[int(k.value)] += n
+	case k.stat == statAmp:
+		rep.API(k.api).Amplification[k.value] += n
+	case k.stat == statOwner:
+		rep.API(k.api).Owner(graph.Node{Service: k.svc, Operation: k.op}).Events += n
+	case k.stat == statOwner+1:
+		rep.API(k.api).Owner(graph.Node{Service: k.svc, Operation: k.op}).Spurious += n
+	case k.stat >= statService && k.stat < statService+numSvc:
+		*svcFields(rep.Service(k.svc))[k.stat-statService] += n
+	}
+}
+
+var rollupColumns = []string{"tier", "bucket", "day", "gen", "stat", "api", "service", "operation", "value", "n"}
+
+// rollupBlock is rollup rows as the columns of one insert.
+type rollupBlock struct {
+	tier         []uint8
+	bucket       []int64
+	day          []time.Time
+	gen          []uint64
+	stat         []int8
+	api, svc, op []string
+	value        []float64
+	n            []int64
+}
+
+func (b *rollupBlock) columns() []any {
+	return []any{b.tier, b.bucket, b.day, b.gen, b.stat, b.api, b.svc, b.op, b.value, b.n}
+}
+
+// add appends the rows of rep as bucket k's, generation gen.
+func (b *rollupBlock) add(k bucketKey, gen uint64, rep *analysis.Report) {
+	day := dayDate(k.day())
+	eachRow(rep, func(r rowKey, n int64) {
+		b.tier, b.bucket, b.day, b.gen = append(b.tier, k.tier), append(b.bucket, k.bucket), append(b.day, day), append(b.gen, gen)
+		b.stat, b.api, b.svc, b.op, b.value = append(b.stat, r.stat), append(b.api, r.api), append(b.svc, r.svc),
+			append(b.op, r.op), append(b.value, r.value)
+		b.n = append(b.n, n)
+	})
+}
+
+func (b *rollupBlock) len() int { return len(b.tier) }
+
+// loadGens reads the generations of the buckets that have one, once.
+func (s *Store) loadGens(ctx context.Context) error {
+	if s.gens != nil {
+		return nil
+	}
+	gens := map[bucketKey]uint64{}
+	err := s.query(ctx, "read rollup generations", `SELECT tier, bucket, argMax(gen, version) FROM rollup_gens GROUP BY tier, bucket`,
+		func(r driver.Rows) error {
+			var k bucketKey
+			var g uint64
+			if err := r.Scan(&k.tier, &k.bucket, &g); err != nil {
+				return err
+			}
+			gens[k] = g
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	s.gens = gens
+	return nil
+}
+
+// up returns the buckets of the next tier holding the buckets of keys.
+func up(tier uint8, buckets []int64) []int64 {
+	f := minutesPer[tier+1] / minutesPer[tier]
+	out := make([]int64, 0, len(buckets))
+	for _, b := range buckets {
+		out = append(out, floorDiv(b, f))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// putDeltas writes the changes of minutes (reports of signed results)
+// to the rollups of the minutes, their hours and their days, each bucket
+// under its current generation, in one insert.
+func (s *Store) putDeltas(ctx context.Context, minutes map[int64]*analysis.Report) error {
+	reps := map[bucketKey]*analysis.Report{}
+	for m, rep := range minutes {
+		reps[bucketKey{tierMinute, m}] = rep
+		for _, k := range []bucketKey{{tierHour, floorDiv(m, 60)}, {tierDay, floorDiv(m, 1440)}} {
+			if reps[k] == nil {
+				reps[k] = analysis.NewReport()
+			}
+			reps[k].Merge(rep, 1)
+		}
+	}
+	var blk rollupBlock
+	for k, rep := range reps {
+		blk.add(k, s.gens[k], rep)
+	}
+	if blk.len() == 0 {
+		return nil
+	}
+	return s.insert(ctx, "put rollups", "rollups", rollupColumns, blk.columns()...)
+}
+
+// recompute replaces the rollups of minutes, and of the hours and days
+// holding them, under a new generation: minutes from the stored records,
+// hours from their minutes, days from their hours. The new rows are
+// written first, then the generation: until it is, readers count the old.
+func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 	if len(minutes) == 0 {
 		return nil
 	}
+	reps := map[bucketKey]*analysis.Report{}
+	for _, m := range minutes {
+		reps[bucketKey{tierMinute, m}] = analysis.NewReport()
+	}
+	for len(minutes) > 0 {
+		part := minutes[:min(len(minutes), 1000)] // a statement stays well below max_query_size
+		minutes = minutes[len(part):]
+		if err := s.sumRecords(ctx, part, reps); err != nil {
+			return err
+		}
+	}
+	// Hours from their minutes, days from their hours: the buckets being
+	// recomputed from reps, the others from the table.
+	for tier := tierMinute; tier < tierDay; tier++ {
+		var below []int64
+		for k := range reps {
+			if k.tier == tier {
+				below = append(below, k.bucket)
+			}
+		}
+		f := minutesPer[tier+1] / minutesPer[tier]
+		for _, b := range up(tier, below) {
+			sum := analysis.NewReport()
+			rs := []bucketRange{{tier, b * f, b*f + f}}
+			err := s.readRollups(ctx, where(rs)+" AND "+s.genCond(rs, reps), "", sum)
+			if err != nil {
+				return err
+			}
+			for x := b * f; x < b*f+f; x++ {
+				if rep := reps[bucketKey{tier, x}]; rep != nil {
+					sum.Merge(rep, 1)
+				}
+			}
+			reps[bucketKey{tier + 1, b}] = sum
+		}
+	}
+	gen := s.versions(1)
+	var blk rollupBlock
+	var tiers []uint8
+	var buckets []int64
+	var days []time.Time
+	var gens []uint64
+	for k, rep := range reps {
+		rep.Prune()
+		blk.add(k, gen, rep)
+		tiers, buckets, days, gens = append(tiers, k.tier), append(buckets, k.bucket), append(days, dayDate(k.day())), append(gens, gen)
+	}
+	if blk.len() > 0 {
+		if err := s.insert(ctx, "recompute rollups", "rollups", rollupColumns, blk.columns()...); err != nil {
+			return err
+		}
+	}
+	if err := s.insert(ctx, "recompute rollups", "rollup_gens", []string{"tier", "bucket", "day", "gen", "version"},
+		tiers, buckets, days, gens, slices.Repeat([]uint64{s.versions(1)}, len(gens))); err != nil {
+		return err
+	}
+	for k := range reps {
+		s.gens[k] = gen
+	}
+	return nil
+}
+
+// sumRecords adds the results of the stored records of minutes to their
+// reports in reps.
+func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucketKey]*analysis.Report) error {
 	wins := map[int64]struct{}{}
 	for _, m := range minutes {
 		// The windows a minute overlaps (one, unless the window length is
@@ -184,120 +316,100 @@ func (s *Store) recomputeMinutes(ctx context.Context, minutes []int64, v uint64)
 			wins[w] = struct{}{}
 		}
 	}
-	ml := intList(minutes)
-	recs := "win IN (" + intList(keys(wins)) + ") AND minute IN (" + ml + ")"
-	// The tables are independent: recomputed at once.
-	return s.each(ctx, func(r *rollup) error { return s.exec(ctx, "recompute "+r.table, r.minuteSQL(recs, ml, v)) })
-}
-
-// recomputeHours replaces the rollups of hours by the sum of their
-// minutes', at version v.
-func (s *Store) recomputeHours(ctx context.Context, hours []int64, v uint64) error {
-	for len(hours) > recomputeChunk {
-		if err := s.recomputeHours(ctx, hours[:recomputeChunk], v); err != nil {
+	in := interner{}
+	return s.query(ctx, "sum records", `SELECT minute, result FROM (SELECT minute, deleted, result FROM records FINAL WHERE win IN (`+
+		intList(keys(wins))+`) AND minute IN (`+intList(minutes)+`)) WHERE deleted = 0`, func(r driver.Rows) error {
+		var m int64
+		var b []byte
+		if err := r.Scan(&m, &b); err != nil {
 			return err
 		}
-		hours = hours[recomputeChunk:]
-	}
-	if len(hours) == 0 {
-		return nil
-	}
-	var ranges []string
-	for _, h := range hours {
-		ranges = append(ranges, fmt.Sprintf("(bucket >= %d AND bucket < %d)", h*60, h*60+60))
-	}
-	mr, hl := strings.Join(ranges, " OR "), intList(hours)
-	return s.each(ctx, func(r *rollup) error { return s.exec(ctx, "recompute "+r.table, r.hourSQL(mr, hl, v)) })
-}
-
-// each calls fn for every rollup table concurrently and returns the
-// first error.
-func (s *Store) each(ctx context.Context, fn func(*rollup) error) error {
-	errs := make([]error, len(rollups))
-	var wg sync.WaitGroup
-	for i := range rollups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fn(&rollups[i])
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+		res, err := decodeResult(b, in.intern)
 		if err != nil {
-			return err
+			return fmt.Errorf("clickhouse: a record of minute %d: %w: %w", m, store.ErrCorrupt, err)
 		}
-	}
-	return nil
+		if rep := reps[bucketKey{tierMinute, m}]; rep != nil {
+			rep.Add(res, 1)
+		}
+		return nil
+	})
 }
 
-// bucketRange is a span of rollup buckets: tier 0 minutes or tier 1
-// hours, [lo, hi).
+// genCond returns the SQL condition selecting, in rs, the rows of each
+// bucket's current generation (the writer's, from s.gens), leaving out
+// the buckets of skip.
+func (s *Store) genCond(rs []bucketRange, skip map[bucketKey]*analysis.Report) string {
+	var not, cur, has []string
+	for k, g := range s.gens {
+		if covers(rs, k) {
+			cur = append(cur, fmt.Sprintf("(%d, %d, %d)", k.tier, k.bucket, g))
+			has = append(has, fmt.Sprintf("(%d, %d)", k.tier, k.bucket))
+		}
+	}
+	for k := range skip {
+		if covers(rs, k) {
+			not = append(not, fmt.Sprintf("(%d, %d)", k.tier, k.bucket))
+		}
+	}
+	cond := "gen = 0"
+	if len(cur) > 0 {
+		slices.Sort(cur)
+		slices.Sort(has)
+		cond = "((gen = 0 AND (tier, bucket) NOT IN (" + strings.Join(has, ", ") + ")) OR (tier, bucket, gen) IN (" +
+			strings.Join(cur, ", ") + "))"
+	}
+	if len(not) > 0 {
+		slices.Sort(not)
+		cond += " AND (tier, bucket) NOT IN (" + strings.Join(not, ", ") + ")"
+	}
+	return cond
+}
+
+// covers reports whether rs covers bucket k.
+func covers(rs []bucketRange, k bucketKey) bool {
+	for _, r := range rs {
+		if r.tier == k.tier && k.bucket >= r.lo && k.bucket < r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// bucketRange is a span of buckets of one tier, [lo, hi).
 type bucketRange struct {
-	tier   int
+	tier   uint8
 	lo, hi int64
 }
 
-// ranges covers minutes [lo, hi) with whole hours from the hourly tier
-// (but for the dirty hours, behind their minutes) and the other minutes
-// from the minute tier, so a week costs a few hundred rows per API, not
-// ten thousand.
-func ranges(lo, hi int64, dirty map[int64]bool) []bucketRange {
-	if lo >= hi {
-		return nil
-	}
-	hLo := floorDiv(lo+59, 60) // first whole hour
-	hHi := floorDiv(hi, 60)    // end of the last whole hour
-	if hLo >= hHi {
-		return []bucketRange{{0, lo, hi}}
-	}
+// ranges covers minutes [lo, hi) with whole days from the day tier, the
+// whole hours around them from the hour tier and the minutes at either
+// end from the minute tier: a week is a few dozen buckets.
+func ranges(lo, hi int64) []bucketRange {
 	var out []bucketRange
-	add := func(tier int, lo, hi int64) {
-		if lo >= hi {
-			return
-		}
-		if n := len(out); n > 0 && out[n-1].tier == tier && out[n-1].hi == lo {
-			out[n-1].hi = hi
-			return
-		}
-		out = append(out, bucketRange{tier, lo, hi})
-	}
-	add(0, lo, hLo*60)
-	var ds []int64 // dirty hours in range, in order
-	for h := range dirty {
-		if h >= hLo && h < hHi {
-			ds = append(ds, h)
+	add := func(tier uint8, lo, hi int64) {
+		if lo < hi {
+			out = append(out, bucketRange{tier, lo, hi})
 		}
 	}
-	slices.Sort(ds)
-	h := hLo
-	for _, d := range ds {
-		add(1, h, d)
-		add(0, d*60, d*60+60)
-		h = d + 1
-	}
-	add(1, h, hHi)
-	add(0, hHi*60, hi)
-	return out
-}
-
-// dirtyHours returns the hours in [lo, hi) whose hourly rollups are behind
-// their minutes.
-func (s *Store) dirtyHours(ctx context.Context, lo, hi int64) (map[int64]bool, error) {
-	out := map[int64]bool{}
 	if lo >= hi {
-		return out, nil
-	}
-	err := s.query(ctx, "read dirty hours", `SELECT id FROM (SELECT id, dirty FROM dirty FINAL WHERE kind = 'hour' AND id >= `+
-		itoa(lo)+` AND id < `+itoa(hi)+`) WHERE dirty = 1`, func(r driver.Rows) error {
-		var h int64
-		if err := r.Scan(&h); err != nil {
-			return err
-		}
-		out[h] = true
 		return nil
-	})
-	return out, err
+	}
+	hLo, hHi := floorDiv(lo+59, 60), floorDiv(hi, 60) // whole hours
+	if hLo >= hHi {
+		add(tierMinute, lo, hi)
+		return out
+	}
+	dLo, dHi := floorDiv(hLo+23, 24), floorDiv(hHi, 24) // whole days
+	add(tierMinute, lo, hLo*60)
+	if dLo >= dHi {
+		add(tierHour, hLo, hHi)
+	} else {
+		add(tierHour, hLo, dLo*24)
+		add(tierDay, dLo, dHi)
+		add(tierHour, dHi*24, hHi)
+	}
+	add(tierMinute, hHi*60, hi)
+	return out
 }
 
 // where returns the SQL condition selecting rs.
@@ -309,9 +421,27 @@ func where(rs []bucketRange) string {
 	return "(" + strings.Join(parts, " OR ") + ")"
 }
 
+// readRollups adds to rep the rollup rows cond selects, the per-API rows
+// of api only when api is not empty.
+func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis.Report) error {
+	if api != "" {
+		cond += fmt.Sprintf(" AND (toInt8(stat) < %d OR toInt8(stat) >= %d OR api = %s)", statAPI, statService, quote(api))
+	}
+	return s.query(ctx, "read rollups", `SELECT toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+cond+
+		` GROUP BY stat, api, service, operation, value`, func(r driver.Rows) error {
+		var k rowKey
+		var n int64
+		if err := r.Scan(&k.stat, &k.api, &k.svc, &k.op, &k.value, &n); err != nil {
+			return err
+		}
+		addRow(rep, k, n)
+		return nil
+	})
+}
+
 // Report sums the rollups of the minutes q covers (from the retention
-// floor on): the latest version of each row, whole hours from the hourly
-// tier unless it is behind.
+// floor on): whole days from the day tier, whole hours from the hour
+// tier, the rest from the minutes; each bucket's current generation.
 func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, error) {
 	if err := s.checkOpen("report"); err != nil {
 		return nil, err
@@ -325,118 +455,14 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	if lo >= hi {
 		return rep, nil
 	}
-	dirty, err := s.dirtyHours(ctx, floorDiv(lo+59, 60), floorDiv(hi, 60))
-	if err != nil {
+	cond := where(ranges(lo, hi))
+	// A bucket's current generation: the latest rollup_gens holds for it,
+	// 0 without one.
+	gens := `SELECT tier, bucket, argMax(gen, version) FROM rollup_gens WHERE ` + cond + ` GROUP BY tier, bucket`
+	cond += ` AND ((gen = 0 AND (tier, bucket) NOT IN (SELECT tier, bucket FROM rollup_gens WHERE ` + cond +
+		`)) OR (tier, bucket, gen) IN (` + gens + `))`
+	if err := s.readRollups(ctx, cond, q.API, rep); err != nil {
 		return nil, err
-	}
-	rs := ranges(lo, hi, dirty)
-	cond := where(rs)
-	apiCond := cond
-	if q.API != "" {
-		apiCond += " AND api = " + quote(q.API)
-	}
-	sums := make([]string, len(svcColumns))
-	for i, c := range svcColumns {
-		sums[i] = "sum(" + c + ")"
-	}
-	// Six independent reads, at once, each into a report of its own.
-	reads := []func(*analysis.Report) error{
-		func(rep *analysis.Report) error {
-			return s.queryRow(ctx, "read rollups", `SELECT sum(spans), sum(traces), sum(fragments) FROM rollup_totals FINAL WHERE `+cond,
-				&rep.Spans, &rep.Traces, &rep.Fragments)
-		},
-		func(rep *analysis.Report) error {
-			return s.query(ctx, "read rollups", `SELECT api, sum(traces), sum(failed), sum(root_errors), sum(remote_parent),
-				sum(radius_sum), sum(suppressed), sum(hops), sum(counterfactual), sum(misattributed), sum(naive), sum(eligible),
-				sum(fragments), sum(events) FROM rollup_api FINAL WHERE `+apiCond+` GROUP BY api`, func(r driver.Rows) error {
-				var name string
-				var a analysis.APIAgg
-				if err := r.Scan(&name, &a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed,
-					&a.Hops, &a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events); err != nil {
-					return err
-				}
-				dst := rep.API(name)
-				a.Radius, a.Amplification, a.Owners = dst.Radius, dst.Amplification, dst.Owners
-				*dst = a
-				return nil
-			})
-		},
-		func(rep *analysis.Report) error {
-			return s.query(ctx, "read rollups", `SELECT api, radius, sum(n) FROM rollup_radius FINAL WHERE `+apiCond+
-				` GROUP BY api, radius HAVING sum(n) != 0`, func(r driver.Rows) error {
-				var name string
-				var radius, n int64
-				if err := r.Scan(&name, &radius, &n); err != nil {
-					return err
-				}
-				rep.API(name).Radius[int(radius)] += n
-				return nil
-			})
-		},
-		func(rep *analysis.Report) error {
-			return s.query(ctx, "read rollups", `SELECT api, amp, sum(n) FROM rollup_amp FINAL WHERE `+apiCond+
-				` GROUP BY api, amp HAVING sum(n) != 0`, func(r driver.Rows) error {
-				var name string
-				var amp float64
-				var n int64
-				if err := r.Scan(&name, &amp, &n); err != nil {
-					return err
-				}
-				rep.API(name).Amplification[amp] += n
-				return nil
-			})
-		},
-		func(rep *analysis.Report) error {
-			return s.query(ctx, "read rollups", `SELECT api, service, operation, sum(events), sum(spurious) FROM rollup_owner FINAL
-				WHERE `+apiCond+` GROUP BY api, service, operation`, func(r driver.Rows) error {
-				var name string
-				var n graph.Node
-				var o analysis.OwnerAgg
-				if err := r.Scan(&name, &n.Service, &n.Operation, &o.Events, &o.Spurious); err != nil {
-					return err
-				}
-				*rep.API(name).Owner(n) = o
-				return nil
-			})
-		},
-		func(rep *analysis.Report) error {
-			return s.query(ctx, "read rollups", `SELECT service, `+strings.Join(sums, ", ")+` FROM rollup_service FINAL WHERE `+cond+
-				` GROUP BY service`, func(r driver.Rows) error {
-				var v analysis.ServiceResult
-				var c [numSvc]int64
-				dest := []any{&v.Service}
-				for i := range c {
-					dest = append(dest, &c[i])
-				}
-				if err := r.Scan(dest...); err != nil {
-					return err
-				}
-				cl := &v.Claims
-				cl[attribution.AuditCorrect], cl[attribution.AuditFalseClaim], cl[attribution.AuditFalseUnclaim],
-					cl[attribution.AuditMissing], cl[attribution.AuditInvalid] = c[0], c[1], c[2], c[3], c[4]
-				v.Mismatches, v.Misattributed, v.NaiveMisattributed, v.Eligible, v.ContextDrops, v.OwnedFailures,
-					v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious = c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14]
-				*rep.Service(v.Service) = v
-				return nil
-			})
-		},
-	}
-	parts, errs := make([]*analysis.Report, len(reads)), make([]error, len(reads))
-	var wg sync.WaitGroup
-	for i, read := range reads {
-		parts[i] = analysis.NewReport()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = read(parts[i])
-		}()
-	}
-	wg.Wait()
-	for i := range reads {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		rep.Merge(parts[i], 1)
 	}
 	rep.Prune()
 	return rep, nil

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -13,32 +14,24 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-var spanColumns = []string{"day", "trace_id", "span_id", "parent_id", "seq", "keep_rank", "start", "duration",
-	"service", "operation", "name", "kind", "failed", "data"}
+var spanColumns = []string{"day", "trace_id", "seq", "data"}
 
-// spanBlock is spans as the columns of one insert.
-type spanBlock struct {
-	day                    []time.Time
-	traceID, spanID, parID [][]byte
-	seq, keep              []uint64
-	start, dur             []int64
-	service, op, name      []string
-	kind                   []int8
-	failed                 []uint8
-	data                   []string
-}
-
-func (b *spanBlock) columns() []any {
-	return []any{b.day, b.traceID, b.spanID, b.parID, b.seq, b.keep, b.start, b.dur, b.service, b.op, b.name, b.kind,
-		b.failed, b.data}
+// spanWriter is the span encoder and its buffers, reused from write to
+// write (under spanMu).
+type spanWriter struct {
+	enc   graph.TraceEncoder
+	order []int32
+	group []graph.Span
+	buf   []byte
 }
 
 // WriteSpans stores spans; they are durable (acknowledged by the server)
-// when it returns. The write is logged first (its sequence and traces, for
-// recovery), then its spans are inserted in one block (one partition: the
-// day of the write). A sequence number is never reused, even when the
-// write fails half way: its log row may be stored, and a retry gets a new
-// number.
+// when it returns. One insert: a row per trace, holding the trace's spans
+// of the write with their names once (graph.TraceEncoder.AppendSpans), in
+// one partition (the day of the write); the write log row (its sequence
+// and traces, for recovery) comes from the same insert (writes_mv). A
+// sequence number is never reused, even when the write fails: its rows may
+// be stored, and a retry gets a new number.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
@@ -49,53 +42,55 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	seq := s.seq
 	now := time.Now()
 	day := dayDate(dayOf(now.UnixNano()))
-
-	// The traces of the write, sorted, once each.
-	ids := make([][]byte, len(spans))
-	for i := range spans {
-		ids[i] = spans[i].TraceID[:]
-	}
-	slices.SortFunc(ids, bytes.Compare)
-	ids = slices.CompactFunc(ids, bytes.Equal)
-	if err := s.insert(ctx, "log write", "writes", []string{"day", "seq", "written_at", "spans", "trace_ids"},
-		[]time.Time{day}, []uint64{seq}, []int64{now.UnixNano()}, []uint32{uint32(len(spans))}, [][][]byte{ids}); err != nil {
-		return 0, err
-	}
 	if len(spans) == 0 {
+		// Logged all the same: the next store numbers from the last logged
+		// write.
+		if err := s.insert(ctx, "log write", "writes", []string{"day", "seq", "trace_ids"},
+			[]time.Time{day}, []uint64{seq}, [][][]byte{nil}); err != nil {
+			return 0, err
+		}
 		return seq, nil
 	}
 
-	n := len(spans)
-	b := spanBlock{
-		day: slices.Repeat([]time.Time{day}, n), traceID: make([][]byte, n), spanID: make([][]byte, n),
-		parID: make([][]byte, n), seq: slices.Repeat([]uint64{seq}, n), keep: slices.Repeat([]uint64{^seq}, n),
-		start: make([]int64, n), dur: make([]int64, n), service: make([]string, n), op: make([]string, n),
-		name: make([]string, n), kind: make([]int8, n), failed: make([]uint8, n), data: make([]string, n),
-	}
-	// Encode every span into one buffer, made one string: the data column
-	// takes substrings of it, without an allocation per span.
-	buf := make([]byte, 0, 96*n)
-	ends := make([]int, n)
+	// Group by trace, keeping arrival order within a trace.
+	w := &s.spanW
+	w.order = w.order[:0]
 	for i := range spans {
-		buf = graph.AppendSpan(buf, &spans[i])
-		ends[i] = len(buf)
+		w.order = append(w.order, int32(i))
 	}
+	slices.SortStableFunc(w.order, func(a, b int32) int {
+		return bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:])
+	})
+	var ids [][]byte
+	var ends []int
+	buf := w.buf[:0]
+	for lo := 0; lo < len(w.order); {
+		id := &spans[w.order[lo]].TraceID
+		hi := lo
+		w.group = w.group[:0]
+		for hi < len(w.order) && spans[w.order[hi]].TraceID == *id {
+			w.group = append(w.group, spans[w.order[hi]])
+			hi++
+		}
+		buf = w.enc.AppendSpans(buf, w.group)
+		ids, ends = append(ids, id[:]), append(ends, len(buf))
+		lo = hi
+	}
+	// The data column takes substrings of one string, without an
+	// allocation per row.
 	all := string(buf)
-	lo := 0
-	for i := range spans {
-		sp := &spans[i]
-		b.traceID[i], b.spanID[i], b.parID[i] = sp.TraceID[:], sp.SpanID[:], sp.ParentID[:]
-		b.start[i], b.dur[i] = sp.Start, sp.End-sp.Start
-		b.service[i], b.op[i], b.name[i] = sp.Service, sp.Operation, sp.Name
-		if sp.Kind <= graph.KindConsumer {
-			b.kind[i] = int8(sp.Kind)
-		}
-		if sp.Failed {
-			b.failed[i] = 1
-		}
-		b.data[i], lo = all[lo:ends[i]], ends[i]
+	if cap(buf) <= 16<<20 {
+		w.buf = buf[:0]
 	}
-	if err := s.insert(ctx, "write spans", "spans", spanColumns, b.columns()...); err != nil {
+	clear(w.group)
+	n := len(ids)
+	data := make([]string, n)
+	lo := 0
+	for i, e := range ends {
+		data[i], lo = all[lo:e], e
+	}
+	if err := s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
+		slices.Repeat([]uint64{seq}, n), data); err != nil {
 		return 0, err
 	}
 	return seq, nil
@@ -113,28 +108,61 @@ func (in interner) intern(b []byte) string {
 	return v
 }
 
-// storedSpan is one stored copy of a span.
-type storedSpan struct {
+// spanRow is one stored row of spans: a trace's spans of one write
+// (trace_spans), or, from the table of earlier releases, one span.
+type spanRow struct {
 	traceID graph.TraceID
-	spanID  graph.SpanID
 	seq     uint64
 	data    []byte
+	single  bool // one span (graph.AppendSpan), from the legacy table
 }
 
-// readSpans calls fn with each stored copy of the spans of ids (until
-// merges collapse them, a span re-sent has several).
-func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, fn func(*storedSpan) error) error {
+// decode appends the row's spans to dst.
+func (r *spanRow) decode(dst []graph.Span, intern func([]byte) string) ([]graph.Span, error) {
+	if !r.single {
+		return graph.DecodeSpans(r.data, dst, intern)
+	}
+	dst = append(dst, graph.Span{})
+	if err := graph.DecodeSpan(r.data, &dst[len(dst)-1], intern); err != nil {
+		return dst[:len(dst)-1], err
+	}
+	return dst, nil
+}
+
+// readSpans calls fn with every stored row of the spans of ids (a span
+// re-sent is in several), those of writes lo..hi only when hi > 0. fn
+// must copy what it keeps of the row.
+func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, lo, hi uint64, fn func(*spanRow) error) error {
 	const chunk = 1000
+	seqs := ""
+	if hi > 0 {
+		seqs = ` AND seq >= ` + utoa(lo) + ` AND seq <= ` + utoa(hi)
+	}
 	for len(ids) > 0 {
 		part := ids[:min(chunk, len(ids))]
 		ids = ids[len(part):]
-		var sp storedSpan
-		err := s.query(ctx, "read spans", `SELECT trace_id, span_id, seq, data FROM spans WHERE trace_id IN (`+idList(part)+`)`,
+		list := idList(part)
+		var row spanRow
+		err := s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM trace_spans WHERE trace_id IN (`+list+`)`+seqs,
 			func(r driver.Rows) error {
-				if err := r.Scan(&sp.traceID, &sp.spanID, &sp.seq, &sp.data); err != nil {
+				if err := r.Scan(&row.traceID, &row.seq, &row.data); err != nil {
 					return err
 				}
-				return fn(&sp)
+				return fn(&row)
+			})
+		if err != nil {
+			return err
+		}
+		if !s.legacy {
+			continue
+		}
+		row.single = true
+		err = s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM spans WHERE trace_id IN (`+list+`)`+seqs,
+			func(r driver.Rows) error {
+				if err := r.Scan(&row.traceID, &row.seq, &row.data); err != nil {
+					return err
+				}
+				return fn(&row)
 			})
 		if err != nil {
 			return err
@@ -143,57 +171,77 @@ func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, fn func(*sto
 	return nil
 }
 
-// TraceSpans appends the stored spans of trace id to dst, each once.
+// TraceSpans appends the stored spans of trace id to dst, each once (the
+// first stored, when a client sent it again).
 func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error) {
 	if err := s.checkOpen("read trace spans"); err != nil {
 		return dst, err
 	}
-	first := map[graph.SpanID]*storedSpan{}
-	err := s.readSpans(ctx, []graph.TraceID{id}, func(sp *storedSpan) error {
-		if have := first[sp.spanID]; have == nil || sp.seq < have.seq {
-			c := *sp
-			first[sp.spanID] = &c
-		}
+	var rows []spanRow
+	err := s.readSpans(ctx, []graph.TraceID{id}, 0, 0, func(r *spanRow) error {
+		c := *r
+		c.data = slices.Clone(r.data)
+		rows = append(rows, c)
 		return nil
 	})
 	if err != nil {
 		return dst, err
 	}
+	slices.SortStableFunc(rows, func(a, b spanRow) int { return cmp.Compare(a.seq, b.seq) })
 	in := interner{}
-	for _, sp := range first {
-		dst = append(dst, graph.Span{})
-		if err := graph.DecodeSpan(sp.data, &dst[len(dst)-1], in.intern); err != nil {
-			return dst[:len(dst)-1], fmt.Errorf("clickhouse: trace %s: %w: %w", id, store.ErrCorrupt, err)
+	start := len(dst)
+	for i := range rows {
+		if dst, err = rows[i].decode(dst, in.intern); err != nil {
+			return dst, fmt.Errorf("clickhouse: trace %s: %w: %w", id, store.ErrCorrupt, err)
 		}
 	}
-	return dst, nil
+	return dedupSpans(dst, start), nil
+}
+
+// dedupSpans drops, from dst[start:], spans whose id came earlier.
+func dedupSpans(dst []graph.Span, start int) []graph.Span {
+	seen := make(map[graph.SpanID]struct{}, len(dst)-start)
+	n := start
+	for i := start; i < len(dst); i++ {
+		if _, dup := seen[dst[i].SpanID]; dup {
+			continue
+		}
+		seen[dst[i].SpanID] = struct{}{}
+		dst[n] = dst[i]
+		n++
+	}
+	return dst[:n]
 }
 
 // spansAfterChunk bounds the writes read back at a time.
 const spansAfterChunk = 500
 
-// SpansAfter calls fn, in write order, with the spans every write after
-// seq added: a span is attributed to the first write that stored it, as
-// if re-sent copies had been ignored on arrival. It reads the write log
-// after seq, then the spans of the traces those writes touched (by
-// primary key), a few hundred writes at a time.
+// SpansAfter calls fn, in write order, with the spans of every write after
+// seq, as they were written. It reads the write log after seq, then the
+// rows of those writes (by primary key: the traces they touched), a few
+// hundred writes at a time.
 func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []graph.Span) error) error {
 	if err := s.checkOpen("read spans after"); err != nil {
 		return err
 	}
-	floor := s.retentionFloor(ctx)
+	// The retention floor is a day's first instant: the writes of that day
+	// on are kept.
+	floor := dayDate(dayOf(s.retentionFloor(ctx))).Format("2006-01-02")
 	in := interner{}
+	var spans []graph.Span
 	for after := seq; ; {
 		var seqs []uint64
 		traces := map[graph.TraceID]struct{}{}
 		err := s.query(ctx, "list writes", `SELECT seq, trace_ids FROM writes WHERE seq > `+utoa(after)+
-			` AND written_at >= `+itoa(floor)+` ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
+			` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
 			var sq uint64
 			var ids []string
 			if err := r.Scan(&sq, &ids); err != nil {
 				return err
 			}
-			seqs = append(seqs, sq)
+			if len(seqs) == 0 || seqs[len(seqs)-1] != sq { // a write split into blocks has a row per block
+				seqs = append(seqs, sq)
+			}
 			for _, id := range ids {
 				var t graph.TraceID
 				copy(t[:], id)
@@ -208,41 +256,26 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			return nil
 		}
 		lo, hi := seqs[0], seqs[len(seqs)-1]
-		type key struct {
-			t graph.TraceID
-			s graph.SpanID
-		}
-		first := map[key]*storedSpan{}
 		ids := make([]graph.TraceID, 0, len(traces))
 		for t := range traces {
 			ids = append(ids, t)
 		}
-		err = s.readSpans(ctx, ids, func(sp *storedSpan) error {
-			k := key{sp.traceID, sp.spanID}
-			if have := first[k]; have == nil || sp.seq < have.seq {
-				c := *sp
-				first[k] = &c
-			}
+		byWrite := map[uint64][]spanRow{}
+		err = s.readSpans(ctx, ids, lo, hi, func(r *spanRow) error {
+			c := *r
+			c.data = slices.Clone(r.data)
+			byWrite[r.seq] = append(byWrite[r.seq], c)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		// A span belongs to the write that first stored it: earlier ones
-		// were read before (or are covered by seq), later ones come with
-		// their own chunk.
-		byWrite := map[uint64][]*storedSpan{}
-		for _, sp := range first {
-			if sp.seq >= lo && sp.seq <= hi {
-				byWrite[sp.seq] = append(byWrite[sp.seq], sp)
-			}
-		}
-		var spans []graph.Span
 		for _, sq := range seqs {
 			spans = spans[:0]
-			for _, sp := range byWrite[sq] {
-				spans = append(spans, graph.Span{})
-				if err := graph.DecodeSpan(sp.data, &spans[len(spans)-1], in.intern); err != nil {
+			rows := byWrite[sq]
+			slices.SortFunc(rows, func(a, b spanRow) int { return bytes.Compare(a.traceID[:], b.traceID[:]) })
+			for i := range rows {
+				if spans, err = rows[i].decode(spans, in.intern); err != nil {
 					return fmt.Errorf("clickhouse: write %d: %w: %w", sq, store.ErrCorrupt, err)
 				}
 			}

@@ -8,33 +8,40 @@ import (
 	"github.com/stormradius/stormradius/schema"
 )
 
-// Ranges cover [lo, hi) exactly once: whole clean hours from the hourly
-// tier, the rest from the minutes.
+// Ranges cover [lo, hi) exactly once: whole days from the day tier, whole
+// hours from the hour tier, the rest from the minutes.
 func TestRanges(t *testing.T) {
+	const h, d = 60, 1440
 	for _, c := range []struct {
 		lo, hi int64
-		dirty  []int64
 		want   []bucketRange
 	}{
-		{0, 0, nil, nil},
-		{10, 50, nil, []bucketRange{{0, 10, 50}}},
-		{60, 240, nil, []bucketRange{{1, 1, 4}}},
-		{45, 250, nil, []bucketRange{{0, 45, 60}, {1, 1, 4}, {0, 240, 250}}},
-		{45, 250, []int64{2}, []bucketRange{{0, 45, 60}, {1, 1, 2}, {0, 120, 180}, {1, 3, 4}, {0, 240, 250}}},
-		{60, 240, []int64{1, 3, 7}, []bucketRange{{0, 60, 120}, {1, 2, 3}, {0, 180, 240}}},
+		{0, 0, nil},
+		{10, 50, []bucketRange{{0, 10, 50}}},
+		{60, 240, []bucketRange{{1, 1, 4}}},
+		{45, 250, []bucketRange{{0, 45, 60}, {1, 1, 4}, {0, 240, 250}}},
+		{d, 3 * d, []bucketRange{{2, 1, 3}}},
+		{d - 5, 3*d + h + 7, []bucketRange{{0, d - 5, d}, {2, 1, 3}, {1, 72, 73}, {0, 3*d + h, 3*d + h + 7}}},
+		{d + 5, 3*d + 7, []bucketRange{{0, d + 5, d + h}, {1, 25, 48}, {2, 2, 3}, {0, 3 * d, 3*d + 7}}},
+		{d + 5, 2*d - 7, []bucketRange{{0, d + 5, d + h}, {1, 25, 47}, {0, 2*d - h, 2*d - 7}}},
+		{-d - 5, d + 3, []bucketRange{{0, -d - 5, -d}, {2, -1, 1}, {0, d, d + 3}}},
 	} {
-		dirty := map[int64]bool{}
-		for _, h := range c.dirty {
-			dirty[h] = true
+		got := ranges(c.lo, c.hi)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ranges(%d, %d) = %v, want %v", c.lo, c.hi, got, c.want)
 		}
-		if got := ranges(c.lo, c.hi, dirty); !slices.Equal(got, c.want) {
-			t.Errorf("ranges(%d, %d, %v) = %v, want %v", c.lo, c.hi, c.dirty, got, c.want)
+		// Every minute covered exactly once.
+		n := int64(0)
+		for _, r := range got {
+			n += (r.hi - r.lo) * minutesPer[r.tier]
+		}
+		if n != c.hi-c.lo {
+			t.Errorf("ranges(%d, %d) covers %d minutes", c.lo, c.hi, n)
 		}
 	}
-	// Unbounded, with a dirty hour: without walking every hour.
-	got := ranges(minBound, maxBound, map[int64]bool{5: true})
-	if len(got) != 5 || got[1].hi != 5 || got[2] != (bucketRange{0, 300, 360}) || got[3].lo != 6 {
-		t.Errorf("unbounded with hour 5 dirty: %v", got)
+	// Unbounded: a handful of ranges.
+	if got := ranges(minBound, maxBound); len(got) > 5 || got[0].tier != 0 {
+		t.Errorf("unbounded: %v", got)
 	}
 }
 

@@ -22,12 +22,13 @@ import (
 // survive a reader process opening and closing the database meanwhile),
 // so exactness is tracked per window, in the database: Apply marks every
 // window whose records it changes dirty before it writes anything, and
-// marks clean only the windows whose states it then wrote. A window is
-// exact unless a dirty mark is its latest: whatever process applied,
-// crashed, reopened or read in between. Retention that cuts a window in
-// two (a window that does not divide a day) marks it dirty as well. A
-// dirty window without a stored state is returned empty and not exact (its
-// records may exist), so the caller rebuilds it from WindowRecords.
+// writes the states it is given after the records, with a higher version.
+// A window is exact unless its latest dirty mark is newer than its latest
+// state: whatever process applied, crashed, reopened or read in between.
+// Retention that cuts a window in two (a window that does not divide a
+// day) marks it dirty as well. A dirty window without a stored state is
+// returned empty and not exact (its records may exist), so the caller
+// rebuilds it from WindowRecords.
 func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
 	if err := s.checkOpen("read state"); err != nil {
 		return nil, false, err
@@ -57,11 +58,12 @@ func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, erro
 		return nil, false, err
 	}
 	var dirty uint8
-	if err := s.queryRow(ctx, "read state", `SELECT argMax(dirty, version) FROM dirty WHERE kind = 'window' AND id = `+itoa(w),
-		&dirty); err != nil {
+	var marked uint64
+	if err := s.queryRow(ctx, "read state", `SELECT argMax(dirty, version), max(version) FROM dirty WHERE kind = 'window' AND id = `+itoa(w),
+		&dirty, &marked); err != nil {
 		return nil, false, err
 	}
-	exact := dirty == 0
+	exact := dirty == 0 || marked < version
 	if !found || deleted != 0 {
 		if !exact {
 			return analysis.NewState(), false, nil
@@ -96,7 +98,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.insert(ctx, "put summaries", "summaries", []string{"day", "win", "version", "summary"}, days, wins, vers, encs); err != nil {
 		return err
 	}
-	return s.mark(ctx, 0, v+uint64(len(sums)), marks{summaries: wins})
+	return s.mark(ctx, v+uint64(len(sums)), marks{fresh: wins})
 }
 
 // StaleSummaries returns the windows whose state an Apply changed since
@@ -149,8 +151,8 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	return out, err
 }
 
-// dayTables are the tables partitioned by day; windowTables those whose
-// day is a window's first.
+// dayTables are the tables partitioned by day (record_index by month);
+// windowTables those whose day is a window's first.
 var (
 	dayTables    = ttlTables
 	windowTables = []string{"states", "summaries", "dirty"}
@@ -160,7 +162,8 @@ var (
 // what was written before it). The retention floor is recorded first, and
 // every read ignores what lies before it from then on; then the day
 // partitions before it are dropped (ALTER TABLE … DROP PARTITION: no
-// scan, no mutation). Window states and summaries are partitioned by the
+// scan, no mutation; the record index's month partitions once the whole
+// month is before it). Window states and summaries are partitioned by the
 // day their window starts: a window that straddles the floor keeps its
 // day's partition (the floor hides the rest of that day's windows).
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
@@ -181,7 +184,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if fw*int64(s.window) < floor {
 		// The floor cuts window fw (a window that does not divide a day):
 		// its state counts records that are gone.
-		if err := s.mark(ctx, 1, s.versions(1), marks{windows: []int64{fw}}); err != nil {
+		if err := s.mark(ctx, s.versions(1), marks{windows: []int64{fw}}); err != nil {
 			return err
 		}
 	}
@@ -200,7 +203,13 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		}
 		d, err := time.Parse("20060102", p.id)
 		if err != nil {
-			return nil // not a day partition
+			// A month partition goes once the whole month is before the
+			// floor; what it keeps from before is ignored by readers.
+			m, err := time.Parse("200601", p.id)
+			if err == nil && dayOf(m.AddDate(0, 1, 0).UnixNano()) <= day {
+				drop = append(drop, p)
+			}
+			return nil
 		}
 		limit := day
 		if slices.Contains(windowTables, p.table) {
