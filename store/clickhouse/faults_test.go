@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,13 +112,43 @@ func openFaulty(t *testing.T, dsn string) (*Store, *faultyConn) {
 	return s, fc
 }
 
+// doc returns the document of r and every figure r holds (some are not in
+// the document: the owners' histograms, nodes, versions).
 func doc(t *testing.T, r *analysis.Report) string {
 	t.Helper()
 	b, err := json.Marshal(r.Document(nil, analysis.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return string(b) + "\n" + dump(r)
+}
+
+// dump prints every figure of r, sorted.
+func dump(r *analysis.Report) string {
+	lines := []string{fmt.Sprintf("total %d %d %d", r.Spans, r.Traces, r.Fragments)}
+	for name, a := range r.APIs {
+		c := *a
+		c.Radius, c.Amplification, c.Owners = nil, nil, nil
+		lines = append(lines, fmt.Sprintf("api %q %+v %v %v", name, c, a.Radius, a.Amplification))
+		for n, o := range a.Owners {
+			oc := *o
+			oc.Radius, oc.Amplification = nil, nil
+			lines = append(lines, fmt.Sprintf("owner %q %v %+v %v %v", name, n, oc, o.Radius, o.Amplification))
+		}
+	}
+	for _, v := range r.Services {
+		lines = append(lines, fmt.Sprintf("service %+v", *v))
+	}
+	for n, a := range r.Nodes {
+		lines = append(lines, fmt.Sprintf("node %v %+v", n, *a))
+	}
+	for k, v := range r.Versions {
+		vc := *v
+		vc.Radius, vc.Amplification = nil, nil
+		lines = append(lines, fmt.Sprintf("version %+v %+v %v %v", k, vc, v.Radius, v.Amplification))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 // checkRollups fails unless the report over everything is the sum of the

@@ -43,17 +43,24 @@ type bucketKey struct {
 // day returns the partition day of the bucket.
 func (k bucketKey) day() int64 { return dayOfMinute(k.bucket * minutesPer[k.tier]) }
 
-// Figures (the rollups table's stat, an Enum8): totals, per API (with
-// the radius and amplification histograms and the owners), per service.
+// Figures (the rollups table's stat, an Enum8): totals; per API, with
+// the radius and amplification histograms, the owners and the versions;
+// per service; per node. The per-API figures are 10–49 and 80–89.
 const (
-	statSpans     int8 = 0
-	statTraces    int8 = 1
-	statFragments int8 = 2
-	statAPI       int8 = 10 // api_traces … api_events: 10 + i for the ith of APIAgg's sums, in apiSums order
-	statRadius    int8 = 30
-	statAmp       int8 = 31
-	statOwner     int8 = 40 // owner_events, owner_spurious
-	statService   int8 = 50 // svc_correct … svc_spurious: 50 + i, in svcCounts order
+	statSpans       int8 = 0
+	statTraces      int8 = 1
+	statFragments   int8 = 2
+	statAPI         int8 = 10 // api_traces … api_events: 10 + i for the ith of apiSums
+	statRadius      int8 = 30
+	statAmp         int8 = 31
+	statOwner       int8 = 40 // owner_events … owner_radius_sum: 40 + i for the ith of ownerSums
+	statOwnerRadius int8 = 45
+	statOwnerAmp    int8 = 46
+	statService     int8 = 50 // svc_correct … svc_spurious: 50 + i, in svcCounts order
+	statNode        int8 = 70 // node_requests, node_owned
+	statVersion     int8 = 80 // ver_traces … ver_radius_sum: 80 + i for the ith of versionSums
+	statVerRadius   int8 = 84
+	statVerAmp      int8 = 85
 )
 
 // numSvc is the number of per-service counts.
@@ -89,6 +96,16 @@ func apiSums(a *analysis.APIAgg) [13]*int64 {
 		&a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events}
 }
 
+// ownerSums returns pointers to an owner's sums in stat order.
+func ownerSums(o *analysis.OwnerAgg) [5]*int64 {
+	return [5]*int64{&o.Events, &o.Spurious, &o.Traces, &o.Suppressed, &o.RadiusSum}
+}
+
+// versionSums returns pointers to a version's sums in stat order.
+func versionSums(v *analysis.VersionAgg) [4]*int64 {
+	return [4]*int64{&v.Traces, &v.Failed, &v.RootErrors, &v.RadiusSum}
+}
+
 // eachRow calls fn with every figure of rep but zeros, as a rollup row.
 // addRow is its inverse.
 func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
@@ -111,8 +128,19 @@ func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
 			emit(rowKey{stat: statAmp, api: name, value: v}, c)
 		}
 		for n, o := range a.Owners {
-			emit(rowKey{stat: statOwner, api: name, svc: n.Service, op: n.Operation}, o.Events)
-			emit(rowKey{stat: statOwner + 1, api: name, svc: n.Service, op: n.Operation}, o.Spurious)
+			k := rowKey{api: name, svc: n.Service, op: n.Operation}
+			for i, p := range ownerSums(o) {
+				k.stat = statOwner + int8(i)
+				emit(k, *p)
+			}
+			for r, c := range o.Radius {
+				k.stat, k.value = statOwnerRadius, float64(r)
+				emit(k, c)
+			}
+			for v, c := range o.Amplification {
+				k.stat, k.value = statOwnerAmp, v
+				emit(k, c)
+			}
 		}
 	}
 	for name, v := range rep.Services {
@@ -120,10 +148,31 @@ func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
 			emit(rowKey{stat: statService + int8(i), svc: name}, c)
 		}
 	}
+	for n, a := range rep.Nodes {
+		emit(rowKey{stat: statNode, svc: n.Service, op: n.Operation}, a.Requests)
+		emit(rowKey{stat: statNode + 1, svc: n.Service, op: n.Operation}, a.Owned)
+	}
+	for vk, v := range rep.Versions {
+		k := rowKey{api: vk.API, svc: vk.Service, op: vk.Version}
+		for i, p := range versionSums(v) {
+			k.stat = statVersion + int8(i)
+			emit(k, *p)
+		}
+		for r, c := range v.Radius {
+			k.stat, k.value = statVerRadius, float64(r)
+			emit(k, c)
+		}
+		for x, c := range v.Amplification {
+			k.stat, k.value = statVerAmp, x
+			emit(k, c)
+		}
+	}
 }
 
 // addRow adds a rollup row to rep.
 func addRow(rep *analysis.Report, k rowKey, n int64) {
+	node := graph.Node{Service: k.svc, Operation: k.op}
+	version := analysis.VersionKey{API: k.api, Service: k.svc, Version: k.op}
 	switch {
 	case k.stat == statSpans:
 		rep.Spans += n
@@ -137,12 +186,24 @@ func addRow(rep *analysis.Report, k rowKey, n int64) {
 		rep.API(k.api).Radius[int(k.value)] += n
 	case k.stat == statAmp:
 		rep.API(k.api).Amplification[k.value] += n
-	case k.stat == statOwner:
-		rep.API(k.api).Owner(graph.Node{Service: k.svc, Operation: k.op}).Events += n
-	case k.stat == statOwner+1:
-		rep.API(k.api).Owner(graph.Node{Service: k.svc, Operation: k.op}).Spurious += n
+	case k.stat >= statOwner && k.stat < statOwner+5:
+		*ownerSums(rep.API(k.api).Owner(node))[k.stat-statOwner] += n
+	case k.stat == statOwnerRadius:
+		rep.API(k.api).Owner(node).Radius[int(k.value)] += n
+	case k.stat == statOwnerAmp:
+		rep.API(k.api).Owner(node).Amplification[k.value] += n
 	case k.stat >= statService && k.stat < statService+numSvc:
 		*svcFields(rep.Service(k.svc))[k.stat-statService] += n
+	case k.stat == statNode:
+		rep.Node(node).Requests += n
+	case k.stat == statNode+1:
+		rep.Node(node).Owned += n
+	case k.stat >= statVersion && k.stat < statVersion+4:
+		*versionSums(rep.Version(version))[k.stat-statVersion] += n
+	case k.stat == statVerRadius:
+		rep.Version(version).Radius[int(k.value)] += n
+	case k.stat == statVerAmp:
+		rep.Version(version).Amplification[k.value] += n
 	}
 }
 
@@ -425,7 +486,9 @@ func where(rs []bucketRange) string {
 // of api only when api is not empty.
 func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis.Report) error {
 	if api != "" {
-		cond += fmt.Sprintf(" AND (toInt8(stat) < %d OR toInt8(stat) >= %d OR api = %s)", statAPI, statService, quote(api))
+		// Totals, services and nodes are not per API.
+		cond += fmt.Sprintf(" AND (api = %s OR toInt8(stat) < %d OR (toInt8(stat) >= %d AND toInt8(stat) < %d))", quote(api),
+			statAPI, statService, statVersion)
 	}
 	return s.query(ctx, "read rollups", `SELECT toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+cond+
 		` GROUP BY stat, api, service, operation, value`, func(r driver.Rows) error {

@@ -2,10 +2,14 @@ package clickhouse
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/schema"
+	"github.com/stormradius/stormradius/store/storetest"
 )
 
 // Ranges cover [lo, hi) exactly once: whole days from the day tier, whole
@@ -91,5 +95,39 @@ func TestQuote(t *testing.T) {
 		if got := quote(in); got != want {
 			t.Errorf("quote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// Every figure of a report goes into rollup rows and comes back from them
+// (the rows of a bucket summed by key, as readers do).
+func TestRowsRoundTrip(t *testing.T) {
+	c := storetest.NewCorpus(t, 120, time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC), 7*time.Second)
+	want := analysis.NewReport()
+	for i, r := range c.Results {
+		x := *r
+		if i%3 == 0 { // versions, which the corpus has none of
+			x.Versions = []analysis.ServiceVersion{{Service: "front", Version: "v" + strconv.Itoa(i%2)}, {Service: "ads", Version: "2.1"}}
+		}
+		want.Add(&x, 1)
+	}
+	if len(want.Versions) == 0 || len(want.Nodes) == 0 {
+		t.Fatal("the report has no versions or no nodes")
+	}
+	sums := map[rowKey]int64{}
+	rows := 0
+	eachRow(want, func(k rowKey, n int64) {
+		if n == 0 {
+			t.Fatalf("a row of zero: %+v", k)
+		}
+		sums[k] += n
+		rows++
+	})
+	got := analysis.NewReport()
+	for k, n := range sums {
+		addRow(got, k, n)
+	}
+	got.Prune()
+	if g, w := dump(got), dump(want); g != w {
+		t.Fatalf("%d rows read back differ:\n got %s\nwant %s", rows, g, w)
 	}
 }
