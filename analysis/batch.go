@@ -40,23 +40,49 @@ func Batch(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 		}
 	}
 	reports := make([]*Report, workers)
+	minutes := make([]MinuteNodes, workers)
 	parallel(len(assembled), workers, func(w, lo, hi int) {
 		ev := NewEvaluator(cfg)
-		rep := NewReport()
+		rep, mn := NewReport(), MinuteNodes{}
 		for i := lo; i < hi; i++ {
 			t := assembled[i]
 			tr := ev.Evaluate(t, windows.State(windows.Of(t)))
 			rep.Add(&tr, 1)
+			mn.Add(&tr)
 		}
-		reports[w] = rep
+		reports[w], minutes[w] = rep, mn
 	})
-	rep := NewReport()
-	for _, r := range reports {
+	rep, mn := NewReport(), MinuteNodes{}
+	for w, r := range reports {
 		if r != nil {
 			rep.Merge(r, 1)
+			mn.Merge(minutes[w])
 		}
 	}
-	return rep.Document(windows.Summaries(cfg), cfg), windows
+	sums := windows.Summaries(cfg)
+	doc := rep.Document(sums, cfg)
+	if spans := DetectIncidentsIn(mn, cfg.Incidents); len(spans) > 0 {
+		cols := make([]*IncidentCollector, workers)
+		parallel(len(assembled), workers, func(w, lo, hi int) {
+			ev := NewEvaluator(cfg)
+			c := NewIncidentCollector(spans)
+			for i := lo; i < hi; i++ {
+				if t := assembled[i]; c.Covers(t.Start()) {
+					tr := ev.Evaluate(t, windows.State(windows.Of(t)))
+					c.Add(&tr)
+				}
+			}
+			cols[w] = c
+		})
+		all := NewIncidentCollector(spans)
+		for _, c := range cols {
+			if c != nil {
+				all.Merge(c)
+			}
+		}
+		doc.Incidents = all.Docs(SummaryGraphs(sums, cfg.Window), cfg.Incidents)
+	}
+	return doc, windows
 }
 
 // parallel splits [0, n) into workers contiguous chunks and runs fn on each.

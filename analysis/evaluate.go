@@ -19,6 +19,8 @@ type Config struct {
 	// Window is the length of the windows every multi-trace figure is
 	// taken over (SPEC §4.3; default DefaultWindow).
 	Window time.Duration
+	// Incidents say when an owner's failures are an incident (SPEC §4.8).
+	Incidents IncidentRules
 }
 
 func (c Config) speaks() float64 {

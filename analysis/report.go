@@ -401,6 +401,9 @@ type Document struct {
 	APIs      []APIDoc     `json:"apis"`
 	Services  []ServiceDoc `json:"services"`
 	Edges     []EdgeDoc    `json:"edges"`
+	// Incidents are the incidents of the range (SPEC §4.8), in order of
+	// their first minute; their figures cover their minutes in the range.
+	Incidents []IncidentDoc `json:"incidents"`
 }
 
 // Fleet summarises all root APIs.
@@ -510,7 +513,7 @@ type EdgeDoc struct {
 // the sums.
 func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	d := &Document{Spans: r.Spans, Traces: r.Traces, Fragments: r.Fragments,
-		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}}
+		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}, Incidents: []IncidentDoc{}}
 	potential := map[string]APIPotential{}
 	edges := map[graph.Edge]*graph.EdgeStats{}
 	for _, w := range windows {
@@ -587,27 +590,7 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 		d.Fleet.MeanPotentialWithout = float64(pot0Sum) / float64(len(names))
 	}
 	for _, s := range r.Services {
-		sd := ServiceDoc{
-			Service: s.Service, Virtual: s.IsVirtual(),
-			Claims: ClaimsDoc{
-				Correct: s.Claims[attribution.AuditCorrect], FalseClaim: s.Claims[attribution.AuditFalseClaim],
-				FalseUnclaim: s.Claims[attribution.AuditFalseUnclaim], Missing: s.Claims[attribution.AuditMissing],
-				Invalid: s.Claims[attribution.AuditInvalid],
-			},
-			ClaimMismatches:           s.Mismatches,
-			MisattributedErrors:       s.Misattributed,
-			NaiveMisattributedErrors:  s.NaiveMisattributed,
-			MisattributionRate:        attribution.MisattributionRate(s.Misattributed, s.Eligible),
-			ContextDrops:              s.ContextDrops,
-			OwnedFailures:             s.OwnedFailures,
-			Requests:                  s.Requests,
-			CounterfactualRequests:    s.Counterfactual,
-			SpuriousRequestsPrevented: s.Spurious,
-		}
-		if s.Requests > 0 {
-			sd.LoadIncreaseAvoided = float64(s.Counterfactual)/float64(s.Requests) - 1
-		}
-		d.Services = append(d.Services, sd)
+		d.Services = append(d.Services, serviceDoc(s))
 	}
 	slices.SortFunc(d.Services, func(x, y ServiceDoc) int { return cmp.Compare(x.Service, y.Service) })
 	for k, e := range edges {

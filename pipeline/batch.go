@@ -241,7 +241,9 @@ func (b *batcher) flush(e *list.Element) error {
 }
 
 // evaluate reads the current facts of every trace back, in spill order,
-// and evaluates each against its window's final state.
+// and evaluates each against its window's final state; then, when the
+// per-minute counts show incidents, a second pass gathers their figures
+// from the traces of their minutes.
 func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	if err := b.spill.w.Flush(); err != nil {
 		return nil, fmt.Errorf("analyze: spill file: %w", err)
@@ -250,28 +252,76 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for _, s := range b.done {
 		current[s.facts.off] = true
 	}
-	// Facts are read in one pass and evaluated by one worker per CPU, each
-	// with its own evaluator and report, merged at the end: sums do not
-	// care about order.
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
-	work := make(chan []*graph.Trace, 2*workers)
 	reports := make([]*analysis.Report, workers)
+	minutes := make([]analysis.MinuteNodes, workers)
+	for w := range reports {
+		reports[w], minutes[w] = analysis.NewReport(), analysis.MinuteNodes{}
+	}
+	err := b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) {
+		reports[w].Add(r, 1)
+		minutes[w].Add(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep := reports[0]
+	for w := 1; w < workers; w++ {
+		rep.Merge(reports[w], 1)
+		minutes[0].Merge(minutes[w])
+	}
+	lo, hi := store.WindowRange(b.cfg.Range, b.cfg.Analysis.Window)
+	sums := b.windows.Summaries(b.cfg.Analysis)
+	out := sums[:0]
+	for _, s := range sums {
+		if s.Window >= lo && s.Window <= hi {
+			out = append(out, s)
+		}
+	}
+	doc := rep.Document(out, b.cfg.Analysis)
+	spans := analysis.DetectIncidentsIn(minutes[0], b.cfg.Analysis.Incidents)
+	if len(spans) == 0 {
+		return doc, nil
+	}
+	cols := make([]*analysis.IncidentCollector, workers)
+	for w := range cols {
+		cols[w] = analysis.NewIncidentCollector(spans)
+	}
+	err = b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) {
+		if cols[w].Covers(r.Start) {
+			cols[w].Add(r)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for w := 1; w < workers; w++ {
+		cols[0].Merge(cols[w])
+	}
+	doc.Incidents = cols[0].Docs(analysis.SummaryGraphs(out, b.cfg.Analysis.Window), b.cfg.Analysis.Incidents)
+	return doc, nil
+}
+
+// scan evaluates the current facts of every trace in range, read in one
+// pass and evaluated by workers, each with its own evaluator; fn(w, r)
+// gets worker w's results (sums do not care about order).
+func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult)) error {
+	work := make(chan []*graph.Trace, 2*workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
-		reports[w] = analysis.NewReport()
-		go func(rep *analysis.Report) {
+		go func(w int) {
 			defer wg.Done()
 			ev := analysis.NewEvaluator(b.cfg.Analysis)
 			for ts := range work {
 				for _, t := range ts {
 					r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
 					if b.cfg.Range.Contains(r.Start) {
-						rep.Add(&r, 1)
+						fn(w, &r)
 					}
 				}
 			}
-		}(reports[w])
+		}(w)
 	}
 	var group []*graph.Trace
 	err := b.spill.scanFacts(func(off int64, t *graph.Trace) error {
@@ -292,22 +342,7 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	}
 	close(work)
 	wg.Wait()
-	if err != nil {
-		return nil, err
-	}
-	rep := reports[0]
-	for _, r := range reports[1:] {
-		rep.Merge(r, 1)
-	}
-	lo, hi := store.WindowRange(b.cfg.Range, b.cfg.Analysis.Window)
-	sums := b.windows.Summaries(b.cfg.Analysis)
-	out := sums[:0]
-	for _, s := range sums {
-		if s.Window >= lo && s.Window <= hi {
-			out = append(out, s)
-		}
-	}
-	return rep.Document(out, b.cfg.Analysis), nil
+	return err
 }
 
 // spillRef locates a record in the spill file.

@@ -31,7 +31,11 @@ func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*ana
 			return nil, err
 		}
 	}
-	return rep.Document(sums, cfg), nil
+	d := rep.Document(sums, cfg)
+	if d.Incidents, err = DocumentIncidents(ctx, r, q, cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // WindowRange returns the windows (inclusive) that hold the minutes q

@@ -33,6 +33,7 @@ var commands = []command{
 	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
 	{"serve", "receive OTLP (gRPC, HTTP, Kafka), store, analyse continuously, serve the results", runServe},
 	{"report", "print the storm radius report of stored traces (from rollups)", runReport},
+	{"gate", "decide whether a rollout may proceed on its storm radius (exit 0 pass, 1 fail, 2 error)", runGate},
 	{"migrate", "apply (or, with --dry-run, print) the store's schema migrations", runMigrate},
 }
 

@@ -12,6 +12,7 @@ import (
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	build := app.Flags(fs, "")
+	buildWeb := app.WebFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius serve [--data DIR | --store URL] [--otlp-grpc :4317] [--otlp-http :4318] [--http :8080] [flags]")
 		fmt.Fprintln(stderr, "\nReceives OTLP traces (gRPC, HTTP, optionally Kafka), stores them, analyses them continuously")
@@ -32,6 +33,14 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		fmt.Fprintf(stderr, "stormradius serve: %v\n", err)
 		return exitUsage
+	}
+	wcfg, err := buildWeb()
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius serve: %v\n", err)
+		return exitUsage
+	}
+	if cfg.HTTPAddr != "" {
+		cfg.Web = &wcfg
 	}
 	if err := app.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "stormradius serve: %v\n", err)

@@ -19,11 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/web"
 )
 
 // Config is a whole service.
@@ -38,10 +41,12 @@ type Config struct {
 	OTLP otlp.Config
 	// Kafka, when Brokers are set, adds a Kafka consumer.
 	Kafka kafka.Config
-	// HTTPAddr serves /healthz, /readyz, /metrics and Routes ("" for none).
+	// HTTPAddr serves /healthz, /readyz, /metrics and, with Web, the REST
+	// API and the UI ("" for none).
 	HTTPAddr string
-	// Routes adds handlers to the HTTP server (the REST API and the UI).
-	Routes func(mux *http.ServeMux, st store.Store)
+	// Web, when not nil, serves the REST API and the UI on HTTPAddr and
+	// exports per-API figures on /metrics.
+	Web *web.Config
 	// Logger is the service's logger.
 	Logger *slog.Logger
 	// Ready, when not nil, is called once the service accepts data, with
@@ -100,31 +105,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	var ready atomic.Bool
 	var addrs Addrs
-	var srv *http.Server
 	httpErr := make(chan error, 1)
-	if cfg.HTTPAddr != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !ready.Load() {
-				http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ready")
-		})
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		if cfg.Routes != nil {
-			cfg.Routes(mux, st)
-		}
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			stopPipeline()
-			return errors.Join(fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err), <-perr)
-		}
-		addrs.HTTP = ln.Addr()
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { httpErr <- srv.Serve(ln) }()
+	acfg := pcfg.Analysis
+	acfg.Window = st.Window()
+	srv, err := startHTTP(cfg.HTTPAddr, st, acfg, cfg.Web, reg, &ready, log, httpErr)
+	if err != nil {
+		stopPipeline()
+		return errors.Join(err, <-perr)
+	}
+	if srv != nil {
+		addrs.HTTP = srv.addr
 	}
 
 	var recv *otlp.Server
@@ -135,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			err = recv.Start(ctx)
 		}
 		if err != nil {
-			shutdownHTTP(srv)
+			srv.shutdown()
 			stopPipeline()
 			return errors.Join(err, <-perr)
 		}
@@ -186,24 +176,126 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := <-perr; err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("pipeline: %w", err))
 	}
-	shutdownHTTP(srv)
+	srv.shutdown()
 	return runErr
 }
 
-func shutdownReceivers(recv *otlp.Server, srv *http.Server) {
+func shutdownReceivers(recv *otlp.Server, srv *httpServer) {
 	if recv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		recv.Shutdown(ctx)
 		cancel()
 	}
-	shutdownHTTP(srv)
+	srv.shutdown()
 }
 
-func shutdownHTTP(srv *http.Server) {
-	if srv == nil {
+// httpServer serves /healthz, /readyz, /metrics and, with a web config,
+// the REST API and the UI.
+type httpServer struct {
+	srv  *http.Server
+	addr net.Addr
+}
+
+// startHTTP starts the HTTP server on addr (nil for ""); errors of Serve
+// go to errc.
+func startHTTP(addr string, st store.Store, acfg analysis.Config, wcfg *web.Config, reg *prometheus.Registry,
+	ready *atomic.Bool, log *slog.Logger, errc chan<- error) (*httpServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if wcfg != nil {
+		svc := &query.Service{Store: st, Config: acfg}
+		wc := *wcfg
+		wc.Logger = log
+		mux.Handle("/", web.Handler(svc, wc))
+		reg.MustRegister(web.NewCollector(svc, wc.Now, log))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	h := &httpServer{addr: ln.Addr(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	go func() { errc <- h.srv.Serve(ln) }()
+	return h, nil
+}
+
+func (h *httpServer) shutdown() {
+	if h == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	srv.Shutdown(ctx)
+	h.srv.Shutdown(ctx)
+}
+
+// APIConfig is the read side alone (cmd/api): the REST API, the UI and
+// /metrics over a store that others write.
+type APIConfig struct {
+	Store     storeurl.Options
+	OpenStore func(context.Context) (store.Store, error)
+	HTTPAddr  string
+	Web       web.Config
+	Analysis  analysis.Config
+	Logger    *slog.Logger
+	Ready     func(net.Addr)
+}
+
+// RunAPI serves the API until ctx ends.
+func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Store.Logger = log
+	var st store.Store
+	if cfg.OpenStore != nil {
+		st, err = cfg.OpenStore(ctx)
+	} else {
+		st, err = storeurl.Open(ctx, cfg.Store)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+	var ready atomic.Bool
+	errc := make(chan error, 1)
+	acfg := cfg.Analysis
+	acfg.Window = st.Window()
+	srv, err := startHTTP(cfg.HTTPAddr, st, acfg, &cfg.Web, reg, &ready, log, errc)
+	if err != nil {
+		return err
+	}
+	if srv == nil {
+		return errors.New("--http is required")
+	}
+	ready.Store(true)
+	log.Info("stormradius api is running", "http", srv.addr, "window", st.Window())
+	if cfg.Ready != nil {
+		cfg.Ready(srv.addr)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		err = fmt.Errorf("http: %w", err)
+	}
+	ready.Store(false)
+	srv.shutdown()
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/web"
 )
 
 // Flags registers the service's flags on fs and returns a function that,
@@ -116,4 +117,27 @@ func splitComma(s string) []string {
 
 func pipelineOf(idle, maxAge time.Duration, inflight int, retention time.Duration) pipeline.Config {
 	return pipeline.Config{TraceIdle: idle, MaxTraceAge: maxAge, MaxInflightSpans: inflight, Retention: retention}
+}
+
+// WebFlags registers the REST API's and UI's flags on fs and returns a
+// function that, after parsing, builds their config.
+func WebFlags(fs *flag.FlagSet) func() (web.Config, error) {
+	var tokens, origins listValue
+	fs.Var(&tokens, "api-token", "bearer token the REST API requires (repeatable, or comma-separated; none: no auth). /healthz, /readyz and /metrics stay open")
+	fs.Var(&origins, "cors-origin", "origin allowed to call the API from a browser (repeatable; none: CORS off)")
+	timeout := fs.Duration("request-timeout", 30*time.Second, "longest an API request may take")
+	link := fs.String("trace-link-template", "", "link from a trace to your trace viewer, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})")
+	return func() (web.Config, error) {
+		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link}
+		if *timeout <= 0 {
+			return c, fmt.Errorf("--request-timeout %v must be positive", *timeout)
+		}
+		if *link != "" && !strings.Contains(*link, "{trace_id}") {
+			return c, fmt.Errorf("--trace-link-template %q lacks {trace_id}", *link)
+		}
+		if *link != "" && !strings.HasPrefix(*link, "https://") && !strings.HasPrefix(*link, "http://") {
+			return c, fmt.Errorf("--trace-link-template %q: want an http(s) URL", *link)
+		}
+		return c, nil
+	}
 }

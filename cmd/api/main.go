@@ -1,0 +1,69 @@
+// Command api is the scaled-out read side: the REST API (SPEC §5.3), the
+// web UI and /metrics over the ClickHouse store that cmd/ingest writes.
+// Run as many as the read load needs; they hold no state. Every flag also
+// reads STORMRADIUS_<FLAG>.
+//
+//	api --store clickhouse://clickhouse:9000/stormradius [--http :8080] [--api-token T]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/stormradius/stormradius/internal/app"
+	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/storeurl"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	storeURL := fs.String("store", "", "store URL: clickhouse://host:9000/db")
+	httpAddr := fs.String("http", ":8080", "listen address of the API, the UI, /healthz, /readyz and /metrics")
+	window := fs.Duration("window", 0, "analysis window the data was written with (default: the store's)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	buildWeb := app.WebFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: api --store clickhouse://host:9000/db [--http :8080] [--api-token T] [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := flagenv.Apply(fs); err != nil {
+		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		return 2
+	}
+	wcfg, err := buildWeb()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		return 2
+	}
+	if *storeURL == "" {
+		fmt.Fprintln(os.Stderr, "api: --store is required (cmd/api serves the ClickHouse store cmd/ingest writes; `stormradius serve` serves the embedded one)")
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(os.Stderr, "api: --log-level %q: want debug, info, warn or error\n", *level)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg := app.APIConfig{Store: storeurl.Options{URL: *storeURL, Window: *window}, HTTPAddr: *httpAddr,
+		Web: wcfg, Logger: log}
+	if err := app.RunAPI(ctx, cfg); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		return 1
+	}
+	return 0
+}

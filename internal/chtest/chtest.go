@@ -1,0 +1,54 @@
+// Package chtest gives integration tests outside package clickhouse a
+// database of their own on the ClickHouse server STORMRADIUS_CLICKHOUSE
+// names, and skips them with a clear message without one.
+package chtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// FreshDSN returns the DSN of a new database on the test server, dropped
+// when the test ends; it skips the test when STORMRADIUS_CLICKHOUSE is
+// unset.
+func FreshDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
+	if dsn == "" {
+		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse integration tests")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("STORMRADIUS_CLICKHOUSE: %v", err)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	name := "stormradius_test_" + hex.EncodeToString(b[:])
+	d := *u
+	d.Path = "/" + name
+	t.Cleanup(func() {
+		a := *u
+		a.Path = "/default"
+		o, err := ch.ParseDSN(a.String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn, err := ch.Open(o)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return d.String()
+}

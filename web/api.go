@@ -1,0 +1,420 @@
+// Package web serves stormradius over HTTP: the REST API of SPEC §5.3
+// (chi), its OpenAPI 3 document, and the embedded web UI. Handlers only
+// parse, call package query, and write JSON: every answer comes from the
+// same library the CLI uses.
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/stormradius/stormradius/gate"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/query"
+	"github.com/stormradius/stormradius/radius"
+	"github.com/stormradius/stormradius/store"
+)
+
+// Config configures the HTTP front end. Zero fields take their defaults.
+type Config struct {
+	// Tokens, when not empty, are the bearer tokens the API accepts
+	// (Authorization: Bearer <token>); the UI's pages themselves are open
+	// and ask for a token when the API needs one.
+	Tokens []string
+	// Timeout bounds a request (default 30 s).
+	Timeout time.Duration
+	// CORSOrigins, when not empty, are the origins allowed to call the API
+	// from a browser (off by default).
+	CORSOrigins []string
+	// MaxBodyBytes bounds a request body (default 1 MiB).
+	MaxBodyBytes int64
+	// TraceLinkTemplate links a trace to the user's own trace viewer:
+	// "{trace_id}" is replaced (e.g. https://jaeger.example/trace/{trace_id}).
+	TraceLinkTemplate string
+	// Logger receives errors (slog.Default() when nil).
+	Logger *slog.Logger
+	// Now returns the current time (time.Now when nil).
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// server holds the handlers' dependencies.
+type server struct {
+	svc    *query.Service
+	cfg    Config
+	tokens [][sha256.Size]byte
+}
+
+// Handler returns the REST API under /api/v1 and the UI under /.
+func Handler(svc *query.Service, cfg Config) http.Handler {
+	cfg.defaults()
+	s := &server{svc: svc, cfg: cfg}
+	for _, t := range cfg.Tokens {
+		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Use(s.cors)
+		r.Use(s.auth)
+		r.Use(middleware.Timeout(cfg.Timeout))
+		r.Use(middleware.Compress(5, "application/json"))
+		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (see /api/v1/openapi.json)")
+		})
+		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+		})
+		for _, rt := range s.routes() {
+			r.Method(rt.method, rt.path, rt.handler)
+		}
+	})
+	r.Mount("/", uiHandler(cfg))
+	return r
+}
+
+// route is one endpoint: the OpenAPI document is built from the same list.
+type route struct {
+	method, path string
+	handler      http.Handler
+	op           operation
+}
+
+func (s *server) routes() []route {
+	return []route{
+		{"GET", "/apis", s.h(s.apis), opAPIs},
+		{"GET", "/radius", s.h(s.radius), opRadius},
+		{"GET", "/graph", s.h(s.graph), opGraph},
+		{"GET", "/fleet", s.h(s.fleet), opFleet},
+		{"GET", "/incidents", s.h(s.incidents), opIncidents},
+		{"GET", "/incidents/{id}", s.h(s.incident), opIncident},
+		{"GET", "/traces/{traceID}", s.h(s.trace), opTrace},
+		{"GET", "/services", s.h(s.services), opServices},
+		{"POST", "/whatif", s.h(s.whatif), opWhatIf},
+		{"GET", "/gate", s.h(s.gate), opGate},
+		{"GET", "/openapi.json", http.HandlerFunc(s.openapi), opOpenAPI},
+	}
+}
+
+// h adapts a handler that returns a value (written as JSON with status
+// 200) or an error (mapped to a status).
+func (s *server) h(fn func(r *http.Request) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := fn(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+}
+
+// statusError carries a status of its own (the gate's 412).
+type statusError struct {
+	status int
+	body   any
+}
+
+func (e *statusError) Error() string { return http.StatusText(e.status) }
+
+// fail maps an error to a status: never a stack trace, and internal
+// details only in the log.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		writeJSON(w, se.status, se.body)
+	case errors.Is(err, query.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, query.ErrBadRequest), errors.Is(err, gate.ErrBadThresholds):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, radius.ErrOverflow):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "the request took longer than "+s.cfg.Timeout.String())
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "the store is unavailable: retry later")
+		s.cfg.Logger.Warn("api: store unavailable", "path", r.URL.Path, "err", err)
+	case errors.Is(err, context.Canceled):
+		// The client went away.
+	default:
+		writeError(w, http.StatusInternalServerError, "internal error")
+		s.cfg.Logger.Error("api", "path", r.URL.Path, "err", err)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// auth checks the bearer token, comparing digests in constant time and
+// every token, so timing says nothing about which one matched.
+func (s *server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.tokens) == 0 || r.Method == http.MethodOptions || r.URL.Path == "/api/v1/openapi.json" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		match := 0
+		for _, t := range s.tokens {
+			match |= subtle.ConstantTimeCompare(sum[:], t[:])
+		}
+		if !ok || match != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stormradius"`)
+			writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cors answers cross-origin requests from the configured origins only.
+func (s *server) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		allowed := false
+		for _, o := range s.cfg.CORSOrigins {
+			if o == "*" || o == origin {
+				allowed = true
+			}
+		}
+		if origin != "" && allowed {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Vary", "Origin")
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			if r.Method == http.MethodOptions {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// badParam is a 400 naming the parameter.
+func badParam(name, format string, a ...any) error {
+	return fmt.Errorf("%w: %s: %s", query.ErrBadRequest, name, fmt.Sprintf(format, a...))
+}
+
+// rangeOf reads from and to, default the last hour.
+func (s *server) rangeOf(r *http.Request) (store.Query, error) {
+	return query.ParseRange(r.URL.Query(), s.cfg.Now())
+}
+
+// apiParam returns the required api parameter.
+func apiParam(r *http.Request) (string, error) {
+	api := r.URL.Query().Get("api")
+	if api == "" {
+		return "", badParam("api", `required: the root API as "service operation"`)
+	}
+	return api, nil
+}
+
+func (s *server) apis(r *http.Request) (any, error) {
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.svc.Document(r.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"apis": d.APIs, "from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
+}
+
+func (s *server) fleet(r *http.Request) (any, error) {
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.svc.Document(r.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments,
+		"from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
+}
+
+func (s *server) services(r *http.Request) (any, error) {
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.svc.Document(r.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"services": d.Services, "edges": d.Edges, "from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
+}
+
+func (s *server) radius(r *http.Request) (any, error) {
+	api, err := apiParam(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	step := time.Duration(0)
+	if v := r.URL.Query().Get("step"); v != "" {
+		if step, err = parseStep(v); err != nil {
+			return nil, badParam("step", "%v", err)
+		}
+	} else {
+		// About 60 points, whole minutes.
+		step = max(time.Minute, time.Duration(q.To-q.From)/60/time.Minute*time.Minute)
+	}
+	return s.svc.Series(r.Context(), api, q, step)
+}
+
+// parseStep reads a duration ("5m") or a number of seconds ("300").
+func parseStep(v string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 || n > 366*24*3600 {
+			return 0, fmt.Errorf("%d seconds out of range", n)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration (5m) or seconds (300)")
+	}
+	return d, nil
+}
+
+func (s *server) graph(r *http.Request) (any, error) {
+	api, err := apiParam(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.svc.Graph(r.Context(), api, q)
+}
+
+func (s *server) trace(r *http.Request) (any, error) {
+	raw := chi.URLParam(r, "traceID")
+	b, err := hex.DecodeString(raw)
+	if err != nil || len(b) != len(graph.TraceID{}) {
+		return nil, badParam("traceID", "%q is not a trace id (32 hex digits)", raw)
+	}
+	v, err := s.svc.Trace(r.Context(), graph.TraceID(b))
+	if err != nil {
+		return nil, err
+	}
+	link := ""
+	if s.cfg.TraceLinkTemplate != "" {
+		link = strings.ReplaceAll(s.cfg.TraceLinkTemplate, "{trace_id}", v.TraceID)
+	}
+	return struct {
+		*query.TraceView
+		Link string `json:"link,omitempty"`
+	}{v, link}, nil
+}
+
+func (s *server) whatif(r *http.Request) (any, error) {
+	var req query.WhatIfRequest
+	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &statusError{http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body larger than %d bytes", mbe.Limit)}}
+		}
+		return nil, badParam("body", "want a JSON what-if question: %v", err)
+	}
+	if dec.More() {
+		return nil, badParam("body", "one JSON object expected")
+	}
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return nil, badParam("body", "%v", err)
+	}
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.svc.WhatIfOver(r.Context(), req, q)
+}
+
+func (s *server) incidents(r *http.Request) (any, error) {
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit <= 0 {
+			return nil, badParam("limit", "%q is not a positive whole number", v)
+		}
+	}
+	q.API = r.URL.Query().Get("api")
+	list, err := s.svc.Incidents(r.Context(), q, limit)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"incidents": list}, nil
+}
+
+func (s *server) incident(r *http.Request) (any, error) {
+	return s.svc.Incident(r.Context(), chi.URLParam(r, "id"))
+}
+
+func (s *server) gate(r *http.Request) (any, error) {
+	req, err := query.ParseGate(r.URL.Query(), s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.svc.Gate(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	if !d.Pass {
+		return nil, &statusError{http.StatusPreconditionFailed, d}
+	}
+	return d, nil
+}

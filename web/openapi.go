@@ -1,0 +1,215 @@
+package web
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// operation documents one route in the OpenAPI document.
+type operation struct {
+	id, summary, description string
+	params                   []param
+	body                     string // a request body schema name, "" for none
+	ok                       string // the 200 body's schema name
+	statuses                 []int  // statuses beyond 200, 400, 401, 500, 503
+}
+
+// param is a query or path parameter.
+type param struct {
+	name, in, description string
+	required              bool
+	typ                   string // string, integer, number
+}
+
+var (
+	pFrom     = param{"from", "query", "start of the range: RFC 3339, unix seconds or now-DURATION (default: an hour before to)", false, "string"}
+	pTo       = param{"to", "query", "end of the range, exclusive: RFC 3339, unix seconds or now-DURATION (default: now)", false, "string"}
+	pAPI      = param{"api", "query", `the root API, "service operation" (operation names contain slashes)`, true, "string"}
+	pAPIOpt   = param{"api", "query", `only incidents that affected this root API`, false, "string"}
+	pStep     = param{"step", "query", "series step: a duration (5m) or seconds, whole minutes (default: about 60 points)", false, "string"}
+	pLimit    = param{"limit", "query", "at most this many incidents, newest first (default and maximum 500)", false, "integer"}
+	pIncident = param{"id", "path", "the incident id (from /api/v1/incidents)", true, "string"}
+	pTrace    = param{"traceID", "path", "the trace id, 32 hex digits", true, "string"}
+)
+
+var (
+	opAPIs = operation{id: "listAPIs", summary: "Root APIs with their SPEC §5.2 figures",
+		description: "Every root API with traces in the range, each row the SPEC §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
+		params:      []param{pFrom, pTo}, ok: "APIList"}
+	opRadius = operation{id: "radiusSeries", summary: "A root API's storm radius over time",
+		params: []param{pAPI, pFrom, pTo, pStep}, ok: "Series"}
+	opGraph = operation{id: "callGraph", summary: "A root API's call graph with per-edge retries, claims and fail-open state, and the owners of its failures",
+		params: []param{pAPI, pFrom, pTo}, ok: "Graph", statuses: []int{404}}
+	opFleet = operation{id: "fleet", summary: "Fleet-wide radius figures",
+		params: []param{pFrom, pTo}, ok: "Fleet"}
+	opIncidents = operation{id: "listIncidents", summary: "Incidents (SPEC §4.8) overlapping the range, newest first",
+		description: "Detected from the minute rollups; an open incident keeps its id as it grows. Example traces are on the incident itself.",
+		params:      []param{pFrom, pTo, pAPIOpt, pLimit}, ok: "IncidentList"}
+	opIncident = operation{id: "getIncident", summary: "One incident with all its figures and example trace ids",
+		params: []param{pIncident}, ok: "Incident", statuses: []int{404}}
+	opTrace = operation{id: "getTrace", summary: "One trace: its hops, attempts, claims and what the analysis said",
+		description: "The one answer read from raw spans.",
+		params:      []param{pTrace}, ok: "Trace", statuses: []int{404}}
+	opServices = operation{id: "services", summary: "Claim integrity per service, and the dependencies' fail-open state",
+		params: []param{pFrom, pTo}, ok: "Services"}
+	opWhatIf = operation{id: "whatIf", summary: "What-if: requests each service would see under a retry policy",
+		description: `Either a chain ({"chain": ["A","B","C"], "fail": ["C"]}) or a root API's learned call graph ({"api": "...", "fail": ["service operation"]}, over the range).`,
+		params:      []param{pFrom, pTo}, body: "WhatIfRequest", ok: "WhatIfAnswer", statuses: []int{413, 422}}
+	opGate = operation{id: "gate", summary: "Rollout gate: 200 pass, 412 fail (a Flagger webhook, an Argo Rollouts web metric)",
+		description: "Compares the candidate against absolute thresholds and, when given, a baseline: two windows (baseline=FROM/TO, candidate=FROM/TO, default candidate: from/to) or two service.versions of one service (service=S&baseline=V1&candidate=V2, looked for in from/to). A side with fewer than min_traces traces fails; an unknown API is a 404.",
+		params: []param{pAPI,
+			{"max_radius", "query", "the candidate's max radius must not exceed it", false, "integer"},
+			{"max_radius_increase", "query", "the candidate's max radius must not exceed the baseline's by more (needs a baseline)", false, "integer"},
+			{"max_amplification", "query", "the candidate's max amplification must not exceed it (≥ 1)", false, "number"},
+			{"min_traces", "query", "traces each side needs (default 10)", false, "integer"},
+			{"baseline", "query", "the baseline: a window FROM/TO, or a version with service", false, "string"},
+			{"candidate", "query", "the candidate: a window FROM/TO (default from/to), or a version with service", false, "string"},
+			{"service", "query", "compare baseline and candidate as service.versions of this service", false, "string"},
+			pFrom, pTo},
+		ok: "GateDecision", statuses: []int{404, 412}}
+	opOpenAPI = operation{id: "openapi", summary: "This document", ok: "OpenAPI"}
+)
+
+// pathParam turns chi's {name} and {name:regex} into OpenAPI's {name}.
+var pathParam = regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
+
+// openapi serves the OpenAPI 3 document built from the routes themselves.
+func (s *server) openapi(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.openAPIDoc())
+}
+
+func (s *server) openAPIDoc() map[string]any {
+	paths := map[string]any{}
+	for _, rt := range s.routes() {
+		p := "/api/v1" + pathParam.ReplaceAllString(rt.path, "{$1}")
+		item, _ := paths[p].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[p] = item
+		}
+		item[strings.ToLower(rt.method)] = rt.op.doc(len(s.tokens) > 0 && rt.path != "/openapi.json")
+	}
+	for _, p := range []struct{ path, summary string }{
+		{"/healthz", "Liveness: 200 while the process runs"},
+		{"/readyz", "Readiness: 200 once the service takes data and answers, 503 while starting or stopping"},
+		{"/metrics", "Prometheus metrics, including per root API stormradius_max_radius and friends"},
+	} {
+		paths[p.path] = map[string]any{"get": map[string]any{"operationId": strings.TrimPrefix(p.path, "/"), "summary": p.summary,
+			"security":  []any{},
+			"responses": map[string]any{"200": map[string]any{"description": "OK"}}}}
+	}
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info": map[string]any{"title": "stormradius", "version": "1",
+			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339 or unix seconds; ranges default to the last hour."},
+		"paths":      paths,
+		"components": components(),
+		"security":   security(len(s.tokens) > 0),
+	}
+}
+
+func security(on bool) []any {
+	if !on {
+		return []any{}
+	}
+	return []any{map[string]any{"bearer": []any{}}}
+}
+
+func (op operation) doc(auth bool) map[string]any {
+	params := []any{}
+	for _, p := range op.params {
+		params = append(params, map[string]any{"name": p.name, "in": p.in, "description": p.description,
+			"required": p.required || p.in == "path", "schema": map[string]any{"type": p.typ}})
+	}
+	resp := map[string]any{"200": map[string]any{"description": "OK", "content": jsonContent(op.ok)}}
+	statuses := append([]int{400, 500, 503}, op.statuses...)
+	if auth {
+		statuses = append(statuses, 401)
+	}
+	for _, st := range statuses {
+		desc := http.StatusText(st)
+		schema := "Error"
+		if st == http.StatusPreconditionFailed {
+			desc, schema = "the gate failed: reasons and the figures compared", "GateDecision"
+		}
+		resp[strconv.Itoa(st)] = map[string]any{"description": desc, "content": jsonContent(schema)}
+	}
+	d := map[string]any{"operationId": op.id, "summary": op.summary, "parameters": params, "responses": resp}
+	if op.description != "" {
+		d["description"] = op.description
+	}
+	if op.body != "" {
+		d["requestBody"] = map[string]any{"required": true, "content": jsonContent(op.body)}
+	}
+	if !auth {
+		d["security"] = []any{}
+	}
+	return d
+}
+
+func jsonContent(schema string) map[string]any {
+	return map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + schema}}}
+}
+
+// components describes the bodies; objects list their main fields and
+// allow more (the documents grow fields, never lose them).
+func components() map[string]any {
+	obj := func(desc string, props map[string]any, required ...string) map[string]any {
+		o := map[string]any{"type": "object", "description": desc, "properties": props, "additionalProperties": true}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	str := map[string]any{"type": "string"}
+	num := map[string]any{"type": "number"}
+	integer := map[string]any{"type": "integer"}
+	boolean := map[string]any{"type": "boolean"}
+	arr := func(items any) map[string]any { return map[string]any{"type": "array", "items": items} }
+	ref := func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+	api := obj("SPEC §5.2 per-API figures", map[string]any{"api": str, "traces": integer, "failed_traces": integer,
+		"root_errors": integer, "remote_parent_traces": integer, "max_radius": integer, "mean_radius": num,
+		"radius_histogram": map[string]any{"type": "object", "additionalProperties": integer}, "potential_radius": integer,
+		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
+		"misattributed_errors": integer, "owners": arr(obj("an owner of failures", map[string]any{"service": str, "operation": str, "owned_failures": integer}))},
+		"api", "traces", "max_radius", "mean_radius")
+	figures := obj("one side of the gate", map[string]any{"label": str, "traces": integer, "failed_traces": integer,
+		"max_radius": integer, "mean_radius": num, "max_amplification": num})
+	incident := obj("an incident (SPEC §4.8)", map[string]any{"id": str, "service": str, "operation": str,
+		"start": str, "end": str, "open": boolean, "affected_apis": arr(str), "max_radius": integer, "mean_radius": num,
+		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
+		"load_increase_avoided": num, "misattributed_errors": integer, "services": arr(ref("Service")), "example_traces": arr(str)},
+		"id", "service", "operation", "start", "end", "open")
+	service := obj("claim integrity of a service", map[string]any{"service": str,
+		"claims":               obj("claim audit of its failed hops", map[string]any{"correct": integer, "false_claim": integer, "false_unclaim": integer, "missing": integer, "invalid": integer}),
+		"misattributed_errors": integer, "context_drops": integer})
+	return map[string]any{
+		"schemas": map[string]any{
+			"Error":   obj("an error", map[string]any{"error": str}, "error"),
+			"API":     api,
+			"APIList": obj("root APIs", map[string]any{"apis": arr(ref("API")), "from": str, "to": str}, "apis"),
+			"Series": obj("a radius series", map[string]any{"api": str, "step_seconds": integer,
+				"points": arr(obj("one step", map[string]any{"time": str, "traces": integer, "failed_traces": integer, "max_radius": integer, "mean_radius": num, "max_amplification": num}))}, "api", "points"),
+			"Graph": obj("a call graph", map[string]any{"api": str,
+				"nodes":  arr(obj("a node", map[string]any{"service": str, "operation": str, "requests": integer, "failed": integer})),
+				"edges":  arr(obj("an edge", map[string]any{"from": map[string]any{"type": "object"}, "to": map[string]any{"type": "object"}, "calls": integer, "attempts": integer, "fail_open": boolean})),
+				"owners": arr(map[string]any{"type": "object"})}, "api", "nodes", "edges"),
+			"Fleet":        obj("the fleet", map[string]any{"fleet": obj("fleet figures", map[string]any{"max_radius": integer, "mean_radius": num}), "spans": integer, "traces": integer}, "fleet"),
+			"Incident":     incident,
+			"IncidentList": obj("incidents", map[string]any{"incidents": arr(ref("Incident"))}, "incidents"),
+			"Service":      service,
+			"Services":     obj("claim integrity", map[string]any{"services": arr(ref("Service")), "edges": arr(map[string]any{"type": "object"})}, "services"),
+			"Trace": obj("a trace", map[string]any{"trace_id": str, "api": str, "hops": arr(map[string]any{"type": "object"}),
+				"events": arr(map[string]any{"type": "object"}), "pending": boolean, "link": str}, "trace_id", "hops"),
+			"WhatIfRequest": obj("a what-if question", map[string]any{"chain": arr(str), "api": str, "fail": arr(str), "retries": num,
+				"budget": num, "error_rate": num, "policy": map[string]any{"type": "string", "enum": []string{"naive", "budget", "ownership"}}}, "fail"),
+			"WhatIfAnswer": obj("requests per service", map[string]any{"policy": str, "requests": map[string]any{"type": "object", "additionalProperties": num}}, "policy", "requests"),
+			"GateDecision": obj("the gate's decision", map[string]any{"pass": boolean, "reasons": arr(str), "api": str,
+				"candidate": figures, "baseline": figures, "thresholds": map[string]any{"type": "object"}}, "pass", "reasons"),
+			"OpenAPI": map[string]any{"type": "object"},
+		},
+		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
+	}
+}
