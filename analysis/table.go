@@ -74,6 +74,23 @@ func (d *Document) WriteTable(w io.Writer) error {
 	if len(open) > 0 {
 		fmt.Fprintf(ew, "\nfail-open edges: %s\n", strings.Join(open, ", "))
 	}
+
+	if len(d.Incidents) > 0 {
+		fmt.Fprintln(ew, "\nincidents (an owner's failures ≥ 5% of its requests and ≥ 10 in a minute; 5 quiet minutes close one):")
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "OWNER\tSTART (UTC)\tEND\tSTATE\tPEAK RATE\tOWNED\tMAX R\tMEAN R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tAPIS\t")
+		for _, in := range d.Incidents {
+			state := "closed"
+			if in.Open {
+				state = "open"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.1f\t%d\t%d\t%d\t\n",
+				Printable(in.Service+" "+in.Operation), in.Start.Format("2006-01-02 15:04"), in.End.Format("15:04"), state,
+				percent(in.PeakRate), in.OwnedFailures, in.MaxRadius, in.MeanRadius, in.MaxAmplification,
+				in.SuppressedRetries, in.SpuriousRequestsPrevented, len(in.AffectedAPIs))
+		}
+		tw.Flush()
+	}
 	return ew.err
 }
 

@@ -25,8 +25,10 @@ const MetricsWindow = 5 * time.Minute
 //   - stormradius_suppressed_retries_total,
 //     stormradius_spurious_requests_prevented_total,
 //     stormradius_misattributed_errors_total: counters over the traces that
-//     started since the process did (a restart resets them, as counters
-//     do; rate() and increase() read them).
+//     started since the collector's since (the process start: a restart
+//     resets them, as counters do, and rate() and increase() read them;
+//     counting all retained data instead would drop every day retention
+//     deletes one, which Prometheus takes for a reset and a spike).
 type Collector struct {
 	svc      *query.Service
 	now      func() time.Time
@@ -58,15 +60,16 @@ var (
 		"1 when the last read of the rollups for these metrics succeeded.", nil, nil)
 )
 
-// NewCollector returns a Collector over svc.
-func NewCollector(svc *query.Service, now func() time.Time, log *slog.Logger) *Collector {
+// NewCollector returns a Collector over svc whose counters count the
+// traces that started since since (nil now: time.Now).
+func NewCollector(svc *query.Service, since time.Time, now func() time.Time, log *slog.Logger) *Collector {
 	if now == nil {
 		now = time.Now
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{svc: svc, now: now, start: now(), log: log, cacheFor: 10 * time.Second}
+	return &Collector{svc: svc, now: now, start: since, log: log, cacheFor: 10 * time.Second}
 }
 
 // Describe implements prometheus.Collector.

@@ -218,7 +218,7 @@ func startHTTP(addr string, st store.Store, acfg analysis.Config, wcfg *web.Conf
 		wc := *wcfg
 		wc.Logger = log
 		mux.Handle("/", web.Handler(svc, wc))
-		reg.MustRegister(web.NewCollector(svc, wc.Now, log))
+		reg.MustRegister(web.NewCollector(svc, time.Now(), wc.Now, log))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
+	"github.com/stormradius/stormradius/web"
 )
 
 // Analyze is `stormradius analyze` of the simulated traces: the reference.
@@ -69,6 +70,7 @@ func startServiceStore(t testing.TB, opts storeurl.Options, idle time.Duration) 
 		Pipeline: pipeline.Config{TraceIdle: idle, MaxTraceAge: 5 * time.Second, Retention: -1, SummaryInterval: 20 * time.Millisecond},
 		OTLP:     otlp.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"},
 		HTTPAddr: "127.0.0.1:0",
+		Web:      &web.Config{Tokens: []string{apiToken}},
 		Ready:    func(a app.Addrs) { ready <- a },
 	}
 	go func() { done <- app.Run(ctx, cfg) }()
@@ -182,6 +184,25 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 
 	base := "http://" + svc.addrs.HTTP.String()
+	// The REST API needs the token; what it answers is the stored report.
+	apis := base + "/api/v1/apis?from=2026-03-01T09:00:00Z&to=2026-03-01T11:00:00Z"
+	if resp, err := http.Get(apis); err != nil || resp.StatusCode != 401 {
+		t.Errorf("the API without a token: %v %v", resp.StatusCode, err)
+	}
+	req, _ := http.NewRequest("GET", apis, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotAPIs, wantDoc struct{ APIs []any }
+	json.NewDecoder(resp.Body).Decode(&gotAPIs)
+	resp.Body.Close()
+	json.Unmarshal([]byte(want), &wantDoc)
+	if g, w := fmt.Sprint(gotAPIs.APIs), fmt.Sprint(wantDoc.APIs); g != w || len(gotAPIs.APIs) == 0 {
+		t.Errorf("GET /api/v1/apis: %s\nwant %s", g, w)
+	}
+	// Health, readiness and metrics stay open.
 	for path, wantBody := range map[string]string{"/healthz": "ok", "/readyz": "ready",
 		"/metrics": fmt.Sprintf("stormradius_spans_stored_total %d", res.Stats.Spans)} {
 		resp, err := http.Get(base + path)
@@ -198,6 +219,8 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 }
+
+const apiToken = "s3cret"
 
 func post(url, ctype, encoding string, body []byte) error {
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
