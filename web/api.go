@@ -120,6 +120,7 @@ func (s *server) routes() []route {
 		{"GET", "/services", s.h(s.services), opServices},
 		{"POST", "/whatif", s.h(s.whatif), opWhatIf},
 		{"GET", "/gate", s.h(s.gate), opGate},
+		{"POST", "/gate", s.h(s.gate), opGateHook},
 		{"GET", "/openapi.json", http.HandlerFunc(s.openapi), opOpenAPI},
 	}
 }
@@ -356,23 +357,36 @@ func (s *server) trace(r *http.Request) (any, error) {
 	}{v, link}, nil
 }
 
-func (s *server) whatif(r *http.Request) (any, error) {
-	var req query.WhatIfRequest
+// decodeBody reads one JSON object of at most MaxBodyBytes into dst;
+// strict refuses unknown fields.
+func (s *server) decodeBody(r *http.Request, dst any, strict bool, what string) error {
 	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &statusError{http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body larger than %d bytes", mbe.Limit)}}
-		}
-		return nil, badParam("body", "want a JSON what-if question: %v", err)
+	if strict {
+		dec.DisallowUnknownFields()
 	}
-	if dec.More() {
-		return nil, badParam("body", "one JSON object expected")
+	err := dec.Decode(dst)
+	if err == nil && dec.More() {
+		return badParam("body", "one JSON object expected")
 	}
-	if _, err := io.Copy(io.Discard, body); err != nil {
-		return nil, badParam("body", "%v", err)
+	if err == nil {
+		_, err = io.Copy(io.Discard, body)
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &mbe):
+		return &statusError{http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body larger than %d bytes", mbe.Limit)}}
+	default:
+		return badParam("body", "want %s: %v", what, err)
+	}
+}
+
+func (s *server) whatif(r *http.Request) (any, error) {
+	var req query.WhatIfRequest
+	if err := s.decodeBody(r, &req, true, "a JSON what-if question"); err != nil {
+		return nil, err
 	}
 	q, err := s.rangeOf(r)
 	if err != nil {
@@ -404,8 +418,29 @@ func (s *server) incident(r *http.Request) (any, error) {
 	return s.svc.Incident(r.Context(), chi.URLParam(r, "id"))
 }
 
+// gate answers GET /api/v1/gate, and POST as a Flagger webhook: Flagger
+// posts {"name", "namespace", "phase", "metadata": {...}}, and the
+// metadata's string values are the same parameters as the query's (the
+// query's win). always_200=true answers 200 whatever the decision, for
+// clients that read pass from the body and take any other status for an
+// error (an Argo Rollouts web metric).
 func (s *server) gate(r *http.Request) (any, error) {
-	req, err := query.ParseGate(r.URL.Query(), s.cfg.Now())
+	v := r.URL.Query()
+	if r.Method == http.MethodPost {
+		var hook struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		if err := s.decodeBody(r, &hook, false, "a Flagger webhook payload with the gate's parameters in metadata"); err != nil {
+			return nil, err
+		}
+		for k, val := range hook.Metadata {
+			if !v.Has(k) {
+				v.Set(k, val)
+			}
+		}
+	}
+	always200 := v.Get("always_200") == "true"
+	req, err := query.ParseGate(v, s.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +448,7 @@ func (s *server) gate(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !d.Pass {
+	if !d.Pass && !always200 {
 		return nil, &statusError{http.StatusPreconditionFailed, d}
 	}
 	return d, nil

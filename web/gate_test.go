@@ -71,5 +71,34 @@ func TestGate(t *testing.T) {
 				t.Errorf("%s: baseline %+v, want max radius %d", c.name, d.Baseline, c.base)
 			}
 		}
+
+		// As a Flagger webhook: the parameters in the payload's metadata.
+		hook := func(meta string) (int, gate.Decision) {
+			resp, err := srv.Client().Post(srv.URL+"/api/v1/gate", "application/json", strings.NewReader(
+				`{"name":"route","namespace":"prod","phase":"Progressing","checksum":"x","metadata":{`+meta+`}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var d gate.Decision
+			json.NewDecoder(resp.Body).Decode(&d)
+			return resp.StatusCode, d
+		}
+		meta := `"api":"` + fixture.API + `","from":"` + at(0) + `","to":"` + at(30) + `","service":"route","baseline":"1.0","max_radius_increase":"0","candidate":`
+		if code, d := hook(meta + `"2.0"`); code != 412 || d.Pass || d.Candidate.MaxRadius != 2 {
+			t.Errorf("webhook, canary 2.0: %d %+v", code, d)
+		}
+		if code, d := hook(meta + `"2.1"`); code != 200 || !d.Pass {
+			t.Errorf("webhook, canary 2.1: %d %+v", code, d)
+		}
+		if code, _ := hook(`"max_radius":"2"`); code != 400 {
+			t.Errorf("webhook without api: %d", code)
+		}
+		// always_200 for clients that read pass (an Argo Rollouts web metric).
+		code, b := get(t, srv, "/api/v1/gate"+q("api", fixture.API, "from", at(10), "to", at(20), "max_radius", "1", "always_200", "true"), "")
+		var d gate.Decision
+		if json.Unmarshal(b, &d); code != 200 || d.Pass {
+			t.Errorf("always_200: %d %s", code, b)
+		}
 	})
 }

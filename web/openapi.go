@@ -67,8 +67,12 @@ var (
 			{"baseline", "query", "the baseline: a window FROM/TO, or a version with service", false, "string"},
 			{"candidate", "query", "the candidate: a window FROM/TO (default from/to), or a version with service", false, "string"},
 			{"service", "query", "compare baseline and candidate as service.versions of this service", false, "string"},
+			{"always_200", "query", "true: answer 200 whatever the decision (read pass from the body; for an Argo Rollouts web metric)", false, "boolean"},
 			pFrom, pTo},
 		ok: "GateDecision", statuses: []int{404, 412}}
+	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook: the parameters in the payload's metadata",
+		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters as strings (query parameters win). 200 pass, 412 fail.`,
+		body:        "FlaggerWebhook", ok: "GateDecision", statuses: []int{404, 412, 413}}
 	opOpenAPI = operation{id: "openapi", summary: "This document", ok: "OpenAPI"}
 )
 
@@ -209,6 +213,8 @@ func components() map[string]any {
 			"GateDecision": obj("the gate's decision", map[string]any{"pass": boolean, "reasons": arr(str), "api": str,
 				"candidate": figures, "baseline": figures, "thresholds": map[string]any{"type": "object"}}, "pass", "reasons"),
 			"OpenAPI": map[string]any{"type": "object"},
+			"FlaggerWebhook": obj("a Flagger webhook payload", map[string]any{"name": str, "namespace": str, "phase": str,
+				"metadata": map[string]any{"type": "object", "additionalProperties": str}}),
 		},
 		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 	}
