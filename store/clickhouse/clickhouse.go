@@ -10,11 +10,11 @@
 // readers take the latest version per key (FINAL, with only key columns in
 // the FINAL query's own conditions). A deleted record leaves a row with
 // deleted = 1. Spans are one row per trace per write (trace_spans), read
-// back each span once; the write log comes from the same insert.
+// back each span once.
 //
 // Every insert costs the server a part, so each operation makes few:
-// WriteSpans one, Apply at most five (markers, records, rollups, states,
-// checkpoint).
+// WriteSpans one (its log row for recovery is a row of the same insert),
+// Apply at most five (markers, records, rollups, states, checkpoint).
 //
 // ClickHouse has no multi-table transactions, so Apply is a sequence of
 // inserts made safe by markers: it first marks the minutes and windows it
@@ -56,6 +56,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -178,9 +179,17 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.floor, s.floorRead = meta[metaFloor], time.Now()
+	// The last write: the latest log row (trace_spans), or of the write
+	// log of earlier releases.
+	var logged uint64
+	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM trace_spans WHERE trace_id = `+
+		idList([]graph.TraceID{logID}), &logged); err != nil {
+		return err
+	}
 	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM writes`, &s.seq); err != nil {
 		return err
 	}
+	s.seq = max(s.seq, logged)
 	// Versions order the rows of one key; they come from the clock, kept
 	// above every version already stored in the small tables.
 	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +22,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
 )
 
@@ -546,4 +549,91 @@ func TestRetentionDropsPartitions(t *testing.T) {
 	if n == 0 {
 		t.Fatal("retention dropped the spans written today")
 	}
+}
+
+// Incidents read from ClickHouse are those the embedded store finds in the
+// same records: hot minutes, the last minute, example traces, whole
+// incidents, also after a bucket was recomputed.
+func TestIncidentsAgreeWithSQLite(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, freshDatabase(t, server(t)), time.Hour)
+	defer s.Close()
+	lite, err := sqlite.Open(ctx, sqlite.Options{Dir: t.TempDir(), Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	c := storetest.NewCorpus(t, 600, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC), 2*time.Second)
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 1)})
+	}
+	states := map[int64]*analysis.State{}
+	for _, w := range c.Windows.Indexes() {
+		states[w] = c.Windows.State(w)
+	}
+	for _, st := range []store.Store{s, lite} {
+		if err := st.Apply(ctx, store.Batch{Changes: changes, States: states}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutSummaries(ctx, c.Windows.Summaries(analysis.Config{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := analysis.Config{Window: time.Hour}
+	at := func(hh, mm int) int64 { return time.Date(2026, 3, 1, hh, mm, 0, 0, time.UTC).UnixNano() }
+	compare := func(when string) {
+		t.Helper()
+		for _, q := range []store.Query{{}, {From: at(9, 33), To: at(9, 41)}} {
+			for _, rules := range [][2]float64{{3, 0.2}, {1, 0.05}} {
+				a, err := s.HotMinutes(ctx, q, int64(rules[0]), rules[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := lite.HotMinutes(ctx, q, int64(rules[0]), rules[1])
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("%s: hot minutes of %+v, %v:\n got %v\nwant %v", when, q, rules, a, b)
+				}
+			}
+			m1, ok1, err := s.LastMinute(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2, ok2, _ := lite.LastMinute(ctx, q)
+			if m1 != m2 || ok1 != ok2 {
+				t.Fatalf("%s: last minute of %+v: %d %v, want %d %v", when, q, m1, ok1, m2, ok2)
+			}
+			find := func(r store.Reader) []analysis.IncidentDoc {
+				t.Helper()
+				var out []analysis.IncidentDoc
+				var err error
+				if q.From == 0 {
+					out, err = store.DocumentIncidents(ctx, r, q, cfg)
+				} else {
+					out, err = store.FindIncidents(ctx, r, q, cfg, true)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			a, b := find(s), find(lite)
+			ja, _ := json.Marshal(a)
+			jb, _ := json.Marshal(b)
+			if string(ja) != string(jb) {
+				t.Fatalf("%s: incidents of %+v:\n got %s\nwant %s", when, q, ja, jb)
+			}
+			if len(b) == 0 {
+				t.Fatalf("%s: the corpus has no incident in %+v", when, q)
+			}
+		}
+	}
+	compare("stored")
+	for _, ch := range changes {
+		s.repair[ch.New.Minute()] = struct{}{}
+	}
+	if err := s.Apply(ctx, store.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	compare("recomputed")
 }

@@ -100,6 +100,12 @@ func TestEmitSQL(t *testing.T) {
 	must(err)
 	_, err = s.Report(ctx, store.Query{})
 	must(err)
+	_, err = s.HotMinutes(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, 5, 0.1)
+	must(err)
+	_, _, err = s.LastMinute(ctx, store.Query{})
+	must(err)
+	_, err = s.Examples(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, graph.Node{Service: "driver", Operation: "GET /driver"}, 3)
+	must(err)
 	_, _, err = s.State(ctx, w)
 	if err != nil && !errorsIsNotFound(err) {
 		t.Fatal(err)
@@ -112,6 +118,7 @@ func TestEmitSQL(t *testing.T) {
 	_, err = s.Watermark(ctx)
 	must(err)
 	rec.answers["FROM writes WHERE seq > 0 "] = [][]any{{uint64(1), []string{string(id[:])}}}
+	rec.answers["FROM trace_spans WHERE trace_id = "] = [][]any{{uint64(2), append([]byte{logMarker}, id[:]...)}}
 	var enc graph.TraceEncoder
 	rec.answers["FROM trace_spans WHERE trace_id IN"] = [][]any{{id, uint64(1), enc.AppendSpans(nil, c.Spans[0])}}
 	s.legacy = true // a database of an earlier release: its span table is read too
@@ -141,7 +148,7 @@ func TestEmitSQL(t *testing.T) {
 
 	// Every rollup recomputed, every table written.
 	all := strings.Join(rec.sql, "\n")
-	for _, want := range []string{"INSERT INTO trace_spans", "INSERT INTO writes", "CREATE MATERIALIZED VIEW IF NOT EXISTS writes_mv", "INSERT INTO records", "INSERT INTO states",
+	for _, want := range []string{"INSERT INTO trace_spans", "FROM writes WHERE seq >", "DROP TABLE IF EXISTS writes_mv", "INSERT INTO records", "INSERT INTO states",
 		"INSERT INTO summaries", "INSERT INTO dirty", "INSERT INTO meta", "INSERT INTO schema_migrations",
 		"INSERT INTO rollup_gens", "FROM records FINAL", "DROP PARTITION ID", "record_index DROP PARTITION", "MODIFY TTL",
 		"trace_id_bloom"} {

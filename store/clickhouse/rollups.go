@@ -519,12 +519,7 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 		return rep, nil
 	}
 	cond := where(ranges(lo, hi))
-	// A bucket's current generation: the latest rollup_gens holds for it,
-	// 0 without one.
-	gens := `SELECT tier, bucket, argMax(gen, version) FROM rollup_gens WHERE ` + cond + ` GROUP BY tier, bucket`
-	cond += ` AND ((gen = 0 AND (tier, bucket) NOT IN (SELECT tier, bucket FROM rollup_gens WHERE ` + cond +
-		`)) OR (tier, bucket, gen) IN (` + gens + `))`
-	if err := s.readRollups(ctx, cond, q.API, rep); err != nil {
+	if err := s.readRollups(ctx, cond+" AND "+current(cond), q.API, rep); err != nil {
 		return nil, err
 	}
 	rep.Prune()

@@ -25,13 +25,23 @@ type spanWriter struct {
 	buf   []byte
 }
 
+// Every write stores, beside the rows of its traces, a log row: under the
+// all-zero trace id (no span has it: receivers refuse it), its sequence
+// and, in data, logMarker then the ids of the traces it holds. Log rows
+// lead every part's key order, so recovery reads the log after a sequence
+// by primary key, and a write and its log row are one insert, one part.
+const logMarker = 0xff
+
+// logID is the trace id of log rows.
+var logID [16]byte
+
 // WriteSpans stores spans; they are durable (acknowledged by the server)
-// when it returns. One insert: a row per trace, holding the trace's spans
-// of the write with their names once (graph.TraceEncoder.AppendSpans), in
-// one partition (the day of the write); the write log row (its sequence
-// and traces, for recovery) comes from the same insert (writes_mv). A
-// sequence number is never reused, even when the write fails: its rows may
-// be stored, and a retry gets a new number.
+// when it returns. One insert, in one partition (the day of the write): a
+// row per trace, holding the trace's spans of the write with their names
+// once (graph.TraceEncoder.AppendSpans), and the write's log row (its
+// sequence and traces, for recovery). A sequence number is never reused,
+// even when the write fails: its rows may be stored, and a retry gets a
+// new number.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
@@ -40,17 +50,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	}
 	s.seq++
 	seq := s.seq
-	now := time.Now()
-	day := dayDate(dayOf(now.UnixNano()))
-	if len(spans) == 0 {
-		// Logged all the same: the next store numbers from the last logged
-		// write.
-		if err := s.insert(ctx, "log write", "writes", []string{"day", "seq", "trace_ids"},
-			[]time.Time{day}, []uint64{seq}, [][][]byte{nil}); err != nil {
-			return 0, err
-		}
-		return seq, nil
-	}
+	day := dayDate(dayOf(time.Now().UnixNano()))
 
 	// Group by trace, keeping arrival order within a trace.
 	w := &s.spanW
@@ -61,9 +61,20 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	slices.SortStableFunc(w.order, func(a, b int32) int {
 		return bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:])
 	})
-	var ids [][]byte
+	ids := [][]byte{logID[:]}
 	var ends []int
-	buf := w.buf[:0]
+	buf := append(w.buf[:0], logMarker)
+	for lo := 0; lo < len(w.order); {
+		id := &spans[w.order[lo]].TraceID
+		hi := lo
+		for hi < len(w.order) && spans[w.order[hi]].TraceID == *id {
+			hi++
+		}
+		buf = append(buf, id[:]...)
+		ids = append(ids, id[:])
+		lo = hi
+	}
+	ends = append(ends, len(buf))
 	for lo := 0; lo < len(w.order); {
 		id := &spans[w.order[lo]].TraceID
 		hi := lo
@@ -73,7 +84,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 			hi++
 		}
 		buf = w.enc.AppendSpans(buf, w.group)
-		ids, ends = append(ids, id[:]), append(ends, len(buf))
+		ends = append(ends, len(buf))
 		lo = hi
 	}
 	// The data column takes substrings of one string, without an
@@ -117,9 +128,12 @@ type spanRow struct {
 	single  bool // one span (graph.AppendSpan), from the legacy table
 }
 
-// decode appends the row's spans to dst.
+// decode appends the row's spans to dst (none from a log row).
 func (r *spanRow) decode(dst []graph.Span, intern func([]byte) string) ([]graph.Span, error) {
 	if !r.single {
+		if len(r.data) > 0 && r.data[0] == logMarker {
+			return dst, nil
+		}
 		return graph.DecodeSpans(r.data, dst, intern)
 	}
 	dst = append(dst, graph.Span{})
@@ -230,34 +244,67 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	in := interner{}
 	var spans []graph.Span
 	for after := seq; ; {
-		var seqs []uint64
-		traces := map[graph.TraceID]struct{}{}
-		err := s.query(ctx, "list writes", `SELECT seq, trace_ids FROM writes WHERE seq > `+utoa(after)+
-			` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
+		// The log rows after the sequence, and the rows of the write log of
+		// earlier releases (table writes).
+		traces := map[uint64][]graph.TraceID{}
+		addIDs := func(sq uint64, b []byte) {
+			for ; len(b) >= 16; b = b[16:] {
+				traces[sq] = append(traces[sq], graph.TraceID(b[:16]))
+			}
+		}
+		err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
+			` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
 			var sq uint64
-			var ids []string
-			if err := r.Scan(&sq, &ids); err != nil {
+			var b []byte
+			if err := r.Scan(&sq, &b); err != nil {
 				return err
 			}
-			if len(seqs) == 0 || seqs[len(seqs)-1] != sq { // a write split into blocks has a row per block
-				seqs = append(seqs, sq)
-			}
-			for _, id := range ids {
-				var t graph.TraceID
-				copy(t[:], id)
-				traces[t] = struct{}{}
+			if len(b) > 0 && b[0] == logMarker {
+				traces[sq] = traces[sq][:0:0]
+				addIDs(sq, b[1:])
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
+		err = s.query(ctx, "list writes", `SELECT seq, trace_ids FROM writes WHERE seq > `+utoa(after)+
+			` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
+			var sq uint64
+			var ids []string
+			if err := r.Scan(&sq, &ids); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				addIDs(sq, []byte(id))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		seqs := make([]uint64, 0, len(traces))
+		for sq := range traces {
+			seqs = append(seqs, sq)
+		}
+		slices.Sort(seqs)
+		if len(seqs) > spansAfterChunk {
+			// Each source gave its first writes; past the first chunk, the
+			// next round reads them again.
+			seqs = seqs[:spansAfterChunk]
+		}
 		if len(seqs) == 0 {
 			return nil
 		}
+		set := map[graph.TraceID]struct{}{}
+		for _, sq := range seqs {
+			for _, id := range traces[sq] {
+				set[id] = struct{}{}
+			}
+		}
 		lo, hi := seqs[0], seqs[len(seqs)-1]
-		ids := make([]graph.TraceID, 0, len(traces))
-		for t := range traces {
+		ids := make([]graph.TraceID, 0, len(set))
+		for t := range set {
 			ids = append(ids, t)
 		}
 		byWrite := map[uint64][]spanRow{}
