@@ -69,8 +69,10 @@ type Series struct {
 	Points []Point `json:"points"`
 }
 
-// Series returns api's figures per step over q's range (whole minutes; a
-// step of at least a minute). Steps with no trace are points of zeros.
+// Series returns api's figures per step over q's range (a step of whole
+// minutes, from the first whole minute of the range). Steps with no trace
+// are points of zeros. Read in one pass where the store can
+// (SeriesReader), step by step otherwise.
 func (s *Service) Series(ctx context.Context, api string, q store.Query, step time.Duration) (*Series, error) {
 	if q.From == 0 || q.To == 0 {
 		return nil, fmt.Errorf("%w: a series needs from and to", ErrBadRequest)
@@ -82,14 +84,40 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 	if n > MaxPoints {
 		return nil, fmt.Errorf("%w: %d points (at most %d): use a larger step", ErrBadRequest, n, MaxPoints)
 	}
+	// A step counts the traces that started in its minutes (a minute that
+	// began before from is not in the range): align from to the minute.
+	if r := q.From % int64(time.Minute); r != 0 {
+		q.From += int64(time.Minute) - r
+		if r < 0 {
+			q.From -= int64(time.Minute)
+		}
+	}
+	if q.From >= q.To {
+		return nil, fmt.Errorf("%w: the range holds no whole minute", ErrBadRequest)
+	}
 	out := &Series{API: api, Step: int64(step / time.Second), Points: []Point{}}
-	for t := q.From; t < q.To; t += int64(step) {
-		rep, err := s.Store.Report(ctx, store.Query{From: t, To: min(t+int64(step), q.To), API: api})
-		if err != nil {
+	var aggs []*analysis.APIAgg
+	if sr, ok := s.Store.(store.SeriesReader); ok {
+		var err error
+		if aggs, err = sr.APISeries(ctx, store.Query{From: q.From, To: q.To, API: api}, int64(step/time.Minute)); err != nil {
 			return nil, err
 		}
+	}
+	for i, t := 0, q.From; t < q.To; i, t = i+1, t+int64(step) {
+		var a *analysis.APIAgg
+		if aggs != nil {
+			if i < len(aggs) {
+				a = aggs[i]
+			}
+		} else {
+			rep, err := s.Store.Report(ctx, store.Query{From: t, To: min(t+int64(step), q.To), API: api})
+			if err != nil {
+				return nil, err
+			}
+			a = rep.APIs[api]
+		}
 		p := Point{Time: time.Unix(0, t).UTC()}
-		if a := rep.APIs[api]; a != nil {
+		if a != nil {
 			p.Traces, p.FailedTraces, p.RootErrors = a.Traces, a.Failed, a.RootErrors
 			p.MaxRadius, p.MaxAmplification = a.MaxRadius(), a.MaxAmplification()
 			if a.Failed > 0 {

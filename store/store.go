@@ -258,3 +258,13 @@ type IncidentReader interface {
 	// failure event, in analysis.ExampleOrder.
 	Examples(ctx context.Context, q Query, owner graph.Node, n int) ([]graph.TraceID, error)
 }
+
+// SeriesReader is an optional fast path for a root API's figures over
+// time: one read for every step rather than a Report per step.
+type SeriesReader interface {
+	// APISeries returns, for each step of stepMinutes whole minutes from
+	// the first minute q covers to the last, the aggregate of q.API's
+	// traces that started in it (nil where there are none). Only the
+	// API's own figures are filled: totals, histograms, not owners.
+	APISeries(ctx context.Context, q Query, stepMinutes int64) ([]*analysis.APIAgg, error)
+}

@@ -12,26 +12,38 @@ import (
 var _ store.IncidentReader = (*Store)(nil)
 
 // HotMinutes reads the minute tier's node rollups that pass the thresholds
-// (the filter runs in SQL: hot minutes are few).
+// (the filter runs in SQL: hot minutes are few). With the SPEC's count
+// threshold or above, the partial index of minutes with at least 10 owned
+// failures holds every candidate (its WHERE term must appear literally).
 func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (map[int64]map[graph.Node]analysis.NodeAgg, error) {
 	lo, hi := q.MinuteRange()
 	out := map[int64]map[graph.Node]analysis.NodeAgg{}
-	err := s.scan(ctx, `SELECT bucket, service, operation, requests, owned FROM rollup_node
-		WHERE tier = 0 AND bucket >= ? AND bucket < ? AND owned >= ? AND owned >= ? * requests AND requests > 0`,
-		[]any{lo, hi, minOwned, minRate}, func(rows *sql.Rows) error {
-			var m int64
-			var n graph.Node
-			var a analysis.NodeAgg
-			if err := rows.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
-				return err
-			}
-			if out[m] == nil {
-				out[m] = map[graph.Node]analysis.NodeAgg{}
-			}
-			out[m][n] = a
-			return nil
-		})
+	err := s.scan(ctx, hotMinutesSQL(minOwned), []any{lo, hi, minOwned, minRate}, func(rows *sql.Rows) error {
+		var m int64
+		var n graph.Node
+		var a analysis.NodeAgg
+		if err := rows.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
+			return err
+		}
+		if out[m] == nil {
+			out[m] = map[graph.Node]analysis.NodeAgg{}
+		}
+		out[m][n] = a
+		return nil
+	})
 	return out, err
+}
+
+// hotMinutesSQL reads hot minutes through the partial index when the
+// count threshold implies its condition (the planner, without statistics,
+// would rather walk the primary key over every node's minutes).
+func hotMinutesSQL(minOwned int64) string {
+	from, hot := "rollup_node", ""
+	if minOwned >= 10 {
+		from, hot = "rollup_node INDEXED BY rollup_node_hot", " AND owned >= 10"
+	}
+	return `SELECT bucket, service, operation, requests, owned FROM ` + from + `
+		WHERE tier = 0 AND bucket >= ? AND bucket < ?` + hot + ` AND owned >= ? AND owned >= ? * requests AND requests > 0`
 }
 
 // LastMinute returns the last minute in q's range with a trace.

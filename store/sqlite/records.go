@@ -247,24 +247,23 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 			return unavailable(ctx, "put record", err)
 		}
 	}
-	// The same deltas summed per hour and per day.
-	tiers := []map[int64]*analysis.Report{minutes}
-	for _, size := range tierMinutes[1:] {
-		buckets := map[int64]*analysis.Report{}
-		for m, d := range minutes {
-			k := floorDiv(m, size)
-			if buckets[k] == nil {
-				buckets[k] = analysis.NewReport()
-			}
-			buckets[k].Merge(d, 1)
-		}
-		tiers = append(tiers, buckets)
-	}
+	// The same deltas summed per ten minutes, hour and day.
 	stmts := &txStatements{tx: tx}
 	defer stmts.close()
-	for tier, reports := range tiers {
-		for bucket, d := range reports {
-			if err := upsertReport(ctx, stmts, tier, bucket, d); err != nil {
+	for _, t := range tiers {
+		buckets := minutes
+		if t.minutes > 1 {
+			buckets = map[int64]*analysis.Report{}
+			for m, d := range minutes {
+				k := floorDiv(m, t.minutes)
+				if buckets[k] == nil {
+					buckets[k] = analysis.NewReport()
+				}
+				buckets[k].Merge(d, 1)
+			}
+		}
+		for bucket, d := range buckets {
+			if err := upsertReport(ctx, stmts, t.id, bucket, d); err != nil {
 				return unavailable(ctx, "update rollups", err)
 			}
 		}
@@ -569,8 +568,8 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service",
 		"rollup_node", "rollup_owner_radius", "rollup_owner_amp", "rollup_version", "rollup_version_radius", "rollup_version_amp"} {
 		// Table names are our own constants.
-		for tier, size := range tierMinutes {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, tier, floorDiv(minute, size)); err != nil {
+		for _, t := range tiers {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, t.id, floorDiv(minute, t.minutes)); err != nil {
 				return unavailable(ctx, "delete rollups", err)
 			}
 		}

@@ -545,6 +545,7 @@ func FillWeek(t testing.TB, s store.Store, apis int, end time.Time) store.Query 
 				Owners:     []radius.OwnerStat{{Node: graph.Node{Service: "db-" + svc, Operation: "query"}, Hops: 2, First: 1, Spurious: 3}},
 				Suppressed: 1, Hops: 12, Counterfactual: 15, RootFailed: a%2 == 0,
 				Services: []analysis.ServiceResult{{Service: svc, Requests: 4}, {Service: "db-" + svc, Requests: 8, OwnedFailures: 2}},
+				Nodes:    []analysis.NodeCount{{Node: graph.Node{Service: "db-" + svc, Operation: "query"}, Requests: 8, Owned: 1}, {Node: graph.Node{Service: svc, Operation: "GET /api"}, Requests: 4}},
 			}
 			binary.BigEndian.PutUint64(r.TraceID[8:], id)
 			r.Window = analysis.WindowOf(r.Start, s.Window())
