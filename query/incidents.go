@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
@@ -61,4 +62,63 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// IncidentWatch follows incidents as data arrives: each Check detects the
+// incidents of the recent past and says which opened, grew or closed
+// since the last one (the service logs them).
+type IncidentWatch struct {
+	svc  *Service
+	open map[string]analysis.IncidentDoc
+	// Lookback is how far back a check looks (default an hour).
+	Lookback time.Duration
+}
+
+// NewIncidentWatch returns a watch over svc.
+func NewIncidentWatch(svc *Service) *IncidentWatch {
+	return &IncidentWatch{svc: svc, open: map[string]analysis.IncidentDoc{}, Lookback: time.Hour}
+}
+
+// IncidentChange is what a check saw happen to an incident.
+type IncidentChange struct {
+	Incident analysis.IncidentDoc
+	// Change is "opened", "updated" (an open incident's last hot minute
+	// moved) or "closed".
+	Change string
+}
+
+// Check detects the incidents of the last Lookback before now and returns
+// what changed since the previous check.
+func (w *IncidentWatch) Check(ctx context.Context, now time.Time) ([]IncidentChange, error) {
+	list, err := w.svc.Incidents(ctx, store.Query{From: now.Add(-w.Lookback).UnixNano(), To: now.UnixNano()}, MaxIncidents)
+	if err != nil {
+		return nil, err
+	}
+	var out []IncidentChange
+	seen := map[string]bool{}
+	for _, d := range list {
+		seen[d.ID] = true
+		prev, was := w.open[d.ID]
+		switch {
+		case d.Open && !was:
+			out = append(out, IncidentChange{d, "opened"})
+		case d.Open && !prev.End.Equal(d.End):
+			out = append(out, IncidentChange{d, "updated"})
+		case !d.Open && was:
+			out = append(out, IncidentChange{d, "closed"})
+		}
+		if d.Open {
+			w.open[d.ID] = d
+		} else {
+			delete(w.open, d.ID)
+		}
+	}
+	for id, d := range w.open {
+		if !seen[id] { // out of the lookback: it closed long ago
+			d.Open = false
+			out = append(out, IncidentChange{d, "closed"})
+			delete(w.open, id)
+		}
+	}
+	return out, nil
 }

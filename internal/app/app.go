@@ -149,6 +149,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		go func() { defer wg.Done(); kafkaErr <- kr.Run(kctx) }()
 	}
 
+	if cfg.Web != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchIncidents(kctx, &query.Service{Store: st, Config: acfg}, log)
+		}()
+	}
 	ready.Store(true)
 	log.Info("stormradius is running", "otlp_grpc", addrs.OTLPGRPC, "otlp_http", addrs.OTLPHTTP, "http", addrs.HTTP,
 		"kafka", cfg.Kafka.Brokers, "window", st.Window())
@@ -187,6 +194,38 @@ func shutdownReceivers(recv *otlp.Server, srv *httpServer) {
 		cancel()
 	}
 	srv.shutdown()
+}
+
+// watchIncidents logs incidents as they open, grow and close (SPEC §4.8),
+// checking the rollups every 30 seconds until ctx ends.
+func watchIncidents(ctx context.Context, svc *query.Service, log *slog.Logger) {
+	w := query.NewIncidentWatch(svc)
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changes, err := w.Check(ctx, time.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("incidents: check failed", "err", err)
+			}
+			continue
+		}
+		for _, c := range changes {
+			d := c.Incident
+			level := slog.LevelInfo
+			if c.Change == "opened" {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "incident "+c.Change, "id", d.ID, "owner", d.Service+" "+d.Operation,
+				"start", d.Start, "end", d.End, "peak_owned_failure_rate", d.PeakRate, "max_radius", d.MaxRadius,
+				"max_amplification", d.MaxAmplification, "affected_apis", d.AffectedAPIs)
+		}
+	}
 }
 
 // httpServer serves /healthz, /readyz, /metrics and, with a web config,
