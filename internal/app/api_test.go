@@ -31,7 +31,9 @@ func TestRunAPI(t *testing.T) {
 		name string
 		opts func(t *testing.T) storeurl.Options
 	}{
-		{"sqlite", func(t *testing.T) storeurl.Options { return storeurl.Options{Data: t.TempDir(), Window: fixture.Window} }},
+		{"sqlite", func(t *testing.T) storeurl.Options {
+			return storeurl.Options{Data: t.TempDir(), Window: fixture.Window}
+		}},
 		{"clickhouse", func(t *testing.T) storeurl.Options {
 			return storeurl.Options{URL: chtest.FreshDSN(t), Window: fixture.Window}
 		}},
