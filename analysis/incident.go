@@ -96,7 +96,7 @@ func ParseIncidentID(id string) (first int64, ok bool) {
 // minutes after the previous one; it is open while fewer than QuietMinutes
 // minutes have passed since its last hot minute. Incidents are ordered by
 // first minute, then owner.
-func DetectIncidents(minutes map[int64]map[graph.Node]NodeAgg, now int64, rules IncidentRules) []IncidentSpan {
+func DetectIncidents(minutes MinuteNodes, now int64, rules IncidentRules) []IncidentSpan {
 	hot := map[graph.Node][]int64{}
 	rate := map[graph.Node]map[int64]float64{}
 	for m, nodes := range minutes {
@@ -192,16 +192,8 @@ func (s IncidentSpan) Figures(rep *Report, graphs map[string]*graph.APIGraph, ru
 		d.AffectedAPIs = append(d.AffectedAPIs, api)
 		events += o.Events
 		radiusSum += o.RadiusSum
-		for r, n := range o.Radius {
-			if n > 0 {
-				d.MaxRadius = max(d.MaxRadius, r)
-			}
-		}
-		for amp, n := range o.Amplification {
-			if n > 0 {
-				d.MaxAmplification = max(d.MaxAmplification, amp)
-			}
-		}
+		d.MaxRadius = max(d.MaxRadius, MaxOf(o.Radius))
+		d.MaxAmplification = max(d.MaxAmplification, MaxOf(o.Amplification))
 		d.SuppressedRetries += o.Suppressed
 		d.SpuriousRequestsPrevented += o.Spurious
 		if g := graphs[api]; g != nil {
@@ -273,6 +265,16 @@ func MinuteOf(unixNano int64) int64 { return WindowOf(unixNano, time.Minute) }
 // MinuteNodes sums traces' node counts per minute of their start: what
 // incidents are detected from.
 type MinuteNodes map[int64]map[graph.Node]NodeAgg
+
+// Put sets a node's counts in a minute.
+func (m MinuteNodes) Put(min int64, n graph.Node, a NodeAgg) {
+	nodes := m[min]
+	if nodes == nil {
+		nodes = map[graph.Node]NodeAgg{}
+		m[min] = nodes
+	}
+	nodes[n] = a
+}
 
 // Add adds a result's node counts.
 func (m MinuteNodes) Add(r *TraceResult) {

@@ -370,20 +370,16 @@ func (a *APIAgg) isZero() bool {
 }
 
 // MaxRadius returns the largest radius of a failed trace, 0 without one.
-func (a *APIAgg) MaxRadius() int {
-	m := 0
-	for k, n := range a.Radius {
-		if n > 0 && k > m {
-			m = k
-		}
-	}
-	return m
-}
+func (a *APIAgg) MaxRadius() int { return MaxOf(a.Radius) }
 
 // MaxAmplification returns the largest amplification of a failed trace.
-func (a *APIAgg) MaxAmplification() float64 {
-	m := 0.0
-	for k, n := range a.Amplification {
+func (a *APIAgg) MaxAmplification() float64 { return MaxOf(a.Amplification) }
+
+// MaxOf returns the largest value a histogram counts (a positive count),
+// 0 for none.
+func MaxOf[K int | float64](hist map[K]int64) K {
+	var m K
+	for k, n := range hist {
 		if n > 0 && k > m {
 			m = k
 		}

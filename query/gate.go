@@ -121,16 +121,7 @@ func versionFigures(rep *analysis.Report, api, service, version string) Figures 
 		return f
 	}
 	f.Traces, f.FailedTraces = v.Traces, v.Failed
-	for r, n := range v.Radius {
-		if n > 0 {
-			f.MaxRadius = max(f.MaxRadius, r)
-		}
-	}
-	for a, n := range v.Amplification {
-		if n > 0 {
-			f.MaxAmplification = max(f.MaxAmplification, a)
-		}
-	}
+	f.MaxRadius, f.MaxAmplification = analysis.MaxOf(v.Radius), analysis.MaxOf(v.Amplification)
 	if v.Failed > 0 {
 		f.MeanRadius = float64(v.RadiusSum) / float64(v.Failed)
 	}

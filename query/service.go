@@ -28,16 +28,23 @@ func New(st store.Store) *Service {
 // MaxPoints bounds a series: a step that would give more is refused.
 const MaxPoints = 2000
 
-// Document returns the SPEC §5.2 document of the traces q selects.
+// Document returns the SPEC §5.2 document of the traces q selects, with
+// its incidents.
 func (s *Service) Document(ctx context.Context, q store.Query) (*analysis.Document, error) {
 	return store.Document(ctx, s.Store, q, s.Config)
+}
+
+// Figures returns the document without its incidents: what /apis, /fleet
+// and /services show.
+func (s *Service) Figures(ctx context.Context, q store.Query) (*analysis.Document, error) {
+	return store.DocumentWithout(ctx, s.Store, q, s.Config)
 }
 
 // API returns the document row of one root API, ErrNotFound when the range
 // holds none of its traces.
 func (s *Service) API(ctx context.Context, api string, q store.Query) (*analysis.APIDoc, error) {
 	q.API = api
-	d, err := s.Document(ctx, q)
+	d, err := s.Figures(ctx, q)
 	if err != nil {
 		return nil, err
 	}

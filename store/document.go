@@ -17,9 +17,23 @@ type Reader interface {
 // Document returns the SPEC §5.2 document of the traces q selects, from
 // rollups and window summaries alone: per-trace figures from the rollups
 // of the minutes in range, edges and potential radius from the summaries
-// of the windows those minutes belong to. cfg must carry the window length
-// the data was analysed with.
+// of the windows those minutes belong to, and the incidents of the range
+// (DocumentIncidents). cfg must carry the window length the data was
+// analysed with.
 func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
+	d, err := DocumentWithout(ctx, r, q, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if d.Incidents, err = DocumentIncidents(ctx, r, q, cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// DocumentWithout is Document without its incidents (an empty list), for
+// answers that show the rest of it.
+func DocumentWithout(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
 	rep, err := r.Report(ctx, q)
 	if err != nil {
 		return nil, err
@@ -31,11 +45,7 @@ func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*ana
 			return nil, err
 		}
 	}
-	d := rep.Document(sums, cfg)
-	if d.Incidents, err = DocumentIncidents(ctx, r, q, cfg); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return rep.Document(sums, cfg), nil
 }
 
 // WindowRange returns the windows (inclusive) that hold the minutes q

@@ -251,7 +251,7 @@ type IncidentReader interface {
 	// HotMinutes returns, for the minutes q covers, the nodes whose
 	// owned failures reached both minOwned and minRate of their requests
 	// in a minute (minute → node → counts).
-	HotMinutes(ctx context.Context, q Query, minOwned int64, minRate float64) (map[int64]map[graph.Node]analysis.NodeAgg, error)
+	HotMinutes(ctx context.Context, q Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error)
 	// LastMinute returns the last minute q covers that holds a trace.
 	LastMinute(ctx context.Context, q Query) (minute int64, ok bool, err error)
 	// Examples returns up to n traces of q's range in which owner had a

@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/query"
@@ -110,14 +111,18 @@ type route struct {
 
 func (s *server) routes() []route {
 	return []route{
-		{"GET", "/apis", s.h(s.apis), opAPIs},
+		{"GET", "/apis", s.h(s.figures(func(d *analysis.Document) map[string]any { return map[string]any{"apis": d.APIs} })), opAPIs},
 		{"GET", "/radius", s.h(s.radius), opRadius},
 		{"GET", "/graph", s.h(s.graph), opGraph},
-		{"GET", "/fleet", s.h(s.fleet), opFleet},
+		{"GET", "/fleet", s.h(s.figures(func(d *analysis.Document) map[string]any {
+			return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments}
+		})), opFleet},
 		{"GET", "/incidents", s.h(s.incidents), opIncidents},
 		{"GET", "/incidents/{id}", s.h(s.incident), opIncident},
 		{"GET", "/traces/{traceID}", s.h(s.trace), opTrace},
-		{"GET", "/services", s.h(s.services), opServices},
+		{"GET", "/services", s.h(s.figures(func(d *analysis.Document) map[string]any {
+			return map[string]any{"services": d.Services, "edges": d.Edges}
+		})), opServices},
 		{"POST", "/whatif", s.h(s.whatif), opWhatIf},
 		{"GET", "/gate", s.h(s.gate), opGate},
 		{"POST", "/gate", s.h(s.gate), opGateHook},
@@ -252,41 +257,22 @@ func apiParam(r *http.Request) (string, error) {
 	return api, nil
 }
 
-func (s *server) apis(r *http.Request) (any, error) {
-	q, err := s.rangeOf(r)
-	if err != nil {
-		return nil, err
+// figures answers from the document of the range (without incidents):
+// pick chooses its parts.
+func (s *server) figures(pick func(d *analysis.Document) map[string]any) func(r *http.Request) (any, error) {
+	return func(r *http.Request) (any, error) {
+		q, err := s.rangeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.svc.Figures(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		out := pick(d)
+		out["from"], out["to"] = time.Unix(0, q.From).UTC(), time.Unix(0, q.To).UTC()
+		return out, nil
 	}
-	d, err := s.svc.Document(r.Context(), q)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"apis": d.APIs, "from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
-}
-
-func (s *server) fleet(r *http.Request) (any, error) {
-	q, err := s.rangeOf(r)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.svc.Document(r.Context(), q)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments,
-		"from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
-}
-
-func (s *server) services(r *http.Request) (any, error) {
-	q, err := s.rangeOf(r)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.svc.Document(r.Context(), q)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"services": d.Services, "edges": d.Edges, "from": time.Unix(0, q.From).UTC(), "to": time.Unix(0, q.To).UTC()}, nil
 }
 
 func (s *server) radius(r *http.Request) (any, error) {

@@ -40,6 +40,7 @@ type Collector struct {
 	at      time.Time
 	window  *analysis.Document
 	total   *analysis.Document
+	open    int
 	lastErr error
 }
 
@@ -97,13 +98,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(a.MaxRadius), a.API)
 			ch <- prometheus.MustNewConstMetric(descMean, prometheus.GaugeValue, a.MeanRadius, a.API)
 		}
-		open := 0
-		for _, in := range c.window.Incidents {
-			if in.Open {
-				open++
-			}
-		}
-		ch <- prometheus.MustNewConstMetric(descIncidents, prometheus.GaugeValue, float64(open))
+		ch <- prometheus.MustNewConstMetric(descIncidents, prometheus.GaugeValue, float64(c.open))
 	}
 	if c.total != nil {
 		for _, a := range c.total.APIs {
@@ -118,13 +113,25 @@ func (c *Collector) refresh(now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c.at = now
-	win, err := c.svc.Document(ctx, store.Query{From: now.Add(-MetricsWindow).UnixNano(), To: now.UnixNano()})
+	last := store.Query{From: now.Add(-MetricsWindow).UnixNano(), To: now.UnixNano()}
+	win, err := c.svc.Figures(ctx, last)
 	if err == nil {
 		c.window = win
 		var tot *analysis.Document
-		tot, err = c.svc.Document(ctx, store.Query{From: c.start.Truncate(time.Minute).UnixNano(), To: now.Add(time.Minute).UnixNano()})
+		tot, err = c.svc.Figures(ctx, store.Query{From: c.start.Truncate(time.Minute).UnixNano(), To: now.Add(time.Minute).UnixNano()})
 		if err == nil {
 			c.total = tot
+		}
+	}
+	if err == nil {
+		var list []analysis.IncidentDoc
+		if list, err = c.svc.Incidents(ctx, last, 0); err == nil {
+			c.open = 0
+			for _, in := range list {
+				if in.Open {
+					c.open++
+				}
+			}
 		}
 	}
 	if err != nil && c.lastErr == nil {

@@ -68,24 +68,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	cfg.Store.Logger = log
-	var st store.Store
-	if cfg.OpenStore != nil {
-		st, err = cfg.OpenStore(ctx)
-	} else {
-		st, err = storeurl.Open(ctx, cfg.Store)
-	}
+	reg := newRegistry()
+	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := st.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
-		}
-	}()
+	defer closeStore(st, &err)
 
 	pcfg := cfg.Pipeline
 	pcfg.Logger, pcfg.Registerer = log, reg
@@ -196,6 +184,28 @@ func shutdownReceivers(recv *otlp.Server, srv *httpServer) {
 	srv.shutdown()
 }
 
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// openStore opens the configured store (or calls open, when set).
+func openStore(ctx context.Context, opts storeurl.Options, open func(context.Context) (store.Store, error), log *slog.Logger) (store.Store, error) {
+	if open != nil {
+		return open(ctx)
+	}
+	opts.Logger = log
+	return storeurl.Open(ctx, opts)
+}
+
+// closeStore closes st, adding its error to *err.
+func closeStore(st store.Store, err *error) {
+	if cerr := st.Close(); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("close store: %w", cerr))
+	}
+}
+
 // watchIncidents logs incidents as they open, grow and close (SPEC §4.8),
 // checking the rollups every 30 seconds until ctx ends.
 func watchIncidents(ctx context.Context, svc *query.Service, log *slog.Logger) {
@@ -296,23 +306,12 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Store.Logger = log
-	var st store.Store
-	if cfg.OpenStore != nil {
-		st, err = cfg.OpenStore(ctx)
-	} else {
-		st, err = storeurl.Open(ctx, cfg.Store)
-	}
+	reg := newRegistry()
+	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := st.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
-		}
-	}()
+	defer closeStore(st, &err)
 	var ready atomic.Bool
 	errc := make(chan error, 1)
 	acfg := cfg.Analysis

@@ -33,11 +33,11 @@ func current(cond string) string {
 
 // HotMinutes reads the minute tier's node figures that pass the
 // thresholds (the filter runs in SQL: hot minutes are few).
-func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (map[int64]map[graph.Node]analysis.NodeAgg, error) {
+func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	if err := s.checkOpen("read hot minutes"); err != nil {
 		return nil, err
 	}
-	out := map[int64]map[graph.Node]analysis.NodeAgg{}
+	out := analysis.MinuteNodes{}
 	lo, hi := s.minuteRange(ctx, q)
 	if lo >= hi {
 		return out, nil
@@ -55,10 +55,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 			if err := r.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
 				return err
 			}
-			if out[m] == nil {
-				out[m] = map[graph.Node]analysis.NodeAgg{}
-			}
-			out[m][n] = a
+			out.Put(m, n, a)
 			return nil
 		})
 	return out, err

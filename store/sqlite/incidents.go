@@ -15,9 +15,9 @@ var _ store.IncidentReader = (*Store)(nil)
 // (the filter runs in SQL: hot minutes are few). With the SPEC's count
 // threshold or above, the partial index of minutes with at least 10 owned
 // failures holds every candidate (its WHERE term must appear literally).
-func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (map[int64]map[graph.Node]analysis.NodeAgg, error) {
+func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	lo, hi := q.MinuteRange()
-	out := map[int64]map[graph.Node]analysis.NodeAgg{}
+	out := analysis.MinuteNodes{}
 	err := s.scan(ctx, hotMinutesSQL(minOwned), []any{lo, hi, minOwned, minRate}, func(rows *sql.Rows) error {
 		var m int64
 		var n graph.Node
@@ -25,10 +25,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 		if err := rows.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
 			return err
 		}
-		if out[m] == nil {
-			out[m] = map[graph.Node]analysis.NodeAgg{}
-		}
-		out[m][n] = a
+		out.Put(m, n, a)
 		return nil
 	})
 	return out, err
