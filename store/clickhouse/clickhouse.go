@@ -114,6 +114,8 @@ type Store struct {
 	// (one row per span), read as well as trace_spans.
 	legacy bool
 	enc    analysis.ResultEncoder // under applyMu
+	// watermark is the last checkpoint this store wrote (under applyMu).
+	watermark uint64
 
 	verMu   sync.Mutex
 	lastVer uint64

@@ -66,6 +66,8 @@ func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64
 	b.ends = append(b.ends, len(b.buf))
 }
 
+func (b *recordBlock) len() int { return len(b.id) }
+
 // finish sets the result column: substrings of one string, without an
 // allocation per row.
 func (b *recordBlock) finish() {
@@ -96,19 +98,20 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 //  1. markers: the minutes and windows the batch touches dirty, the
 //     summaries of the windows whose states it gives stale (and the
 //     minutes the previous Apply finished clean);
-//  2. the records (a tombstone under the old key when a record is deleted
-//     or its start moved to another minute);
-//  3. the rollups: the change the batch makes to each minute, hour and
-//     day it touches; minutes to repair (left dirty by a failed Apply or a
-//     crash) are instead recomputed from the records, with their hours and
-//     days, under a new generation;
-//  4. the window states;
-//  5. the checkpoint.
+//  2. at once, the records (a tombstone under the old key when a record is
+//     deleted or its start moved to another minute) and the rollups: the
+//     change the batch makes to each minute, hour and day it touches, for
+//     the minutes not to repair;
+//  3. the minutes to repair (left dirty by a failed Apply or a crash) are
+//     recomputed from the records, with their hours and days, under a new
+//     generation;
+//  4. at once, the window states and the checkpoint.
 //
 // A failure after step 1 leaves the minutes dirty: this store repairs
 // them at its next Apply, a new one at its first Apply (it reads the dirty
 // minutes at Open). The windows stay dirty until an Apply writes their
-// states: their states are not exact meanwhile (State).
+// states after their records: their states are not exact meanwhile
+// (State).
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -145,43 +148,20 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	}
 	n := len(b.Changes)
 	v0 := s.versions(n + 3)
-	// Markers. Summaries of the windows whose states change go stale now;
-	// a crash before the states are written only costs computing them
-	// again.
-	touched := maps.Clone(minutes)
-	maps.Copy(touched, repair)
-	var clean []int64
-	for m := range s.clean {
-		if _, ok := touched[m]; !ok {
-			clean = append(clean, m)
-		}
-	}
-	stale := make([]int64, 0, len(b.States))
-	for w := range b.States {
-		stale = append(stale, w)
-	}
-	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: stale, clean: clean}); err != nil {
-		return err
-	}
-	clear(s.clean)
+	vEnd := v0 + uint64(n) + 2
 
-	if n > 0 {
-		var blk recordBlock
-		for i, c := range b.Changes {
-			v := v0 + 1 + uint64(i)
-			if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
-				blk.add(&s.enc, o, v, true)
-			}
-			if c.New != nil {
-				blk.add(&s.enc, c.New, v, false)
-			}
+	// Everything is encoded before anything is sent.
+	var recs recordBlock
+	for i, c := range b.Changes {
+		v := v0 + 1 + uint64(i)
+		if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
+			recs.add(&s.enc, o, v, true)
 		}
-		blk.finish()
-		if err := s.insert(ctx, "put records", "records", recordColumns, blk.columns()...); err != nil {
-			return err
+		if c.New != nil {
+			recs.add(&s.enc, c.New, v, false)
 		}
 	}
-
+	recs.finish()
 	// Rollups: deltas for the minutes not repaired.
 	deltas := map[int64]*analysis.Report{}
 	delta := func(m int64) *analysis.Report {
@@ -204,42 +184,96 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 			}
 		}
 	}
-	if err := s.putDeltas(ctx, deltas); err != nil {
+	ups := s.deltaRows(deltas)
+	var (
+		days  []time.Time
+		wins  []int64
+		dels  []uint8
+		encs  []string
+		stale []int64
+	)
+	for w, st := range b.States {
+		days, wins, stale = append(days, dayDate(dayOf(w*int64(s.window)))), append(wins, w), append(stale, w)
+		if st == nil || st.Traces == 0 {
+			dels, encs = append(dels, 1), append(encs, "")
+			continue
+		}
+		enc, err := json.Marshal(st)
+		if err != nil {
+			return fmt.Errorf("clickhouse: encode state of window %d: %w", w, err)
+		}
+		dels, encs = append(dels, 0), append(encs, string(enc))
+	}
+
+	// Markers. Summaries of the windows whose states change go stale now;
+	// a crash before the states are written only costs computing them
+	// again.
+	touched := maps.Clone(minutes)
+	maps.Copy(touched, repair)
+	var clean []int64
+	for m := range s.clean {
+		if _, ok := touched[m]; !ok {
+			clean = append(clean, m)
+		}
+	}
+	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: stale, clean: clean}); err != nil {
+		return err
+	}
+	clear(s.clean)
+
+	// The records and the rollup deltas at once: the markers cover either
+	// failing.
+	err := both(func() error {
+		if recs.len() == 0 {
+			return nil
+		}
+		return s.insert(ctx, "put records", "records", recordColumns, recs.columns()...)
+	}, func() error {
+		if ups.len() == 0 {
+			return nil
+		}
+		return s.insert(ctx, "put rollups", "rollups", rollupColumns, ups.columns()...)
+	})
+	if err != nil {
 		return err
 	}
 	if err := s.recompute(ctx, keys(repair)); err != nil {
 		return err
 	}
 
-	vEnd := v0 + uint64(n) + 2
-	if len(b.States) > 0 {
-		var days []time.Time
-		var wins []int64
-		var vers []uint64
-		var dels []uint8
-		var encs []string
-		for w, st := range b.States {
-			days, wins, vers = append(days, dayDate(dayOf(w*int64(s.window)))), append(wins, w), append(vers, vEnd)
-			if st == nil || st.Traces == 0 {
-				dels, encs = append(dels, 1), append(encs, "")
-				continue
-			}
-			enc, err := json.Marshal(st)
-			if err != nil {
-				return fmt.Errorf("clickhouse: encode state of window %d: %w", w, err)
-			}
-			dels, encs = append(dels, 0), append(encs, string(enc))
+	// Once the records are stored: the states (written after the records,
+	// they make their windows exact) and the checkpoint, at once.
+	err = both(func() error {
+		if len(wins) == 0 {
+			return nil
 		}
-		if err := s.insert(ctx, "put states", "states", []string{"day", "win", "version", "deleted", "state"},
-			days, wins, vers, dels, encs); err != nil {
-			return err
+		return s.insert(ctx, "put states", "states", []string{"day", "win", "version", "deleted", "state"},
+			days, wins, slices.Repeat([]uint64{vEnd}, len(wins)), dels, encs)
+	}, func() error {
+		if b.Watermark == 0 || b.Watermark == s.watermark {
+			return nil
 		}
+		return s.putMeta(ctx, map[string]int64{metaWatermark: int64(b.Watermark)})
+	})
+	if err != nil {
+		return err
+	}
+	if b.Watermark > 0 {
+		s.watermark = b.Watermark
 	}
 	maps.Copy(s.clean, touched)
-	if b.Watermark > 0 {
-		return s.putMeta(ctx, map[string]int64{metaWatermark: int64(b.Watermark)})
-	}
 	return nil
+}
+
+// both runs f and g at once and returns the first error.
+func both(f, g func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- g() }()
+	err := f()
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
 }
 
 // Kinds of dirty markers (the dirty table's Enum8; 3, hour, is no longer

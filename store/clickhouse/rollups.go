@@ -272,10 +272,10 @@ func up(tier uint8, buckets []int64) []int64 {
 	return slices.Compact(out)
 }
 
-// putDeltas writes the changes of minutes (reports of signed results)
-// to the rollups of the minutes, their hours and their days, each bucket
-// under its current generation, in one insert.
-func (s *Store) putDeltas(ctx context.Context, minutes map[int64]*analysis.Report) error {
+// deltaRows returns the rows of the changes of minutes (reports of signed
+// results) to the rollups of the minutes, their hours and their days,
+// each bucket under its current generation.
+func (s *Store) deltaRows(minutes map[int64]*analysis.Report) *rollupBlock {
 	reps := map[bucketKey]*analysis.Report{}
 	for m, rep := range minutes {
 		reps[bucketKey{tierMinute, m}] = rep
@@ -290,10 +290,7 @@ func (s *Store) putDeltas(ctx context.Context, minutes map[int64]*analysis.Repor
 	for k, rep := range reps {
 		blk.add(k, s.gens[k], rep)
 	}
-	if blk.len() == 0 {
-		return nil
-	}
-	return s.insert(ctx, "put rollups", "rollups", rollupColumns, blk.columns()...)
+	return &blk
 }
 
 // recompute replaces the rollups of minutes, and of the hours and days
