@@ -1,0 +1,379 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Transport returns a RoundTripper that sends requests through base
+// (http.DefaultTransport when nil) and retries failed attempts by the
+// claim protocol:
+//
+//   - an attempt fails on a transport error or a status ≥ 500 (a 4xx is
+//     the caller's own error and is never retried);
+//   - under the Ownership policy (the default) a failure is retried when
+//     its response is claimed, has no claim or an invalid one, and never
+//     when it is unclaimed (somebody below already retried it); under
+//     Naive every failure is retried;
+//   - retries wait an exponential backoff with full jitter
+//     (WithBackoff), at least the response's Retry-After; a retry that
+//     would wait past the request context's deadline, or past the maximum
+//     backoff for Retry-After, is not made, and a cancelled context stops
+//     at once;
+//   - retries are bounded per call (WithMaxRetries) and per Transport by
+//     a token bucket (WithBudget);
+//   - a non-idempotent request (POST, PATCH, CONNECT, …) is retried only
+//     with WithRetryNonIdempotent or an Idempotency-Key header, and a
+//     request with a body only when it has GetBody (http.NewRequest sets
+//     it for in-memory bodies).
+//
+// Each attempt is a CLIENT span, child of the request context's span, with
+// the context injected into its headers; the attributes the analysis reads
+// are set on it (http.request.resend_count, the captured claim header,
+// retry.criteria_satisfied, retry.suppressed, dependency.fail_open,
+// service.peer.name). The call's Outcome is recorded with the Handler
+// serving the request context, if any.
+//
+// The span of an attempt ends when its response header arrives. The
+// caller's request is never modified.
+func Transport(base http.RoundTripper, opts ...Option) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := newConfig(opts)
+	return &transport{
+		base:      base,
+		cfg:       c,
+		tracer:    c.tp.Tracer(scopeName),
+		budget:    newBudget(c.maxTokens, c.tokenRatio),
+		startOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
+	}
+}
+
+type transport struct {
+	base      http.RoundTripper
+	cfg       *config
+	tracer    trace.Tracer
+	budget    *budget
+	startOpts []trace.SpanStartOption
+}
+
+// call is the state of one RoundTrip. It is also the propagator's carrier:
+// the caller's header is cloned only when the propagator sets something.
+type call struct {
+	req    *http.Request // the caller's
+	out    *http.Request // the current attempt's
+	cloned bool          // out.Header is out's own
+	url    string        // url.full, computed once
+}
+
+func (c *call) Get(key string) string { return c.out.Header.Get(key) }
+
+func (c *call) Set(key, value string) {
+	if !c.cloned {
+		h := c.req.Header.Clone()
+		if h == nil {
+			h = make(http.Header, 2)
+		}
+		c.out.Header, c.cloned = h, true
+	}
+	c.out.Header.Set(key, value)
+}
+
+func (c *call) Keys() []string {
+	keys := make([]string, 0, len(c.out.Header))
+	for k := range c.out.Header {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, errNilRequest
+	}
+	ctx := req.Context()
+	failOpen := t.cfg.failOpen || isFailOpen(ctx)
+	limit := 0
+	if t.cfg.maxRetries > 0 && t.replayable(req) {
+		limit = t.cfg.maxRetries
+	}
+	c := &call{req: req}
+	var body io.ReadCloser // the next attempt's body, from GetBody
+	criteria := false
+	for attempt := 0; ; attempt++ {
+		actx, span := t.tracer.Start(ctx, spanName(req.Method), t.startOpts...)
+		c.out, c.cloned = req.WithContext(actx), false
+		if attempt > 0 && body != nil {
+			c.out.Body = body
+		}
+		body = nil
+		t.cfg.prop.Inject(actx, c)
+		resp, err := t.base.RoundTrip(c.out)
+
+		var claimVals []string
+		claim := Missing
+		if resp != nil {
+			if claimVals = resp.Header[t.cfg.header]; len(claimVals) > 0 {
+				claim = ParseClaim(claimVals[0])
+			}
+		}
+		if err == nil && resp.StatusCode < 500 {
+			t.budget.success()
+			if span.IsRecording() {
+				t.annotate(span, c, attempt, failOpen, resp, nil, claimVals, false, false)
+			}
+			span.End()
+			if tr := trackerOf(ctx); tr != nil {
+				tr.record(Outcome{FailOpen: failOpen, CriteriaSatisfied: attempt > 0, Claim: claim})
+			}
+			return resp, nil
+		}
+
+		// A failure. A cancelled caller is not the callee's failure: it
+		// neither meets the retry rule nor costs the budget.
+		cancelled := ctx.Err() != nil
+		meets := !cancelled && (t.cfg.policy == Naive || claim.retryable())
+		if meets {
+			criteria = true
+			t.budget.failure()
+		}
+		retry, suppressed := false, false
+		var wait time.Duration
+		if attempt < limit && !cancelled {
+			ok := false
+			if wait, ok = t.backoff(attempt, resp); ok {
+				ok = t.budget.allow() && beforeDeadline(ctx, wait)
+			}
+			if meets {
+				retry = ok
+			} else {
+				suppressed = ok // only its claim stopped this retry
+			}
+		}
+		if retry && req.Body != nil && req.Body != http.NoBody {
+			var gerr error
+			if body, gerr = req.GetBody(); gerr != nil || body == nil {
+				retry, body = false, nil
+			}
+		}
+		if span.IsRecording() {
+			t.annotate(span, c, attempt, failOpen, resp, err, claimVals, meets, suppressed)
+		}
+		span.End()
+		if !retry {
+			if tr := trackerOf(ctx); tr != nil {
+				tr.record(Outcome{Failed: true, FailOpen: failOpen, CriteriaSatisfied: criteria || attempt > 0, Claim: claim})
+			}
+			return resp, err
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			body.Close()
+			if tr := trackerOf(ctx); tr != nil {
+				tr.record(Outcome{Failed: true, FailOpen: failOpen, CriteriaSatisfied: true, Claim: claim})
+			}
+			return nil, err
+		}
+	}
+}
+
+var errNilRequest = fmt.Errorf("ownership: nil request")
+
+// replayable reports whether req may be sent again: an idempotent method
+// (or one declared safe), and a body that can be rewound.
+func (t *transport) replayable(req *http.Request) bool {
+	if !t.cfg.nonIdemSafe && !idempotent(req.Method) && req.Header.Get("Idempotency-Key") == "" {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// idempotent reports whether method is idempotent (RFC 9110 §9.2.2); ""
+// is GET.
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func spanName(method string) string {
+	if method == "" {
+		return http.MethodGet
+	}
+	return method
+}
+
+// backoff returns how long to wait before retry number attempt+1, and
+// false when resp's Retry-After asks for longer than the maximum backoff.
+func (t *transport) backoff(attempt int, resp *http.Response) (time.Duration, bool) {
+	d := jitter(t.cfg.baseBackoff, t.cfg.maxBackoff, attempt)
+	if resp != nil {
+		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			if ra > t.cfg.maxBackoff {
+				return 0, false
+			}
+			d = max(d, ra)
+		}
+	}
+	return d, true
+}
+
+// jitter returns a random duration in [0, min(max, base·2ⁿ)].
+func jitter(base, maxD time.Duration, n int) time.Duration {
+	if base <= 0 || maxD <= 0 {
+		return 0
+	}
+	ceil := maxD
+	if n < 62 && base <= maxD>>uint(n) {
+		ceil = base << uint(n)
+	}
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+// retryAfter parses a Retry-After value: seconds, or an HTTP date (a date
+// in the past is 0). Absurd values saturate rather than overflow.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return time.Duration(1<<63 - 1), true
+			}
+			return 0, false
+		}
+		if secs > int64((1<<63-1)/time.Second) {
+			return time.Duration(1<<63 - 1), true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(at.Sub(now), 0), true
+}
+
+// beforeDeadline reports whether waiting d still leaves time before ctx's
+// deadline.
+func beforeDeadline(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
+}
+
+// sleep waits d, or until ctx is done (then it returns ctx's error).
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// drain reads a little of a body that will be dropped, so that its
+// connection can be reused, and closes it.
+func drain(b io.ReadCloser) {
+	if b == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, b, 64<<10)
+	_ = b.Close()
+}
+
+// annotate sets an attempt's attributes and status.
+func (t *transport) annotate(span trace.Span, c *call, attempt int, failOpen bool, resp *http.Response, err error, claimVals []string, criteria, suppressed bool) {
+	req := c.req
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs, attribute.String("http.request.method", spanName(req.Method)))
+	if u := req.URL; u != nil {
+		if c.url == "" {
+			c.url = fullURL(u)
+		}
+		attrs = append(attrs, attribute.String("url.full", c.url), attribute.String("server.address", u.Hostname()))
+		if p := port(u); p > 0 {
+			attrs = append(attrs, attribute.Int("server.port", p))
+		}
+	}
+	if attempt > 0 {
+		attrs = append(attrs, attribute.Int("http.request.resend_count", attempt))
+	}
+	if failOpen {
+		attrs = append(attrs, attribute.Bool("dependency.fail_open", true))
+	}
+	if t.cfg.peer != "" {
+		attrs = append(attrs, attribute.String("service.peer.name", t.cfg.peer))
+	}
+	if resp != nil {
+		attrs = append(attrs, attribute.Int("http.response.status_code", resp.StatusCode))
+		if len(claimVals) > 0 {
+			attrs = append(attrs, attribute.StringSlice(t.cfg.headerAttr, claimVals))
+		}
+	}
+	if criteria {
+		attrs = append(attrs, attribute.Bool("retry.criteria_satisfied", true))
+	}
+	if suppressed {
+		attrs = append(attrs, attribute.Bool("retry.suppressed", true))
+	}
+	switch {
+	case err != nil:
+		attrs = append(attrs, attribute.String("error.type", fmt.Sprintf("%T", err)))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	case resp != nil && resp.StatusCode >= 500:
+		attrs = append(attrs, attribute.String("error.type", strconv.Itoa(resp.StatusCode)))
+		span.SetStatus(codes.Error, "")
+	}
+	span.SetAttributes(attrs...)
+}
+
+// fullURL is url.full: the URL without its credentials.
+func fullURL(u *url.URL) string {
+	if u.User != nil {
+		return u.Redacted()
+	}
+	return u.String()
+}
+
+// port is the URL's port, or its scheme's default.
+func port(u *url.URL) int {
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	switch u.Scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
+}
