@@ -65,6 +65,7 @@ func TestLoad(t *testing.T) {
 		"/api/v1/radius" + q("api", api),
 		"/api/v1/incidents",
 		"/api/v1/gate" + q("api", api, "max_radius", "3"),
+		"/api/v1/graph" + q("api", api),
 	}
 	lat := make([][]time.Duration, len(paths))
 	var mu sync.Mutex

@@ -95,6 +95,7 @@ type Store struct {
 	server serverVersion
 	window time.Duration
 	log    *slog.Logger
+	sums   store.SummaryCache
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64

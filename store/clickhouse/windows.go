@@ -135,14 +135,15 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	}
 	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 	var out []*analysis.WindowSummary
-	err := s.query(ctx, "read summaries", `SELECT summary FROM summaries FINAL WHERE win >= `+itoa(lo)+` AND win <= `+itoa(hi)+
+	err := s.query(ctx, "read summaries", `SELECT win, summary FROM summaries FINAL WHERE win >= `+itoa(lo)+` AND win <= `+itoa(hi)+
 		` ORDER BY win`, func(r driver.Rows) error {
+		var win int64
 		var b []byte
-		if err := r.Scan(&b); err != nil {
+		if err := r.Scan(&win, &b); err != nil {
 			return err
 		}
-		w := &analysis.WindowSummary{}
-		if err := json.Unmarshal(b, w); err != nil {
+		w, err := s.sums.Decode(win, b)
+		if err != nil {
 			return fmt.Errorf("clickhouse: summary: %w: %w", store.ErrCorrupt, err)
 		}
 		out = append(out, w)

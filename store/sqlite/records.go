@@ -515,19 +515,20 @@ func (s *Store) StaleSummaries(ctx context.Context) ([]int64, error) {
 
 // Summaries returns the summaries of windows lo..hi.
 func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error) {
-	rows, err := s.resR.QueryContext(ctx, `SELECT summary FROM summaries WHERE win BETWEEN ? AND ? ORDER BY win`, lo, hi)
+	rows, err := s.resR.QueryContext(ctx, `SELECT win, summary FROM summaries WHERE win BETWEEN ? AND ? ORDER BY win`, lo, hi)
 	if err != nil {
 		return nil, unavailable(ctx, "read summaries", err)
 	}
 	defer rows.Close()
 	var out []*analysis.WindowSummary
 	for rows.Next() {
+		var win int64
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		if err := rows.Scan(&win, &b); err != nil {
 			return nil, unavailable(ctx, "read summaries", err)
 		}
-		w := &analysis.WindowSummary{}
-		if err := json.Unmarshal(b, w); err != nil {
+		w, err := s.sums.Decode(win, b)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: %w: %w", store.ErrCorrupt, err)
 		}
 		out = append(out, w)

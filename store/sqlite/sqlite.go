@@ -63,6 +63,8 @@ type Store struct {
 	seq     uint64
 	spanSQL spanStatements
 
+	sums store.SummaryCache
+
 	closeOnce sync.Once
 	stopCkpt  chan struct{}
 	ckptDone  chan struct{}

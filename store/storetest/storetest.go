@@ -561,5 +561,28 @@ func FillWeek(t testing.TB, s store.Store, apis int, end time.Time) store.Query 
 	if err := s.Apply(x, store.Batch{Changes: batch}); err != nil {
 		t.Fatal(err)
 	}
+	// Every window's summary: each API's call graph (front → its database,
+	// retried once), as a window of its traces would learn it.
+	st := analysis.NewState()
+	for a := 0; a < apis; a++ {
+		svc := fmt.Sprintf("svc-%03d", a)
+		id := graph.TraceID{2, byte(a)}
+		t0 := start.UnixNano()
+		spans := []graph.Span{
+			{TraceID: id, SpanID: graph.SpanID{1}, Kind: graph.KindServer, Service: svc, Operation: "GET /api", Start: t0, End: t0 + 9e6, Failed: true},
+			{TraceID: id, SpanID: graph.SpanID{2}, ParentID: graph.SpanID{1}, Kind: graph.KindClient, Service: svc, Name: "query", Start: t0 + 1e6, End: t0 + 3e6, Failed: true},
+			{TraceID: id, SpanID: graph.SpanID{3}, ParentID: graph.SpanID{2}, Kind: graph.KindServer, Service: "db-" + svc, Operation: "query", Start: t0 + 1e6, End: t0 + 3e6, Failed: true},
+			{TraceID: id, SpanID: graph.SpanID{4}, ParentID: graph.SpanID{1}, Kind: graph.KindClient, Service: svc, Name: "query", Start: t0 + 4e6, End: t0 + 6e6, Failed: true, HasResend: true, Resend: 1},
+			{TraceID: id, SpanID: graph.SpanID{5}, ParentID: graph.SpanID{4}, Kind: graph.KindServer, Service: "db-" + svc, Operation: "query", Start: t0 + 4e6, End: t0 + 6e6, Failed: true},
+		}
+		st.Add(asm.Assemble(spans), 1)
+	}
+	var sums []*analysis.WindowSummary
+	for w := analysis.WindowOf(start.UnixNano(), s.Window()); w <= analysis.WindowOf(end.UnixNano()-1, s.Window()); w++ {
+		sums = append(sums, st.Summary(w, analysis.Config{Window: s.Window()}))
+	}
+	if err := s.PutSummaries(x, sums); err != nil {
+		t.Fatal(err)
+	}
 	return store.Query{From: start.UnixNano(), To: end.UnixNano()}
 }
