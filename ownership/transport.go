@@ -182,7 +182,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			drain(resp.Body)
 		}
 		if err := sleep(ctx, wait); err != nil {
-			body.Close()
+			if body != nil {
+				body.Close()
+			}
 			if tr := trackerOf(ctx); tr != nil {
 				tr.record(Outcome{Failed: true, FailOpen: failOpen, CriteriaSatisfied: true, Claim: claim})
 			}
