@@ -245,4 +245,3 @@ func js(v any) string {
 	_ = json.NewEncoder(&b).Encode(v)
 	return b.String()
 }
-
