@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -70,30 +71,54 @@ type transport struct {
 }
 
 // call is the state of one RoundTrip. It is also the propagator's carrier:
-// the caller's header is cloned only when the propagator sets something.
+// the attempt's request is copied, and the caller's header cloned, only
+// when the propagator sets something. Calls are pooled: the success path
+// allocates nothing of its own.
 type call struct {
-	req    *http.Request // the caller's
-	out    *http.Request // the current attempt's
-	cloned bool          // out.Header is out's own
-	url    string        // url.full, computed once
+	req    *http.Request   // the caller's
+	ctx    context.Context // the current attempt's
+	out    *http.Request   // the current attempt's request, nil until needed
+	cloned bool            // out.Header is out's own
+	url    string          // url.full, computed once
 }
 
-func (c *call) Get(key string) string { return c.out.Header.Get(key) }
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// request returns the attempt's own copy of the caller's request, made on
+// first use.
+func (c *call) request() *http.Request {
+	if c.out == nil {
+		c.out = c.req.WithContext(c.ctx)
+	}
+	return c.out
+}
+
+func (c *call) Get(key string) string {
+	if c.out == nil {
+		return c.req.Header.Get(key)
+	}
+	return c.out.Header.Get(key)
+}
 
 func (c *call) Set(key, value string) {
+	out := c.request()
 	if !c.cloned {
 		h := c.req.Header.Clone()
 		if h == nil {
 			h = make(http.Header, 2)
 		}
-		c.out.Header, c.cloned = h, true
+		out.Header, c.cloned = h, true
 	}
-	c.out.Header.Set(key, value)
+	out.Header.Set(key, value)
 }
 
 func (c *call) Keys() []string {
-	keys := make([]string, 0, len(c.out.Header))
-	for k := range c.out.Header {
+	h := c.req.Header
+	if c.out != nil {
+		h = c.out.Header
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
 		keys = append(keys, k)
 	}
 	return keys
@@ -109,18 +134,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.cfg.maxRetries > 0 && t.replayable(req) {
 		limit = t.cfg.maxRetries
 	}
-	c := &call{req: req}
+	c := calls.Get().(*call)
+	*c = call{req: req}
+	defer func() {
+		*c = call{}
+		calls.Put(c)
+	}()
 	var body io.ReadCloser // the next attempt's body, from GetBody
 	criteria := false
 	for attempt := 0; ; attempt++ {
 		actx, span := t.tracer.Start(ctx, spanName(req.Method), t.startOpts...)
-		c.out, c.cloned = req.WithContext(actx), false
-		if attempt > 0 && body != nil {
-			c.out.Body = body
+		c.ctx, c.out, c.cloned = actx, nil, false
+		if body != nil {
+			c.request().Body = body
+			body = nil
 		}
-		body = nil
 		t.cfg.prop.Inject(actx, c)
-		resp, err := t.base.RoundTrip(c.out)
+		out := c.out
+		if out == nil {
+			if span.IsRecording() {
+				out = c.request() // the attempt's span is in its context
+			} else {
+				out = req // nothing to add: sent as it is
+			}
+		}
+		resp, err := t.base.RoundTrip(out)
 
 		var claimVals []string
 		claim := Missing
