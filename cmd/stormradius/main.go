@@ -29,6 +29,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"demo", "run a mesh through an incident, naive retries then error ownership, and show the difference", runDemo},
 	{"analyze", "analyse OTLP trace files and print the storm radius report", runAnalyze},
 	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
 	{"serve", "receive OTLP (gRPC, HTTP, Kafka), store, analyse continuously, serve the results", runServe},

@@ -54,9 +54,13 @@ type Config struct {
 	Ready func(Addrs)
 }
 
-// Addrs are the bound addresses of a running service.
+// Addrs are the bound addresses of a running service, and its store and
+// pipeline for callers in the same process (the demo reads its results
+// back through them).
 type Addrs struct {
 	OTLPGRPC, OTLPHTTP, HTTP net.Addr
+	Store                    store.Store
+	Pipeline                 *pipeline.Pipeline
 }
 
 // Run runs the service until ctx ends, then shuts it down in order:
@@ -92,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 
 	var ready atomic.Bool
-	var addrs Addrs
+	addrs := Addrs{Store: st, Pipeline: p}
 	httpErr := make(chan error, 1)
 	acfg := pcfg.Analysis
 	acfg.Window = st.Window()
