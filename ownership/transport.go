@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,22 +50,12 @@ func Transport(base http.RoundTripper, opts ...Option) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c := newConfig(opts)
-	return &transport{
-		base:      base,
-		cfg:       c,
-		tracer:    c.tp.Tracer(scopeName),
-		budget:    newBudget(c.maxTokens, c.tokenRatio),
-		startOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
-	}
+	return &transport{base: base, retrier: newRetrier(opts)}
 }
 
 type transport struct {
-	base      http.RoundTripper
-	cfg       *config
-	tracer    trace.Tracer
-	budget    *budget
-	startOpts []trace.SpanStartOption
+	base http.RoundTripper
+	retrier
 }
 
 // call is the state of one RoundTrip. It is also the propagator's carrier:
@@ -179,27 +167,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 
-		// A failure. A cancelled caller is not the callee's failure: it
-		// neither meets the retry rule nor costs the budget.
-		cancelled := ctx.Err() != nil
-		meets := !cancelled && (t.cfg.policy == Naive || claim.retryable())
-		if meets {
-			criteria = true
-			t.budget.failure()
+		var pushback time.Duration
+		hasPushback := false
+		if resp != nil {
+			pushback, hasPushback = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
-		retry, suppressed := false, false
-		var wait time.Duration
-		if attempt < limit && !cancelled {
-			ok := false
-			if wait, ok = t.backoff(attempt, resp); ok {
-				ok = t.budget.allow() && beforeDeadline(ctx, wait)
-			}
-			if meets {
-				retry = ok
-			} else {
-				suppressed = ok // only its claim stopped this retry
-			}
-		}
+		v := t.judge(ctx, attempt, limit, claim, pushback, hasPushback)
+		criteria = criteria || v.meets
+		retry, wait := v.retry, v.wait
 		if retry && req.Body != nil && req.Body != http.NoBody {
 			var gerr error
 			if body, gerr = req.GetBody(); gerr != nil || body == nil {
@@ -207,7 +182,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		if span.IsRecording() {
-			t.annotate(span, c, attempt, failOpen, resp, err, claimVals, meets, suppressed)
+			t.annotate(span, c, attempt, failOpen, resp, err, claimVals, v.meets, v.suppressed)
 		}
 		span.End()
 		if !retry {
@@ -257,82 +232,6 @@ func spanName(method string) string {
 		return http.MethodGet
 	}
 	return method
-}
-
-// backoff returns how long to wait before retry number attempt+1, and
-// false when resp's Retry-After asks for longer than the maximum backoff.
-func (t *transport) backoff(attempt int, resp *http.Response) (time.Duration, bool) {
-	d := jitter(t.cfg.baseBackoff, t.cfg.maxBackoff, attempt)
-	if resp != nil {
-		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			if ra > t.cfg.maxBackoff {
-				return 0, false
-			}
-			d = max(d, ra)
-		}
-	}
-	return d, true
-}
-
-// jitter returns a random duration in [0, min(max, base·2ⁿ)].
-func jitter(base, maxD time.Duration, n int) time.Duration {
-	if base <= 0 || maxD <= 0 {
-		return 0
-	}
-	ceil := maxD
-	if n < 62 && base <= maxD>>uint(n) {
-		ceil = base << uint(n)
-	}
-	return time.Duration(rand.Int64N(int64(ceil) + 1))
-}
-
-// retryAfter parses a Retry-After value: seconds, or an HTTP date (a date
-// in the past is 0). Absurd values saturate rather than overflow.
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-				return time.Duration(1<<63 - 1), true
-			}
-			return 0, false
-		}
-		if secs > int64((1<<63-1)/time.Second) {
-			return time.Duration(1<<63 - 1), true
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return max(at.Sub(now), 0), true
-}
-
-// beforeDeadline reports whether waiting d still leaves time before ctx's
-// deadline.
-func beforeDeadline(ctx context.Context, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > d
-}
-
-// sleep waits d, or until ctx is done (then it returns ctx's error).
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
 }
 
 // drain reads a little of a body that will be dropped, so that its
