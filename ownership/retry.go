@@ -133,4 +133,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
