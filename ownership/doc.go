@@ -40,7 +40,8 @@
 // exponential backoff and full jitter, a token-bucket budget, Retry-After,
 // the context's deadline, and idempotency in mind. Calls that do not go
 // over HTTP are recorded with Observe; FailOpen and WithFailOpen declare
-// fail-open dependencies.
+// fail-open dependencies. UnaryServerInterceptor and UnaryClientInterceptor
+// do the same for gRPC unary calls, with the claim in the response trailer.
 //
 // # Telemetry
 //
