@@ -6,7 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/gate"
@@ -64,24 +64,19 @@ func WriteJSON(w io.Writer, r *Result) error {
 func WriteTable(w io.Writer, r *Result, errorRate float64) error {
 	fmt.Fprintf(w, "\n%s %s degraded (%.0f%% of requests fail every time, %.0f%% of the rest now and then), run twice;\nfigures read back from the store\n\n",
 		FailingService, FailingOperation, 100*errorRate, 100*TransientRate)
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\tbefore\tafter\t\n")
-	fmt.Fprintf(tw, "\t%s retries\terror %s\t\n", r.Before.Policy.Name, r.After.Policy.Name)
-	fmt.Fprintf(tw, "\t%s\t%s\t\n", r.Before.Policy.Version, r.After.Policy.Version)
+	var rows [][3]string
+	add := func(label, b, a string) { rows = append(rows, [3]string{label, b, a}) }
+	add("", "before", "after")
+	add("", r.Before.Policy.Name+" retries", "error "+r.After.Policy.Name)
+	add("", r.Before.Policy.Version, r.After.Policy.Version)
 	apis := map[string]bool{}
-	var names []string
+	names := []string{DeepAPI} // the deep API first
 	for _, d := range []*analysis.Document{r.Before.Report, r.After.Report} {
 		for _, a := range d.APIs {
-			if !apis[a.API] {
+			if !apis[a.API] && a.API != DeepAPI {
 				apis[a.API] = true
 				names = append(names, a.API)
 			}
-		}
-	}
-	// The deep API first.
-	for i, n := range names {
-		if n == DeepAPI && i > 0 {
-			names[0], names[i] = names[i], names[0]
 		}
 	}
 	find := func(d *analysis.Document, api string) *analysis.APIDoc {
@@ -94,25 +89,33 @@ func WriteTable(w io.Writer, r *Result, errorRate float64) error {
 	}
 	for _, api := range names {
 		b, a := find(r.Before.Report, api), find(r.After.Report, api)
-		fmt.Fprintf(tw, "%s\t\t\t\n", api)
-		row := func(label string, f func(*analysis.APIDoc) string) {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", label, cell(b, f), cell(a, f))
+		if a == nil && b == nil {
+			continue
 		}
+		add(api, "", "")
+		row := func(label string, f func(*analysis.APIDoc) string) { add("  "+label, cell(b, f), cell(a, f)) }
 		row("traces", func(d *analysis.APIDoc) string { return count(d.Traces) })
 		row("failed (root errors)", func(d *analysis.APIDoc) string { return count(d.RootErrors) })
 		row("max radius", func(d *analysis.APIDoc) string { return strconv.Itoa(d.MaxRadius) })
 		row("mean radius", func(d *analysis.APIDoc) string { return strconv.FormatFloat(d.MeanRadius, 'f', 2, 64) })
 		row("potential radius", func(d *analysis.APIDoc) string { return strconv.Itoa(d.PotentialRadius) })
 		row("max amplification", func(d *analysis.APIDoc) string { return strconv.FormatFloat(d.MaxAmplification, 'f', 0, 64) })
-		lb, la := r.Before.Load[api], r.After.Load[api]
-		if lb > 0 || la > 0 {
-			fmt.Fprintf(tw, "  %s requests per request\t%.2f\t%.2f\t\n", FailingService, lb, la)
+		if lb, la := r.Before.Load[api], r.After.Load[api]; lb > 0 || la > 0 {
+			add("  "+FailingService+" requests per request", strconv.FormatFloat(lb, 'f', 2, 64), strconv.FormatFloat(la, 'f', 2, 64))
 		}
 		row("suppressed retries", func(d *analysis.APIDoc) string { return count(d.SuppressedRetries) })
 		row("spurious requests prevented", func(d *analysis.APIDoc) string { return count(d.SpuriousRequestsPrevented) })
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	var width [3]int
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%-*s   %*s   %*s\n", width[0], r[0], width[1], r[1], width[2], r[2]); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	if lb, la := r.Before.Load[DeepAPI], r.After.Load[DeepAPI]; lb > 0 {
