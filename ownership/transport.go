@@ -97,7 +97,21 @@ func (c *call) Set(key, value string) {
 		}
 		out.Header, c.cloned = h, true
 	}
-	out.Header.Set(key, value)
+	out.Header[canonicalKey(key)] = []string{value}
+}
+
+// canonicalKey is http.CanonicalHeaderKey without its allocation for the
+// keys the usual propagators set.
+func canonicalKey(key string) string {
+	switch key {
+	case "traceparent", "Traceparent":
+		return "Traceparent"
+	case "tracestate", "Tracestate":
+		return "Tracestate"
+	case "baggage", "Baggage":
+		return "Baggage"
+	}
+	return http.CanonicalHeaderKey(key)
 }
 
 func (c *call) Keys() []string {

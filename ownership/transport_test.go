@@ -283,9 +283,9 @@ func TestTransportRetryAfter(t *testing.T) {
 
 func TestTransportDeadline(t *testing.T) {
 	s := newSvc(t, "S")
-	f := newFailing(t, 500, "claimed")
-	// Every backoff is 1 s; the deadline is 200 ms away: no retry.
-	c := s.client(ownership.WithBackoff(time.Second, time.Second), ownership.WithMaxRetries(3))
+	// The callee asks for 1 s; the deadline is 200 ms away: no retry.
+	f := newFailing(t, 503, "claimed", func(h http.Header) { h.Set("Retry-After", "1") })
+	c := s.client(ownership.WithBackoff(time.Millisecond, 2*time.Second), ownership.WithMaxRetries(3))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -295,7 +295,7 @@ func TestTransportDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if el := time.Since(start); el > 150*time.Millisecond || f.hits.Load() != 1 || resp.StatusCode != 500 {
+	if el := time.Since(start); el > 150*time.Millisecond || f.hits.Load() != 1 || resp.StatusCode != 503 {
 		t.Errorf("%d attempts, status %d, after %v; want 1 attempt returned at once", f.hits.Load(), resp.StatusCode, el)
 	}
 	// The deadline, not the attempt limit, stopped it: the rule was met.
@@ -303,12 +303,31 @@ func TestTransportDeadline(t *testing.T) {
 	if _, ok := attr(sp, "retry.criteria_satisfied"); !ok {
 		t.Error("criteria_satisfied not set")
 	}
+
+	// Jittered backoffs up to 1 s, 100 ms deadlines: whatever the draws,
+	// no call sleeps past its deadline.
+	g := newFailing(t, 500, "claimed")
+	c = s.client(ownership.WithBackoff(time.Second, time.Second), ownership.WithMaxRetries(5), ownership.WithBudget(0, 0))
+	for range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.srv.URL, nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		if el := time.Since(start); el > 150*time.Millisecond {
+			t.Errorf("call took %v with a 100 ms deadline", el)
+		}
+	}
 }
 
 func TestTransportCancel(t *testing.T) {
 	s := newSvc(t, "S")
-	f := newFailing(t, 500, "claimed")
-	c := s.client(ownership.WithBackoff(5*time.Second, 5*time.Second), ownership.WithMaxRetries(3))
+	// Retry-After makes the wait at least 5 s, whatever the jitter.
+	f := newFailing(t, 503, "claimed", func(h http.Header) { h.Set("Retry-After", "5") })
+	c := s.client(ownership.WithBackoff(time.Millisecond, 10*time.Second), ownership.WithMaxRetries(3))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
