@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,10 +27,10 @@ import (
 //     when it is unclaimed (somebody below already retried it); under
 //     Naive every failure is retried;
 //   - retries wait an exponential backoff with full jitter
-//     (WithBackoff), at least the response's Retry-After; a retry that
-//     would wait past the request context's deadline, or past the maximum
-//     backoff for Retry-After, is not made, and a cancelled context stops
-//     at once;
+//     (WithBackoff), and at least the response's Retry-After (seconds or
+//     an HTTP date); a response whose Retry-After exceeds the maximum
+//     backoff is not retried, nor one whose wait would pass the request
+//     context's deadline; a cancelled context stops at once;
 //   - retries are bounded per call (WithMaxRetries) and per Transport by
 //     a token bucket (WithBudget);
 //   - a non-idempotent request (POST, PATCH, CONNECT, …) is retried only
@@ -220,7 +221,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-var errNilRequest = fmt.Errorf("ownership: nil request")
+var errNilRequest = errors.New("ownership: nil request")
 
 // replayable reports whether req may be sent again: an idempotent method
 // (or one declared safe), and a body that can be rewound.
