@@ -55,6 +55,6 @@
 // dependency.fail_open and service.peer.name where they apply. Trace
 // context is propagated with the configured propagator, so that spans of
 // all services join one trace. With the OTel defaults (no provider or
-// propagator set) nothing is recorded and the middleware costs a few
-// hundred nanoseconds.
+// propagator set) nothing is recorded, and the middleware costs well under
+// a microsecond per request (docs/PERFORMANCE.md).
 package ownership
