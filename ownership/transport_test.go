@@ -105,10 +105,22 @@ func TestTransportSuppressedOnlyWhenClaimStopped(t *testing.T) {
 	f := newFailing(t, 500, "unclaimed")
 	attempts(t, s.client(fast, ownership.WithMaxRetries(0)), f, "GET")
 	attempts(t, s.client(fast), f, "POST")
+	// A budget of 2 that one claimed failure exhausted (1 token left, not
+	// more than 2/2): the unclaimed failure would not be retried either.
+	drained := s.client(fast, ownership.WithBudget(2, 0))
+	attempts(t, drained, newFailing(t, 500, "claimed"), "GET")
+	s.rec.Reset()
+	attempts(t, drained, f, "GET")
 	for _, sp := range s.spans(trace.SpanKindClient) {
 		if _, ok := attr(sp, "retry.suppressed"); ok {
 			t.Errorf("%s: retry.suppressed set", sp.Name())
 		}
+	}
+	// With the budget available, it is.
+	s.rec.Reset()
+	attempts(t, s.client(fast, ownership.WithBudget(2, 0)), f, "GET")
+	if _, ok := attr(s.spans(trace.SpanKindClient)[0], "retry.suppressed"); !ok {
+		t.Error("retry.suppressed not set")
 	}
 }
 
