@@ -3,6 +3,7 @@ package ownership_test
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -174,7 +175,7 @@ func TestServerSpanInsideOuterInstrumentation(t *testing.T) {
 // through the Handler's writer; the first Write or Flush fixes the status.
 func TestResponseWriterInterfaces(t *testing.T) {
 	s := newSvc(t, "S")
-	srv := httptest.NewServer(ownership.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(ownership.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/flush":
 			io.WriteString(w, "a")
@@ -197,6 +198,8 @@ func TestResponseWriterInterfaces(t *testing.T) {
 			w.WriteHeader(500)
 		}
 	}), s.opts()...))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the superfluous WriteHeader is on purpose
+	srv.Start()
 	defer srv.Close()
 	status, claim := get(t, http.DefaultClient, context.Background(), srv.URL+"/flush")
 	if status != 200 || claim != "" {
