@@ -16,7 +16,7 @@ import (
 func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", stderr)
 	data := fs.String("data", "", "directory of the embedded store (default: a temporary directory, removed at exit)")
-	duration := fs.Duration("duration", 20*time.Second, "length of each phase (the first runs on to the next minute boundary)")
+	duration := fs.Duration("duration", 20*time.Second, "length of each phase (the first ends on a minute boundary: from half of it to a minute more)")
 	headless := fs.Bool("headless", false, "exit after printing the results instead of serving the UI")
 	format := fs.String("format", "table", "output format: table, or json ({\"before\": REPORT, \"after\": REPORT})")
 	httpAddr := fs.String("http", ":8080", `API and UI listen address ("off" for none; with --headless, off unless set)`)

@@ -38,9 +38,10 @@ var (
 type Config struct {
 	// Data is the embedded store's directory.
 	Data string
-	// Duration is each phase's length. The first phase runs on to the next
-	// minute boundary after it, so that the two phases fall in different
-	// minutes (the rollups' grain) and windows.
+	// Duration is each phase's length. The first phase ends on the first
+	// minute boundary after half of it (so it lasts from half the duration
+	// to a minute more), so that the two phases fall in different minutes
+	// (the rollups' grain) and windows.
 	Duration time.Duration
 	// ErrorRate is the share of the failing service's accounts on its
 	// broken shard during the incident (default 0.3): their requests fail
@@ -163,7 +164,9 @@ func Run(ctx context.Context, cfg Config, done func(context.Context, *Result) er
 func run(ctx context.Context, cfg Config, addrs app.Addrs) (*Result, error) {
 	endpoint := "http://" + addrs.OTLPHTTP.String() + "/v1/traces"
 	start := time.Now()
-	boundary := start.Add(cfg.Duration).Truncate(time.Minute).Add(time.Minute)
+	// The phases meet on a minute boundary (rollups are per minute): the
+	// first after at least half the duration.
+	boundary := start.Add(cfg.Duration / 2).Truncate(time.Minute).Add(time.Minute)
 	res := &Result{Before: Phase{Policy: Naive, From: start.Truncate(time.Minute), To: boundary},
 		After: Phase{Policy: Ownership, From: boundary}}
 	if addrs.HTTP != nil {
