@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/stormradius/stormradius/internal/demo"
@@ -98,6 +99,9 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "stormradius demo: %v\n", err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintln(stderr, "stormradius demo: another program listens there: pick another address with --http (e.g. --http :8081), or --http off")
+		}
 		return exitFail
 	}
 	if err != nil && *headless {
