@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -28,7 +31,7 @@ const UnknownPeer = "unknown"
 const maxInterned = 1 << 17
 
 // maxInternLen is the longest string that is interned; longer ones (rare, and
-// probably unique) are used as pdata decoded them.
+// probably unique) are copied, not kept in the table.
 const maxInternLen = 512
 
 // DecoderConfig configures a Decoder.
@@ -67,6 +70,8 @@ type Decoder struct {
 	frame []byte
 	whole []byte
 	ids   []byte // a JSON request with base64 ids rewritten in hex
+
+	skipped []graph.Span // spans decoded only to be checked (appendProto)
 
 	protoU ptrace.ProtoUnmarshaler
 	jsonU  ptrace.JSONUnmarshaler
@@ -126,6 +131,15 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 // json is true, else protobuf), and appends its spans to dst as AppendTraces
 // does. On error dst is returned unchanged.
 //
+// Protobuf is decoded by a single pass over the bytes that builds the spans
+// directly (see appendProto), with no intermediate pdata objects: it
+// accepts and rejects what pdata's ExportRequest.UnmarshalProto does,
+// including the deprecated instrumentation_library_spans (field 1000) of a
+// resource that has no scope_spans, and gives the same spans. An attribute
+// value nested deeper than MaxProtoDepth is rejected with an error wrapping
+// ErrLimit; a field that runs past the end of b with one wrapping
+// io.ErrUnexpectedEOF.
+//
 // JSON is checked before pdata sees it: a request nested deeper than
 // MaxJSONDepth or with more than MaxJSONElements elements is rejected with
 // an error wrapping ErrLimit, and one that is not valid JSON with an error
@@ -172,23 +186,36 @@ func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string)
 	out.TraceID = graph.TraceID(sp.TraceID())
 	out.SpanID = graph.SpanID(sp.SpanID())
 	out.ParentID = graph.SpanID(sp.ParentSpanID())
-	if k := sp.Kind(); k >= 0 && k <= ptrace.SpanKind(graph.KindConsumer) {
-		out.Kind = graph.Kind(k)
-	}
+	out.Kind = kindOf(int32(sp.Kind()))
 	out.Service = service
 	out.Version = version
 	out.Name = d.intern(sp.Name())
-	out.Start = unixNanos(sp.StartTimestamp())
-	out.End = unixNanos(sp.EndTimestamp())
+	out.Start = unixNanos(uint64(sp.StartTimestamp()))
+	out.End = unixNanos(uint64(sp.EndTimestamp()))
 
 	a := &d.attrs
 	d.collect(a, sp.Attributes())
+	d.derive(out, a, sp.Status().Code() == ptrace.StatusCodeError)
+}
 
+// kindOf maps an OTLP span kind; values out of range are unspecified.
+func kindOf(k int32) graph.Kind {
+	if k >= 0 && k <= int32(graph.KindConsumer) {
+		return graph.Kind(k)
+	}
+	return graph.KindUnspecified
+}
+
+// derive fills the fields of out that SPEC §2 derives from the span's
+// attributes a (out.Kind and out.Name are set); statusError is whether the
+// span status is ERROR. Both decoding paths, pdata's and the protobuf wire
+// decoder, end here, so they apply the same rules.
+func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool) {
 	out.Operation = out.Name
 	if out.Kind == graph.KindServer {
 		out.Operation = d.operation(a, out.Name)
 	}
-	out.Failed, out.StatusCode = failure(a, sp.Status().Code())
+	out.Failed, out.StatusCode = failure(a, statusError)
 
 	for _, s := range [...]slot{sClaimAttr, sClaimHeader, sClaimMeta} {
 		if c, ok := a.claim(s); ok {
@@ -321,8 +348,9 @@ func (d *Decoder) operation(a *attrSet, name string) string {
 }
 
 // failure applies the failure rules: HTTP status, else gRPC status, else the
-// span status. It returns the failed flag and the display status code.
-func failure(a *attrSet, status ptrace.StatusCode) (bool, int32) {
+// span status (statusError: it is ERROR). It returns the failed flag and the
+// display status code.
+func failure(a *attrSet, statusError bool) (bool, int32) {
 	for _, s := range [...]slot{sHTTPStatus, sHTTPStatusOld} {
 		// Codes below 100 are not HTTP statuses (browser instrumentation
 		// records 0 for a request that got no response): treat as absent.
@@ -335,7 +363,7 @@ func failure(a *attrSet, status ptrace.StatusCode) (bool, int32) {
 			return grpcFailing(c), int32(1000 + c)
 		}
 	}
-	return status == ptrace.StatusCodeError, 0
+	return statusError, 0
 }
 
 // grpcFailing reports whether a gRPC status code is a server-side failure:
@@ -426,7 +454,64 @@ const _ = uint32(1 << (nSlots - 1))
 // attrSet holds, per slot, the first value seen for it in one span.
 type attrSet struct {
 	has uint32 // bit s set: v[s] is valid
-	v   [nSlots]pcommon.Value
+	v   [nSlots]attrVal
+}
+
+// valType is the type of an attribute value, as pcommon.ValueType has it.
+type valType uint8
+
+const (
+	vEmpty valType = iota // no value, or a string_value_strindex (profiles only)
+	vStr
+	vBool
+	vInt
+	vDouble
+	vMap
+	vSlice
+	vBytes
+)
+
+// attrVal is what the decoder keeps of one attribute value: the type, a
+// string or a number, and for an array whether it has elements and its first
+// element's type (and string). In the protobuf path str is a view of the
+// request's bytes: it is hashed, parsed, compared or interned (copied), and
+// never kept.
+type attrVal struct {
+	typ   valType
+	first valType // vSlice with elems: the first element's type
+	elems bool    // vSlice: the array has at least one element
+	num   uint64  // vInt: the int64; vDouble: the float64's bits; vBool: 0 or 1
+	str   string  // vStr: the value; vSlice: the first element's, when a string
+}
+
+// valOf converts a pdata value.
+func valOf(v pcommon.Value) attrVal {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return attrVal{typ: vStr, str: v.Str()}
+	case pcommon.ValueTypeBool:
+		if v.Bool() {
+			return attrVal{typ: vBool, num: 1}
+		}
+		return attrVal{typ: vBool}
+	case pcommon.ValueTypeInt:
+		return attrVal{typ: vInt, num: uint64(v.Int())}
+	case pcommon.ValueTypeDouble:
+		return attrVal{typ: vDouble, num: math.Float64bits(v.Double())}
+	case pcommon.ValueTypeMap:
+		return attrVal{typ: vMap}
+	case pcommon.ValueTypeBytes:
+		return attrVal{typ: vBytes}
+	case pcommon.ValueTypeSlice:
+		out := attrVal{typ: vSlice}
+		if sl := v.Slice(); sl.Len() > 0 {
+			out.elems = true
+			e := valOf(sl.At(0))
+			out.first, out.str = e.typ, e.str
+		}
+		return out
+	}
+	return attrVal{}
 }
 
 const (
@@ -440,68 +525,97 @@ func (d *Decoder) collect(a *attrSet, m pcommon.Map) {
 	m.Range(func(k string, v pcommon.Value) bool {
 		if s, ok := d.slotOf(k); ok && a.has&(1<<s) == 0 {
 			a.has |= 1 << s
-			a.v[s] = v
+			a.v[s] = valOf(v)
 		}
 		return true
 	})
 }
 
+// slotKeys are the attribute keys the decoder reads, but for the claim
+// header's (which depend on the configuration).
+var slotKeys = [...]struct {
+	key  string
+	slot slot
+}{
+	{"http.request.method", sHTTPMethod},
+	{"http.method", sHTTPMethodOld},
+	{"http.route", sHTTPRoute},
+	{"rpc.service", sRPCService},
+	{"rpc.method", sRPCMethod},
+	{"http.response.status_code", sHTTPStatus},
+	{"http.status_code", sHTTPStatusOld},
+	{"rpc.grpc.status_code", sGRPCStatus},
+	{"rpc.response.status_code", sRPCStatus},
+	{"error.claim", sClaimAttr},
+	{"http.request.resend_count", sResendCount},
+	{"retry.attempt", sRetryAttempt},
+	{"retry.criteria_satisfied", sCriteria},
+	{"retry.suppressed", sSuppressed},
+	{"dependency.fail_open", sFailOpen},
+	{"service.peer.name", sPeerServiceName},
+	{"peer.service", sPeerService},
+	{"server.address", sServerAddress},
+	{"net.peer.name", sNetPeerName},
+	{"db.system.name", sDBSystemName},
+	{"db.system", sDBSystem},
+	{"url.full", sURLFull},
+	{"http.url", sHTTPURL},
+	{"db.query.text", sDBQueryText},
+	{"db.statement", sDBStatement},
+	{"upstream_cluster", sUpstreamCluster},
+	{"upstream_cluster.name", sUpstreamClusterName},
+}
+
+// slotTable finds a key's slot with one hash and one comparison: a
+// direct-mapped table where every key of slotKeys has a bucket of its own
+// (newSlotTable picks a multiplier that makes it so). Every key is at least
+// minSlotKey bytes long.
+type slotTable struct {
+	mult  uint64
+	keys  [256]string
+	slots [256]slot
+}
+
+const minSlotKey = 8
+
+var slots = newSlotTable()
+
+func newSlotTable() *slotTable {
+	for _, e := range slotKeys {
+		if len(e.key) < minSlotKey {
+			panic("ingest: slot key shorter than minSlotKey: " + e.key)
+		}
+	}
+	for mult := uint64(0x9e3779b97f4a7c15); ; mult += 2 {
+		t := &slotTable{mult: mult}
+		ok := true
+		for _, e := range slotKeys {
+			i := t.bucket(e.key)
+			if t.keys[i] != "" {
+				ok = false
+				break
+			}
+			t.keys[i], t.slots[i] = e.key, e.slot
+		}
+		if ok {
+			return t
+		}
+	}
+}
+
+// bucket hashes the length and the first and last 8 bytes of k (len(k) ≥
+// 8).
+func (t *slotTable) bucket(k string) uint8 {
+	b := unsafe.Slice(unsafe.StringData(k), len(k))
+	h := binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[len(b)-8:]), 29) ^ uint64(len(b))
+	return uint8((h * t.mult) >> 56)
+}
+
 func (d *Decoder) slotOf(k string) (slot, bool) {
-	switch k {
-	case "http.request.method":
-		return sHTTPMethod, true
-	case "http.method":
-		return sHTTPMethodOld, true
-	case "http.route":
-		return sHTTPRoute, true
-	case "rpc.service":
-		return sRPCService, true
-	case "rpc.method":
-		return sRPCMethod, true
-	case "http.response.status_code":
-		return sHTTPStatus, true
-	case "http.status_code":
-		return sHTTPStatusOld, true
-	case "rpc.grpc.status_code":
-		return sGRPCStatus, true
-	case "rpc.response.status_code":
-		return sRPCStatus, true
-	case "error.claim":
-		return sClaimAttr, true
-	case "http.request.resend_count":
-		return sResendCount, true
-	case "retry.attempt":
-		return sRetryAttempt, true
-	case "retry.criteria_satisfied":
-		return sCriteria, true
-	case "retry.suppressed":
-		return sSuppressed, true
-	case "dependency.fail_open":
-		return sFailOpen, true
-	case "service.peer.name":
-		return sPeerServiceName, true
-	case "peer.service":
-		return sPeerService, true
-	case "server.address":
-		return sServerAddress, true
-	case "net.peer.name":
-		return sNetPeerName, true
-	case "db.system.name":
-		return sDBSystemName, true
-	case "db.system":
-		return sDBSystem, true
-	case "url.full":
-		return sURLFull, true
-	case "http.url":
-		return sHTTPURL, true
-	case "db.query.text":
-		return sDBQueryText, true
-	case "db.statement":
-		return sDBStatement, true
-	case "upstream_cluster":
-		return sUpstreamCluster, true
-	case "upstream_cluster.name":
-		return sUpstreamClusterName, true
+	if len(k) >= minSlotKey {
+		if i := slots.bucket(k); slots.keys[i] == k {
+			return slots.slots[i], true
+		}
 	}
 	if strings.HasPrefix(k, headerPrefix) && headerEqual(k[len(headerPrefix):], d.claimHeader) {
 		return sClaimHeader, true
@@ -539,10 +653,10 @@ func headerEqual(h, want string) bool {
 
 // str returns the slot's value if it is a string.
 func (a *attrSet) str(s slot) (string, bool) {
-	if a.has&(1<<s) == 0 {
+	if a.has&(1<<s) == 0 || a.v[s].typ != vStr {
 		return "", false
 	}
-	return strOf(a.v[s])
+	return a.v[s].str, true
 }
 
 // num returns the slot's value as an integer: an int, a finite double
@@ -551,7 +665,7 @@ func (a *attrSet) num(s slot) (int64, bool) {
 	if a.has&(1<<s) == 0 {
 		return 0, false
 	}
-	return numOf(a.v[s])
+	return numOf(&a.v[s])
 }
 
 // grpcCode returns the slot's value as a gRPC status code (0..16): a number,
@@ -560,10 +674,10 @@ func (a *attrSet) grpcCode(s slot) (int64, bool) {
 	if a.has&(1<<s) == 0 {
 		return 0, false
 	}
-	v := a.v[s]
+	v := &a.v[s]
 	c, ok := numOf(v)
-	if !ok && v.Type() == pcommon.ValueTypeStr {
-		c, ok = grpcCodeByName(strings.TrimSpace(v.Str()))
+	if !ok && v.typ == vStr {
+		c, ok = grpcCodeByName(strings.TrimSpace(v.str))
 	}
 	if !ok || c < 0 || c >= int64(len(grpcCodeNames)) {
 		return 0, false
@@ -577,12 +691,12 @@ func (a *attrSet) tri(s slot) graph.Tri {
 	if a.has&(1<<s) == 0 {
 		return graph.Unset
 	}
-	v := a.v[s]
-	switch v.Type() {
-	case pcommon.ValueTypeBool:
-		return graph.TriOf(v.Bool())
-	case pcommon.ValueTypeStr:
-		t := strings.TrimSpace(v.Str())
+	v := &a.v[s]
+	switch v.typ {
+	case vBool:
+		return graph.TriOf(v.num != 0)
+	case vStr:
+		t := strings.TrimSpace(v.str)
 		if strings.EqualFold(t, "true") {
 			return graph.True
 		}
@@ -600,19 +714,18 @@ func (a *attrSet) claim(s slot) (graph.Claim, bool) {
 	if a.has&(1<<s) == 0 {
 		return graph.ClaimMissing, false
 	}
-	v := a.v[s]
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return claimOf(v.Str()), true
-	case pcommon.ValueTypeSlice:
-		sl := v.Slice()
-		if sl.Len() == 0 {
+	v := &a.v[s]
+	switch v.typ {
+	case vStr:
+		return claimOf(v.str), true
+	case vSlice:
+		if !v.elems {
 			return graph.ClaimMissing, false
 		}
-		if e := sl.At(0); e.Type() == pcommon.ValueTypeStr {
-			return claimOf(e.Str()), true
+		if v.first == vStr {
+			return claimOf(v.str), true
 		}
-	case pcommon.ValueTypeEmpty:
+	case vEmpty:
 		return graph.ClaimMissing, false
 	}
 	return graph.ClaimInvalid, true
@@ -625,18 +738,18 @@ func strOf(v pcommon.Value) (string, bool) {
 	return v.Str(), true
 }
 
-func numOf(v pcommon.Value) (int64, bool) {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		f := v.Double()
+func numOf(v *attrVal) (int64, bool) {
+	switch v.typ {
+	case vInt:
+		return int64(v.num), true
+	case vDouble:
+		f := math.Float64frombits(v.num)
 		if f != f || f < -9e18 || f > 9e18 {
 			return 0, false
 		}
 		return int64(f), true
-	case pcommon.ValueTypeStr:
-		return parseNum(v.Str())
+	case vStr:
+		return parseNum(v.str)
 	}
 	return 0, false
 }
@@ -678,8 +791,8 @@ func parseNum(s string) (int64, bool) {
 	return n, true
 }
 
-func unixNanos(t pcommon.Timestamp) int64 {
-	if uint64(t) > math.MaxInt64 {
+func unixNanos(t uint64) int64 {
+	if t > math.MaxInt64 {
 		return math.MaxInt64
 	}
 	return int64(t)
@@ -695,29 +808,13 @@ func fnv1a(s string) uint64 {
 	return h
 }
 
-// intern returns the shared copy of s.
+// intern returns the shared copy of s. s may be a view of bytes that are
+// reused later (the protobuf path's request): what is returned never is.
 func (d *Decoder) intern(s string) string {
 	if v, ok := d.strs[s]; ok {
 		return v
 	}
-	if len(s) > maxInternLen {
-		return s
-	}
-	if len(d.strs) >= maxInterned {
-		clear(d.strs)
-	}
 	v := strings.Clone(s)
-	d.strs[v] = v
-	return v
-}
-
-// internBytes returns the shared string equal to b; it allocates only the
-// first time a value is seen.
-func (d *Decoder) internBytes(b []byte) string {
-	if v, ok := d.strs[string(b)]; ok {
-		return v
-	}
-	v := string(b)
 	if len(v) > maxInternLen {
 		return v
 	}
@@ -726,4 +823,10 @@ func (d *Decoder) internBytes(b []byte) string {
 	}
 	d.strs[v] = v
 	return v
+}
+
+// internBytes returns the shared string equal to b; it allocates only the
+// first time a value is seen.
+func (d *Decoder) internBytes(b []byte) string {
+	return d.intern(bytesView(b))
 }

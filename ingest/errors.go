@@ -36,7 +36,8 @@ var (
 	ErrNotTraces = errors.New("not OTLP traces")
 
 	// ErrLimit reports a JSON request that exceeds MaxJSONDepth or
-	// MaxJSONElements, rejected before it is decoded.
+	// MaxJSONElements, rejected before it is decoded, or a protobuf request
+	// whose attribute values nest deeper than MaxProtoDepth.
 	ErrLimit = errors.New("request exceeds a decoding limit")
 )
 
