@@ -73,8 +73,7 @@ type Decoder struct {
 
 	skipped []graph.Span // spans decoded only to be checked (appendProto)
 
-	protoU ptrace.ProtoUnmarshaler
-	jsonU  ptrace.JSONUnmarshaler
+	jsonU ptrace.JSONUnmarshaler
 }
 
 // NewDecoder returns a Decoder configured by cfg. (A zero Decoder works too,
@@ -155,11 +154,7 @@ func (d *Decoder) AppendRequest(dst []graph.Span, b []byte, json bool) ([]graph.
 		}
 		return d.decodeJSON(dst, b)
 	}
-	td, err := d.protoU.UnmarshalTraces(b)
-	if err != nil {
-		return dst, err
-	}
-	return d.AppendTraces(dst, td), nil
+	return d.appendProto(dst, b)
 }
 
 // resource reads service.name and service.version in one pass.

@@ -8,8 +8,16 @@
 // header name), a string intern table and scratch buffers. It is not safe for
 // concurrent use; give each goroutine its own.
 //
-// Input is untrusted. Nothing panics on any input; OTLP/JSON is checked
-// before pdata decodes it, so that no request can nest deeper than
+// OTLP protobuf is decoded straight from its bytes, in one pass, into
+// graph.Span records: no pdata object is built, the strings kept are
+// interned, and a warm Decoder allocates nothing per span. It accepts and
+// rejects exactly what pdata does and gives the spans pdata's path would
+// (differential tests and a fuzz target hold it to that). OTLP/JSON goes
+// through pdata.
+//
+// Input is untrusted. Nothing panics on any input; a protobuf request whose
+// attribute values nest deeper than MaxProtoDepth is rejected, and OTLP/JSON
+// is checked before pdata decodes it, so that no request can nest deeper than
 // MaxJSONDepth or make pdata allocate without bound (MaxJSONElements). Errors
 // name the file and the line or message, and wrap a kind that callers can
 // test with errors.Is: a partial file (ErrTruncated, ErrTrailingData,

@@ -91,8 +91,9 @@ type FileStats struct {
 // A request that cannot be decoded is passed to onBad as an error naming
 // the file and the line (JSON) or message number, and reading goes on: a
 // request that is not valid OTLP/JSON or protobuf; one nested deeper than
-// MaxJSONDepth or with more than MaxJSONElements elements (the error wraps
-// ErrLimit); one longer than MaxRequestSize; one that is OTLP logs, metrics
+// MaxJSONDepth or with more than MaxJSONElements elements, or a protobuf
+// one with attribute values nested deeper than MaxProtoDepth (the error
+// wraps ErrLimit); one longer than MaxRequestSize; one that is OTLP logs, metrics
 // or profiles, Jaeger or Zipkin JSON (the error wraps ErrNotTraces, and it
 // is counted in FileStats.NotTraces too). A JSON request with no span ({} or
 // {"resourceSpans":[]}) is a request, not an error.
