@@ -5,6 +5,12 @@
 // and hand them to a store.Consumer; a request is acknowledged only once
 // Consume returned nil, that is once its spans are durably stored (SPEC §6).
 //
+// Protobuf requests, over HTTP and over gRPC, reach the ingest.Decoder as
+// their bytes and are decoded straight into spans, without pdata's object
+// model: the gRPC server's codec hands the Export request over undecoded
+// (gzip, which the Collector sends by default, is undone by grpc first).
+// pdata decodes OTLP/JSON and builds the answers.
+//
 // # Rejected spans
 //
 // A span the store could not key, or that would corrupt its trace's
@@ -18,9 +24,8 @@
 //     window is that of its earliest span, so one such span would move its
 //     whole trace to January 1970.
 //
-// A span with a wrong-length id cannot be represented by pdata: the whole
-// request fails to decode (400 / INTERNAL, see below), as it does in the
-// Collector. Self-parents, missing parents and end times before start times
+// A span with a wrong-length id makes the whole request undecodable (400 /
+// INTERNAL, see below), as it is for pdata and the Collector. Self-parents, missing parents and end times before start times
 // are kept: trace assembly handles them (SPEC §3).
 //
 // # Answers
@@ -33,7 +38,7 @@
 //	receiver busy (MaxInflightRequests)  503 + Retry-After              UNAVAILABLE + RetryInfo
 //	Consume: the caller gave up          503                            CANCELLED / DEADLINE_EXCEEDED
 //	Consume: any other error             500                            INTERNAL
-//	undecodable body                     400                            INTERNAL (grpc's own answer)
+//	undecodable body                     400                            INTERNAL (as grpc's own answer)
 //	body or message too large            413                            RESOURCE_EXHAUSTED (grpc's own)
 //	missing or wrong bearer token        401 + WWW-Authenticate         UNAUTHENTICATED
 //	Content-Type not protobuf or JSON,   415                            -
@@ -47,10 +52,12 @@
 // are a google.rpc.Status in the request's content type (JSON when the
 // content type is not one of the two), as OTLP/HTTP specifies.
 //
-// grpc-go decodes the protobuf message before any handler runs and answers
-// a message it cannot decode with INTERNAL ("grpc: failed to unmarshal the
-// received message"); the Collector's own receiver answers the same way, and
-// its exporter does not retry INTERNAL, which is what malformed data needs.
+// A gRPC request is decoded before admission control, as grpc-go decodes
+// messages before any handler runs, and one that does not decode is
+// answered INTERNAL ("grpc: failed to unmarshal the received message: ..."),
+// grpc's own answer to a message it cannot decode; the Collector's own
+// receiver answers the same way, and its exporter does not retry INTERNAL,
+// which is what malformed data needs.
 //
 // # Metrics
 //
@@ -67,15 +74,18 @@
 //	                                                  code name (OK, Unavailable, ...)
 //	stormradius_otlp_request_duration_seconds         histogram: decode + Consume
 //
-// Spans of a request refused before its body was read (HTTP: busy, too
-// large, unauthenticated, undecodable) cannot be counted; the request is,
-// by its status.
+// Spans of a request refused before its body was read or decoded (HTTP:
+// busy, too large, unauthenticated; both: undecodable) cannot be counted;
+// the request is, by its status.
 //
 // # Memory
 //
-// At most MaxInflightRequests requests are decoded and stored at once, each
-// holding one body of at most MaxBodyBytes (after decompression: a gzip bomb
-// is cut off at the limit and answered 413) and its decoded spans. Decoders,
-// span slices, body buffers and gzip readers are pooled: a steady stream of
-// requests allocates little beyond what pdata allocates to decode them.
+// At most MaxInflightRequests requests are stored at once, each holding one
+// body of at most MaxBodyBytes (after decompression: a gzip bomb is cut off
+// at the limit and answered 413, RESOURCE_EXHAUSTED over gRPC) and its
+// decoded spans; HTTP requests are read and decoded under that bound too,
+// gRPC ones just before it (grpc holds at most MaxInflightRequests streams
+// per connection). Decoders, span slices, body buffers and gzip readers are
+// pooled, and protobuf is decoded without pdata: a steady stream of requests
+// allocates next to nothing per span.
 package otlp

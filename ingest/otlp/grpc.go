@@ -7,7 +7,10 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -18,15 +21,103 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip"
 )
 
+// The OTLP TraceService, registered by hand (grpcServiceDesc) rather than
+// through ptraceotlp: its Export receives the request's protobuf bytes (see
+// grpcCodec), which the ingest.Decoder turns into spans directly, without
+// building pdata's object model first. Answers are pdata's ExportResponse.
+const (
+	grpcServiceName = "opentelemetry.proto.collector.trace.v1.TraceService"
+	grpcExportPath  = "/" + grpcServiceName + "/Export"
+)
+
+// grpcServiceDesc is what protoc-gen-go-grpc would generate for the
+// TraceService, with our request type.
+var grpcServiceDesc = grpc.ServiceDesc{
+	ServiceName: grpcServiceName,
+	HandlerType: (*grpcExporter)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Export", Handler: grpcExportHandler}},
+	Streams:     []grpc.StreamDesc{},
+	Metadata:    "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+}
+
+// grpcExporter is the service's handler type.
+type grpcExporter interface {
+	Export(ctx context.Context, req *grpcRequest) (ptraceotlp.ExportResponse, error)
+}
+
+// grpcRequest is one Export's request message as grpcCodec hands it over:
+// its protobuf bytes, held (a reference to grpc's buffer, not a copy) until
+// free.
+type grpcRequest struct {
+	buf mem.Buffer
+}
+
+func (r *grpcRequest) bytes() []byte {
+	if r.buf == nil {
+		return nil
+	}
+	return r.buf.ReadOnlyData()
+}
+
+func (r *grpcRequest) free() {
+	if r.buf != nil {
+		r.buf.Free()
+		r.buf = nil
+	}
+}
+
+// grpcCodec is the server's codec (grpc.ForceServerCodecV2): it hands an
+// Export request over as its bytes, and marshals pdata's ExportResponse;
+// anything else goes to the codec registered for protobuf.
+type grpcCodec struct{ proto encoding.CodecV2 }
+
+func (c grpcCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(ptraceotlp.ExportResponse); ok {
+		b, err := r.MarshalProto()
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c grpcCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*grpcRequest); ok {
+		// One buffer (the usual case) is referenced, not copied; pieces
+		// (a decompressed message) are joined in a pooled buffer.
+		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+func (grpcCodec) Name() string { return "proto" }
+
+// grpcExportHandler is the MethodDesc handler of Export.
+func grpcExportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	req := &grpcRequest{}
+	if err := dec(req); err != nil {
+		return nil, err
+	}
+	defer req.free()
+	if interceptor == nil {
+		return srv.(grpcExporter).Export(ctx, req)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: grpcExportPath}
+	return interceptor(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(grpcExporter).Export(ctx, req.(*grpcRequest))
+	})
+}
+
 // grpcService is the OTLP TraceService.
 type grpcService struct {
-	ptraceotlp.UnimplementedGRPCServer
 	s *Server
 }
 
 // Export stores the spans of one request; see the package documentation
 // for every answer.
-func (g *grpcService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (resp ptraceotlp.ExportResponse, err error) {
+func (g *grpcService) Export(ctx context.Context, req *grpcRequest) (resp ptraceotlp.ExportResponse, err error) {
 	s := g.s
 	resp = ptraceotlp.NewExportResponse()
 	// grpc does not recover handler panics, net/http does: one bad
@@ -37,21 +128,32 @@ func (g *grpcService) Export(ctx context.Context, req ptraceotlp.ExportRequest) 
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
+	w := s.getWork()
+	defer s.putWork(w)
+
+	// Decoded before admission, as grpc decodes a message before any
+	// handler runs: a refused request's spans are counted, and a request
+	// that does not decode gets grpc's own answer to an undecodable
+	// message (INTERNAL), whatever the load.
+	start := time.Now()
+	spans, err := w.dec.AppendRequest(w.spans[:0], req.bytes(), false)
+	req.free()
+	if err != nil {
+		return resp, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	w.spans = spans
+
 	if !s.acquire(ctx) {
 		if ctx.Err() != nil {
 			return resp, status.FromContextError(ctx.Err()).Err()
 		}
-		if n := req.Traces().SpanCount(); n > 0 {
+		if n := len(w.spans); n > 0 {
 			s.metrics.rejected[protoGRPC][reasonBusy].Add(float64(n))
 		}
 		return resp, s.unavailableStatus(busyMessage)
 	}
 	defer s.release()
-	w := s.getWork()
-	defer s.putWork(w)
 
-	start := time.Now()
-	w.spans = w.dec.AppendTraces(w.spans[:0], req.Traces())
 	o := s.consume(ctx, protoGRPC, w, start)
 
 	switch o.fail {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,10 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -239,4 +244,89 @@ func TestAuth(t *testing.T) {
 // metadataBearer returns ctx carrying a bearer token for gRPC calls.
 func metadataBearer(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// TestGRPCRawRequests sends protobuf bytes as they are, compressed and not,
+// and checks that the receiver stores what the ingest.Decoder makes of
+// them: a large request (gzip inflates it into several buffers, which the
+// codec joins), one with only the deprecated instrumentation_library_spans
+// (which every OTLP receiver still reads), one nested too deep (refused).
+func TestGRPCRawRequests(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec := &recorder{}
+	s := startServer(t, Config{Registerer: reg}, rec)
+	plain, err := grpc.NewClient(s.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	conns := map[string]*grpc.ClientConn{"gzip": dialGRPC(t, s), "identity": plain}
+
+	ids := func(i byte) []byte { return bytes.Repeat([]byte{i}, 16) }
+	span := protowire.AppendTag(nil, 1, protowire.BytesType)
+	span = protowire.AppendBytes(span, ids(7))
+	span = protowire.AppendTag(span, 2, protowire.BytesType)
+	span = protowire.AppendBytes(span, ids(8)[:8])
+	span = protowire.AppendTag(span, 5, protowire.BytesType)
+	span = protowire.AppendString(span, "old-op")
+	span = protowire.AppendTag(span, 7, protowire.Fixed64Type)
+	span = protowire.AppendFixed64(span, 1_700_000_000_000_000_000)
+	msg := func(f protowire.Number, b []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, f, protowire.BytesType), b)
+	}
+	deprecated := msg(1, msg(1000, msg(2, span)))
+
+	deep := []byte{0x0a, 0x01, 'x'} // AnyValue{string_value: "x"}
+	for range 60 {
+		deep = msg(5, msg(1, deep))
+	}
+	deepReq := msg(1, msg(2, msg(2, append(append([]byte{}, span...), msg(9, append(msg(1, []byte("k")), msg(2, deep)...))...))))
+
+	for name, conn := range conns {
+		for _, tc := range []struct {
+			what string
+			body []byte
+		}{
+			{"large", protoBody(t, testTraces(5, 5000))},
+			{"deprecated", deprecated},
+		} {
+			t.Run(name+"/"+tc.what, func(t *testing.T) {
+				rec.reset()
+				var out []byte
+				if err := conn.Invoke(context.Background(), grpcExportPath, tc.body, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
+					t.Fatal(err)
+				}
+				want, err := ingest.NewDecoder(ingest.DecoderConfig{}).AppendRequest(nil, tc.body, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := rec.taken()
+				slices.SortFunc(want, func(a, b graph.Span) int {
+					if c := bytes.Compare(a.TraceID[:], b.TraceID[:]); c != 0 {
+						return c
+					}
+					return bytes.Compare(a.SpanID[:], b.SpanID[:])
+				})
+				if len(got) != len(want) || len(got) == 0 {
+					t.Fatalf("stored %d spans, want %d", len(got), len(want))
+				}
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("span %d: stored %+v, want %+v", i, got[i], want[i])
+					}
+				}
+			})
+		}
+		t.Run(name+"/too deep", func(t *testing.T) {
+			rec.reset()
+			var out []byte
+			err := conn.Invoke(context.Background(), grpcExportPath, deepReq, &out, grpc.ForceCodecV2(rawCodec{}))
+			if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "nested deeper than 100") {
+				t.Fatalf("got %v, want INTERNAL about the nesting", err)
+			}
+			if rec.consumed() != 0 {
+				t.Fatal("Consume called for a request nested too deep")
+			}
+		})
+	}
 }

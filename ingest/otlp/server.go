@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	encproto "google.golang.org/grpc/encoding/proto"
 
 	"github.com/stormradius/stormradius/store"
 )
@@ -81,6 +82,8 @@ func New(cfg Config, consumer store.Consumer) (*Server, error) {
 	}
 
 	opts := []grpc.ServerOption{
+		// Export requests arrive as their bytes, for the ingest.Decoder.
+		grpc.ForceServerCodecV2(grpcCodec{proto: encoding.GetCodecV2(encproto.Name)}),
 		grpc.MaxRecvMsgSize(int(cfg.MaxBodyBytes)),
 		// Per connection: a Collector sends over one connection, and its
 		// requests beyond this wait for a stream rather than pile up
@@ -95,7 +98,7 @@ func New(cfg Config, consumer store.Consumer) (*Server, error) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	ptraceotlp.RegisterGRPCServer(s.grpc, &grpcService{s: s})
+	s.grpc.RegisterService(&grpcServiceDesc, &grpcService{s: s})
 
 	s.http = &http.Server{
 		Handler: httpHandler{s: s},
