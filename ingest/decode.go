@@ -61,6 +61,7 @@ type Decoder struct {
 
 	claimHeader string
 	strs        map[string]string
+	recent      *[256]string // a cache in front of strs (see intern)
 	buf         []byte
 	attrs       attrSet
 
@@ -95,6 +96,7 @@ func (d *Decoder) init(cfg DecoderConfig) {
 	}
 	d.claimHeader = string(b)
 	d.strs = make(map[string]string, 256)
+	d.recent = new([256]string)
 	d.buf = make([]byte, 0, 256)
 }
 
@@ -805,19 +807,44 @@ func fnv1a(s string) uint64 {
 
 // intern returns the shared copy of s. s may be a view of bytes that are
 // reused later (the protobuf path's request): what is returned never is.
+//
+// The strings last returned sit in a direct-mapped cache indexed by a cheap
+// hash of their length and ends: most names repeat from span to span, and a
+// hit costs that hash and one comparison, not a map lookup.
 func (d *Decoder) intern(s string) string {
-	if v, ok := d.strs[s]; ok {
+	i := recentIndex(s)
+	if v := d.recent[i]; v == s {
 		return v
 	}
-	v := strings.Clone(s)
-	if len(v) > maxInternLen {
-		return v
+	v, ok := d.strs[s]
+	if !ok {
+		v = strings.Clone(s)
+		if len(v) > maxInternLen {
+			return v
+		}
+		if len(d.strs) >= maxInterned {
+			clear(d.strs)
+			clear(d.recent[:])
+		}
+		d.strs[v] = v
 	}
-	if len(d.strs) >= maxInterned {
-		clear(d.strs)
-	}
-	d.strs[v] = v
+	d.recent[i] = v
 	return v
+}
+
+// recentIndex hashes the length of s, and its first and last 8 bytes (or
+// three of its bytes when it is shorter).
+func recentIndex(s string) uint8 {
+	n := len(s)
+	var h uint64
+	switch {
+	case n >= 8:
+		b := unsafe.Slice(unsafe.StringData(s), n)
+		h = binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[n-8:]), 29)
+	case n > 0:
+		h = uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
+	}
+	return uint8(((h ^ uint64(n)) * 0x9e3779b97f4a7c15) >> 56)
 }
 
 // internBytes returns the shared string equal to b; it allocates only the

@@ -712,8 +712,10 @@ func (d *Decoder) spanAttr(a *attrSet, kv []byte) error {
 	if s, ok := d.slotOf(bytesView(key)); ok && a.has&(1<<s) == 0 {
 		a.has |= 1 << s
 		v := &a.v[s]
-		*v = attrVal{}
-		err = values(v, kv, val, nval)
+		if nval != 1 || !simpleValueInto(v, val) {
+			*v = attrVal{}
+			err = values(v, kv, val, nval)
+		}
 	} else if nval != 1 || !simpleValue(val) {
 		err = values(nil, kv, val, nval)
 	}
@@ -742,6 +744,34 @@ func simpleKeyValue(kv []byte) (key, val []byte, nval int, err error) {
 		return kv[k+2:], kv[2:k], 1, nil
 	}
 	return nil, nil, -1, nil
+}
+
+// simpleValueInto decodes the AnyValue b into v if simpleValue holds.
+func simpleValueInto(v *attrVal, b []byte) bool {
+	if len(b) < 2 {
+		return false
+	}
+	switch b[0] {
+	case 0x0a: // string_value
+		if b[1] < 0x80 && int(b[1]) == len(b)-2 {
+			*v = attrVal{typ: vStr, str: bytesView(b[2:])}
+			return true
+		}
+	case 0x10: // bool_value
+		if n, j := varint(b, 1); j == len(b) {
+			*v = attrVal{typ: vBool}
+			if n != 0 {
+				v.num = 1
+			}
+			return true
+		}
+	case 0x18: // int_value
+		if n, j := varint(b, 1); j == len(b) {
+			*v = attrVal{typ: vInt, num: n}
+			return true
+		}
+	}
+	return false
 }
 
 // simpleValue reports whether the AnyValue b is valid for sure: a string
