@@ -255,6 +255,59 @@ func BenchmarkDecodeProto(b *testing.B) {
 	reportSpans(b, spans)
 }
 
+// simCorpus is the 149 requests (12,195 spans) of three simulated meshes
+// (see simRequests), and their span count.
+func simCorpus(b *testing.B) ([][]byte, []string, int) {
+	sims, hdrs := simRequests(b)
+	n := 0
+	for i, r := range sims {
+		got, err := NewDecoder(DecoderConfig{ClaimHeader: hdrs[i]}).AppendRequest(nil, r, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(got)
+	}
+	return sims, hdrs, n
+}
+
+// BenchmarkPdataUnmarshalProtoSim is BenchmarkPdataUnmarshalProto on the
+// simulated meshes' requests (lighter spans: about 5 attributes each).
+func BenchmarkPdataUnmarshalProtoSim(b *testing.B) {
+	sims, _, spans := simCorpus(b)
+	b.ReportAllocs()
+	var u ptrace.ProtoUnmarshaler
+	for b.Loop() {
+		for _, r := range sims {
+			if _, err := u.UnmarshalTraces(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reportSpans(b, spans)
+}
+
+// BenchmarkDecodeProtoSim is BenchmarkDecodeProto on the same requests.
+func BenchmarkDecodeProtoSim(b *testing.B) {
+	sims, _, spans := simCorpus(b)
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	var dst []graph.Span
+	for b.Loop() {
+		n := 0
+		for _, r := range sims {
+			var err error
+			if dst, err = d.AppendRequest(dst[:0], r, false); err != nil {
+				b.Fatal(err)
+			}
+			n += len(dst)
+		}
+		if n != spans {
+			b.Fatal(n, spans)
+		}
+	}
+	reportSpans(b, spans)
+}
+
 // BenchmarkDecodeProtoPdata is the protobuf path before the wire decoder:
 // pdata's unmarshal, then AppendTraces.
 func BenchmarkDecodeProtoPdata(b *testing.B) {
@@ -274,8 +327,8 @@ func BenchmarkDecodeProtoPdata(b *testing.B) {
 
 // BenchmarkProtoRatio alternates, within each iteration, pdata's protobuf
 // unmarshal (ptrace.ProtoUnmarshaler, the reference) and the wire decoder
-// (AppendRequest) on the same requests — the 4,995-span mix, and 48
-// requests of a simulated mesh (sim.Mesh, pdata-marshalled as a collector
+// (AppendRequest) on the same requests — the 4,995-span mix, and the 149
+// requests of simulated meshes (sim.Mesh, pdata-marshalled as a collector
 // sends them) — and reports both speeds and the median of the
 // per-iteration ratios of pdata's time over the decoder's: on a shared
 // machine, measuring both side by side and taking a median keeps load
@@ -284,15 +337,7 @@ func BenchmarkDecodeProtoPdata(b *testing.B) {
 // decoder's phase (which allocates nothing).
 func BenchmarkProtoRatio(b *testing.B) {
 	_, pb, _, spans := benchCorpus(b)
-	sims, hdrs := simRequests(b)
-	simSpans := 0
-	for i, r := range sims {
-		got, err := NewDecoder(DecoderConfig{ClaimHeader: hdrs[i]}).AppendRequest(nil, r, false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		simSpans += len(got)
-	}
+	sims, _, simSpans := simCorpus(b)
 	for _, c := range []struct {
 		name  string
 		reqs  [][]byte
