@@ -563,7 +563,9 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lite.Close()
-	c := storetest.NewCorpus(t, 600, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC), 2*time.Second)
+	// 20 minutes across an hour boundary: the hour tier that narrows the
+	// hot-minute search is asked on both sides of it.
+	c := storetest.NewCorpus(t, 600, time.Date(2026, 3, 1, 9, 50, 0, 0, time.UTC), 2*time.Second)
 	var changes []store.Change
 	for i := range c.Traces {
 		changes = append(changes, store.Change{New: c.Record(i, 1)})
@@ -584,8 +586,8 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 	at := func(hh, mm int) int64 { return time.Date(2026, 3, 1, hh, mm, 0, 0, time.UTC).UnixNano() }
 	compare := func(when string) {
 		t.Helper()
-		for _, q := range []store.Query{{}, {From: at(9, 33), To: at(9, 41)}} {
-			for _, rules := range [][2]float64{{3, 0.2}, {1, 0.05}} {
+		for _, q := range []store.Query{{}, {From: at(9, 53), To: at(10, 4)}, {From: at(10, 1), To: at(10, 9)}} {
+			for _, rules := range [][2]float64{{3, 0.2}, {1, 0.05}, {6, 0.05}, {1000, 0}} {
 				a, err := s.HotMinutes(ctx, q, int64(rules[0]), rules[1])
 				if err != nil {
 					t.Fatal(err)
@@ -625,6 +627,9 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 			}
 			if len(b) == 0 {
 				t.Fatalf("%s: the corpus has no incident in %+v", when, q)
+			}
+			if hot, _ := lite.HotMinutes(ctx, q, 3, 0.2); len(hot) == 0 {
+				t.Fatalf("%s: no hot minute in %+v: the comparison above proves nothing", when, q)
 			}
 		}
 	}

@@ -100,7 +100,12 @@ func TestEmitSQL(t *testing.T) {
 	must(err)
 	_, err = s.Report(ctx, store.Query{})
 	must(err)
+	// The owned minutes found first narrow the second read.
+	rec.answers["GROUP BY bucket, cityHash64"] = [][]any{{store.MinuteOf(h(10, 2)), "driver", "GET /driver"},
+		{store.MinuteOf(h(10, 3)), "redis", "GetDriver"}}
 	_, err = s.HotMinutes(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, 5, 0.1)
+	must(err)
+	_, err = s.HotMinutes(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, 0, 0.1)
 	must(err)
 	_, _, err = s.LastMinute(ctx, store.Query{})
 	must(err)
