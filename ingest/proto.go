@@ -279,7 +279,7 @@ func (d *Decoder) resourceSpans(dst []graph.Span, b []byte) ([]graph.Span, error
 			}
 			switch f {
 			case 1:
-				if err := d.protoResource(b[s:e], &service, &hasService, &version); err != nil {
+				if err := resourceNames(b[s:e], &service, &hasService, &version); err != nil {
 					return dst, fmt.Errorf("resource: %w", err)
 				}
 			case 2:
@@ -341,10 +341,10 @@ func rsField(f int32) string {
 	return "instrumentation_library_spans"
 }
 
-// protoResource reads a Resource's service.name (the last non-empty string) and
+// resourceNames reads a Resource's service.name (the last non-empty string) and
 // service.version (the last string), as Decoder.resource does; service and
 // version are views of b.
-func (d *Decoder) protoResource(b []byte, service *string, hasService *bool, version *string) error {
+func resourceNames(b []byte, service *string, hasService *bool, version *string) error {
 	for i := 0; i < len(b); {
 		f, wt, j, err := tag(b, i)
 		if err != nil {
@@ -703,8 +703,10 @@ func spanField(f int32) string {
 // spanAttr reads one span attribute (a KeyValue) into a, if its key is one
 // of the slots and the first of its slot; it checks it anyway.
 func (d *Decoder) spanAttr(a *attrSet, kv []byte) error {
-	key, val, nval, err := simpleKeyValue(kv)
-	if nval < 0 {
+	key, val, ok := simpleKeyValue(kv)
+	nval := 1
+	var err error
+	if !ok {
 		if key, val, nval, err = keyValue(kv); err != nil {
 			return fmt.Errorf("attributes: %w", err)
 		}
@@ -728,22 +730,22 @@ func (d *Decoder) spanAttr(a *attrSet, kv []byte) error {
 // simpleKeyValue reads a KeyValue as SDKs and collectors write it: a key and
 // one value, both with one-byte lengths, key first (protobuf's marshallers)
 // or value first (pdata's, which writes fields last to first). For any other
-// shape it returns nval -1 (then keyValue reads it).
-func simpleKeyValue(kv []byte) (key, val []byte, nval int, err error) {
+// shape it returns false (then keyValue reads it).
+func simpleKeyValue(kv []byte) (key, val []byte, ok bool) {
 	if len(kv) < 4 || kv[1] >= 0x80 {
-		return nil, nil, -1, nil
+		return nil, nil, false
 	}
 	k := 2 + int(kv[1])
 	if k+2 > len(kv) || kv[k+1] >= 0x80 || k+2+int(kv[k+1]) != len(kv) {
-		return nil, nil, -1, nil
+		return nil, nil, false
 	}
 	switch {
 	case kv[0] == 0x0a && kv[k] == 0x12:
-		return kv[2:k], kv[k+2:], 1, nil
+		return kv[2:k], kv[k+2:], true
 	case kv[0] == 0x12 && kv[k] == 0x0a:
-		return kv[k+2:], kv[2:k], 1, nil
+		return kv[k+2:], kv[2:k], true
 	}
-	return nil, nil, -1, nil
+	return nil, nil, false
 }
 
 // simpleValueInto decodes the AnyValue b into v if simpleValue holds.
