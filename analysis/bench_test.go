@@ -102,7 +102,8 @@ func BenchmarkAssembleAnalyse(b *testing.B) {
 }
 
 // BenchmarkPipeline compares the whole analyze pipeline (read the file,
-// decode with pdata, convert, group, assemble, analyse, report; one core)
+// decode — protobuf with the wire decoder, JSON with pdata and conversion —
+// group, assemble, analyse, report; one core)
 // with pdata's own unmarshal of the same bytes. Each iteration runs both,
 // one after the other, so machine drift hits both alike; the metrics are
 // each one's spans/s and their ratio (pipeline speed / unmarshal speed).
