@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/stormradius/stormradius/analysis"
@@ -36,6 +37,17 @@ func TestSummaryCache(t *testing.T) {
 	}
 	if _, err := c.Decode(9, []byte("{broken")); err == nil {
 		t.Error("a broken summary decoded")
+	}
+	// The binary form stores write now; the same summary's JSON (what
+	// earlier releases wrote) is other bytes, decoded again, to an equal
+	// summary.
+	bin := (&analysis.WindowSummary{Window: 7, APIs: map[string]analysis.APIPotential{"a GET /x": {With: 2, Without: 5}}}).AppendBinary(nil)
+	nb, err := c.Decode(7, bin)
+	if err != nil || nb == n || !reflect.DeepEqual(nb, n) {
+		t.Errorf("binary form gave %+v %v, want a new decoding equal to the JSON one", nb, err)
+	}
+	if _, err := c.Decode(9, bin[:len(bin)-1]); err == nil {
+		t.Error("a truncated binary summary decoded")
 	}
 	for w := int64(0); w < maxCachedSummaries+10; w++ {
 		if _, err := c.Decode(100+w, v1); err != nil {

@@ -473,11 +473,11 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 		return unavailable(ctx, "put summaries", err)
 	}
 	defer tx.Rollback()
+	var b []byte
 	for _, w := range sums {
-		b, err := json.Marshal(w)
-		if err != nil {
-			return fmt.Errorf("sqlite: encode summary of window %d: %w", w.Window, err)
-		}
+		// The binary form (analysis.DecodeSummary reads it and the JSON
+		// of earlier releases), as a BLOB.
+		b = w.AppendBinary(b[:0])
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO summaries (win, summary) VALUES (?, ?)`, w.Window, b); err != nil {
 			return unavailable(ctx, "put summaries", err)
 		}
