@@ -2,8 +2,8 @@ package pipeline_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"runtime"
 	"testing"
 	"time"
