@@ -3,16 +3,14 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
-	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
@@ -51,16 +49,9 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 		benchEndToEnd(b, storeurl.Options{Data: b.TempDir(), Window: 10 * time.Minute})
 	})
 	b.Run("clickhouse", func(b *testing.B) {
-		dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
-		if dsn == "" {
-			b.Skip("set STORMRADIUS_CLICKHOUSE to run against a ClickHouse server")
-		}
-		u, err := url.Parse(dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		u.Path = fmt.Sprintf("/stormradius_bench_%d", time.Now().UnixNano())
-		benchEndToEnd(b, storeurl.Options{URL: u.String(), Window: 10 * time.Minute})
+		// A database of its own, dropped afterwards (left behind, its
+		// merges would load the server in later runs).
+		benchEndToEnd(b, storeurl.Options{URL: chtest.FreshDSN(b), Window: 10 * time.Minute})
 	})
 }
 
