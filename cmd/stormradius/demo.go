@@ -17,7 +17,7 @@ import (
 func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", stderr)
 	data := fs.String("data", "", "directory of the embedded store (default: a temporary directory, removed at exit)")
-	duration := fs.Duration("duration", 20*time.Second, "length of each phase (the first ends on a minute boundary: from half of it to a minute more)")
+	duration := fs.Duration("duration", 15*time.Second, "length of each phase (the first ends on a minute boundary: from half of it to a minute more)")
 	headless := fs.Bool("headless", false, "exit after printing the results instead of serving the UI")
 	format := fs.String("format", "table", "output format: table, or json ({\"before\": REPORT, \"after\": REPORT})")
 	httpAddr := fs.String("http", ":8080", `API and UI listen address ("off" for none; with --headless, off unless set)`)
@@ -25,7 +25,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	rate := fs.Float64("rate", 20, "root requests per second")
 	level := fs.String("log-level", "warn", "log level of the service: debug, info, warn or error")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: stormradius demo [--headless] [--duration 20s] [--data DIR] [--format table|json] [--http :8080]")
+		fmt.Fprintln(stderr, "usage: stormradius demo [--headless] [--duration 15s] [--data DIR] [--format table|json] [--http :8080]")
 		fmt.Fprintln(stderr, "\nStarts stormradius on the embedded store and a mesh of 16 HTTP services on loopback that send it")
 		fmt.Fprintln(stderr, "their traces (OTLP), then runs one incident twice — vault, eight calls deep, degrades to a high")
 		fmt.Fprintln(stderr, "error rate — first with naive retries at every hop, then with the error-ownership middleware,")

@@ -68,7 +68,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Duration <= 0 {
-		c.Duration = 20 * time.Second
+		c.Duration = 15 * time.Second
 	}
 	if c.ErrorRate <= 0 {
 		c.ErrorRate = 0.3
