@@ -138,56 +138,9 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 }
 
 // resultReader reads an encoded result, remembering the first error.
-type resultReader struct {
-	b   []byte
-	err error
-}
+type resultReader struct{ wireReader }
 
-func (r *resultReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", ErrCorruptResult, what)
-	}
-	r.b = nil
-}
-
-func (r *resultReader) uv(what string) uint64 {
-	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-func (r *resultReader) v(what string) int64 {
-	x, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-// count reads a list length that the remaining bytes can hold.
-func (r *resultReader) count(min int, what string) int {
-	n := r.uv(what)
-	if n > uint64(len(r.b)/min) {
-		r.fail(what + " too large")
-		return 0
-	}
-	return int(n)
-}
-
-func (r *resultReader) name(table []string, what string) string {
-	i := r.uv(what)
-	if i >= uint64(len(table)) {
-		r.fail(what + " out of range")
-		return ""
-	}
-	return table[i]
-}
+func corruptResult(what string) error { return fmt.Errorf("%w: %s", ErrCorruptResult, what) }
 
 func (r *resultReader) int(what string) int {
 	x := r.v(what)
@@ -202,7 +155,7 @@ func (r *resultReader) int(what string) int {
 // passed through intern when it is not nil. Any input is safe: data that is
 // not an encoded result gives an error wrapping ErrCorruptResult.
 func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
-	r := &resultReader{b: b}
+	r := &resultReader{wireReader{b: b, corrupt: corruptResult}}
 	if len(b) < 17 || b[0] != resultCodecVersion {
 		return nil, fmt.Errorf("%w: bad header", ErrCorruptResult)
 	}
@@ -224,7 +177,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 		}
 		r.b = r.b[n:]
 	}
-	out.API = r.name(table, "api")
+	out.API = r.str(table, "api")
 	out.Start = r.v("start")
 	out.Window = r.v("window")
 	out.Spans = int(min(r.uv("spans"), math.MaxInt32))
@@ -238,13 +191,13 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	if n := r.count(2, "versions"); n > 0 {
 		out.Versions = make([]ServiceVersion, n)
 		for i := range out.Versions {
-			out.Versions[i] = ServiceVersion{Service: r.name(table, "version service"), Version: r.name(table, "version")}
+			out.Versions[i] = ServiceVersion{Service: r.str(table, "version service"), Version: r.str(table, "version")}
 		}
 	}
 	out.Events = make([]Event, r.count(6, "events"))
 	for i := range out.Events {
 		ev := &out.Events[i]
-		ev.Owner = graph.Node{Service: r.name(table, "owner"), Operation: r.name(table, "owner operation")}
+		ev.Owner = graph.Node{Service: r.str(table, "owner"), Operation: r.str(table, "owner operation")}
 		ev.Hop = int32(min(r.uv("hop"), math.MaxInt32))
 		ev.Radius = r.int("radius")
 		ev.Chain = r.int("chain")
@@ -255,7 +208,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 		out.Owners = make([]radius.OwnerStat, n)
 		for i := range out.Owners {
 			o := &out.Owners[i]
-			o.Node = graph.Node{Service: r.name(table, "owner"), Operation: r.name(table, "owner operation")}
+			o.Node = graph.Node{Service: r.str(table, "owner"), Operation: r.str(table, "owner operation")}
 			o.Hops, o.First, o.Spurious = r.v("owner hops"), r.v("owner first"), r.v("owner spurious")
 		}
 	}
@@ -263,7 +216,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	out.Services = make([]ServiceResult, r.count(17, "services"))
 	for i := range out.Services {
 		s := &out.Services[i]
-		s.Service = r.name(table, "service")
+		s.Service = r.str(table, "service")
 		for k := range s.Claims {
 			s.Claims[k] = r.v("claims")
 		}
@@ -276,7 +229,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 		out.Nodes = make([]NodeCount, n)
 		for i := range out.Nodes {
 			nc := &out.Nodes[i]
-			nc.Node = graph.Node{Service: r.name(table, "node"), Operation: r.name(table, "node operation")}
+			nc.Node = graph.Node{Service: r.str(table, "node"), Operation: r.str(table, "node operation")}
 			nc.Requests, nc.Owned = r.v("node requests"), r.v("node owned")
 		}
 	}

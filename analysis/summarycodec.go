@@ -306,67 +306,10 @@ func appendNodeStats(b []byte, st *graph.NodeStats) []byte {
 }
 
 // summaryReader reads an encoded summary, remembering the first error.
-type summaryReader struct {
-	b   []byte
-	err error
-}
+type summaryReader struct{ wireReader }
 
-func (r *summaryReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("analysis: decode window summary: %w: %s", ErrCorruptSummary, what)
-	}
-	r.b = nil
-}
-
-func (r *summaryReader) uv(what string) uint64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 {
-		x := uint64(r.b[0])
-		r.b = r.b[1:]
-		return x
-	}
-	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-func (r *summaryReader) v(what string) int64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 {
-		x := uint64(r.b[0])
-		r.b = r.b[1:]
-		return int64(x>>1) ^ -int64(x&1)
-	}
-	x, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-// count reads a record count that the remaining bytes can hold, each
-// record taking at least min bytes.
-func (r *summaryReader) count(min int, what string) int {
-	n := r.uv(what)
-	if n > uint64(len(r.b)/min) {
-		r.fail(what + " too large")
-		return 0
-	}
-	return int(n)
-}
-
-// str reads an index into the string table.
-func (r *summaryReader) str(strs []string, what string) string {
-	i := r.uv(what)
-	if i >= uint64(len(strs)) {
-		r.fail(what + " out of range")
-		return ""
-	}
-	return strs[i]
+func corruptSummary(what string) error {
+	return fmt.Errorf("analysis: decode window summary: %w: %s", ErrCorruptSummary, what)
 }
 
 // node reads an index into the node table.
@@ -445,7 +388,7 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 	if b[1] != summaryCodecVersion {
 		return nil, fmt.Errorf("analysis: decode window summary: %w: version %d, want %d", ErrCorruptSummary, b[1], summaryCodecVersion)
 	}
-	r := &summaryReader{b: b[2:]}
+	r := &summaryReader{wireReader{b: b[2:], corrupt: corruptSummary}}
 	w := &WindowSummary{Window: r.v("window")}
 
 	// Strings: their lengths, then their bytes, kept in one string.
