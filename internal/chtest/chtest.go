@@ -1,6 +1,6 @@
-// Package chtest gives integration tests outside package clickhouse a
-// database of their own on the ClickHouse server STORMRADIUS_CLICKHOUSE
-// names, and skips them with a clear message without one.
+// Package chtest gives integration tests a database of their own on the
+// ClickHouse server STORMRADIUS_CLICKHOUSE names, and skips them with a
+// clear message without one.
 package chtest
 
 import (
@@ -14,10 +14,9 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 )
 
-// FreshDSN returns the DSN of a new database on the test server, dropped
-// when the test ends; it skips the test when STORMRADIUS_CLICKHOUSE is
-// unset.
-func FreshDSN(t testing.TB) string {
+// Server returns the server's URL from STORMRADIUS_CLICKHOUSE
+// (clickhouse://127.0.0.1:9000/default), skipping the test without one.
+func Server(t testing.TB) *url.URL {
 	t.Helper()
 	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
 	if dsn == "" {
@@ -27,28 +26,46 @@ func FreshDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("STORMRADIUS_CLICKHOUSE: %v", err)
 	}
+	return u
+}
+
+// FreshDSN returns the DSN of a new database on the test server, dropped
+// when the test ends; it skips the test when STORMRADIUS_CLICKHOUSE is
+// unset.
+func FreshDSN(t testing.TB) string {
+	t.Helper()
+	return FreshDatabase(t, Server(t))
+}
+
+// FreshDatabase returns the DSN of a new database name on the server u,
+// dropped when the test ends.
+func FreshDatabase(t testing.TB, u *url.URL) string {
+	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
 	name := "stormradius_test_" + hex.EncodeToString(b[:])
 	d := *u
 	d.Path = "/" + name
-	t.Cleanup(func() {
-		a := *u
-		a.Path = "/default"
-		o, err := ch.ParseDSN(a.String())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		conn, err := ch.Open(o)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer conn.Close()
-		if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { DropDatabase(t, u, name) })
 	return d.String()
+}
+
+// DropDatabase drops database name on the server u.
+func DropDatabase(t testing.TB, u *url.URL, name string) {
+	d := *u
+	d.Path = "/default"
+	o, err := ch.ParseDSN(d.String())
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	conn, err := ch.Open(o)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close()
+	if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
+		t.Errorf("drop %s: %v", name, err)
+	}
 }

@@ -2,8 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,68 +9,27 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
 )
 
-// server returns the DSN of the ClickHouse server the integration tests
-// use, from STORMRADIUS_CLICKHOUSE (clickhouse://127.0.0.1:9000/default),
-// skipping the test without one.
-func server(t testing.TB) *url.URL {
-	t.Helper()
-	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
-	if dsn == "" {
-		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse integration tests")
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("STORMRADIUS_CLICKHOUSE: %v", err)
-	}
-	return u
-}
-
-// freshDatabase returns the DSN of a new database name on the server,
-// dropped when the test ends.
-func freshDatabase(t testing.TB, u *url.URL) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	name := "stormradius_test_" + hex.EncodeToString(b[:])
-	d := *u
-	d.Path = "/" + name
-	t.Cleanup(func() { dropDatabase(t, u, name) })
-	return d.String()
-}
-
-func dropDatabase(t testing.TB, u *url.URL, name string) {
-	d := *u
-	d.Path = "/default"
-	o, err := ch.ParseDSN(d.String())
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	conn, err := ch.Open(o)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer conn.Close()
-	if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
-		t.Errorf("drop %s: %v", name, err)
-	}
-}
+// The test server (skipping without STORMRADIUS_CLICKHOUSE) and fresh
+// databases on it, dropped when the test ends: internal/chtest's.
+var (
+	server        = chtest.Server
+	freshDatabase = chtest.FreshDatabase
+	dropDatabase  = chtest.DropDatabase
+)
 
 func open(t testing.TB, dsn string, window time.Duration) *Store {
 	t.Helper()
