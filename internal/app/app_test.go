@@ -20,8 +20,6 @@ import (
 	grpcgzip "google.golang.org/grpc/encoding/gzip"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
@@ -35,12 +33,7 @@ import (
 // Analyze is `stormradius analyze` of the simulated traces: the reference.
 func analyze(t *testing.T, res *sim.Result, window time.Duration) string {
 	t.Helper()
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	d, _ := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
+	d, _ := storetest.Analyze(res, window)
 	b, _ := json.Marshal(d)
 	return string(b)
 }

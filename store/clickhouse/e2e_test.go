@@ -2,11 +2,8 @@ package clickhouse_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,13 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
+	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/sim"
@@ -36,40 +30,17 @@ import (
 // second half re-opens many traces of the first), gives the report
 // `analyze` gives for the same traces.
 func TestServiceOnClickHouse(t *testing.T) {
-	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
-	if dsn == "" {
-		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse integration tests")
-	}
-	u, err := url.Parse(dsn)
+	u, err := url.Parse(chtest.FreshDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	db := "stormradius_e2e_" + hex.EncodeToString(b[:])
-	u.Path = "/" + db
-	t.Cleanup(func() {
-		o, err := ch.ParseDSN(dsn)
-		if err != nil {
-			return
-		}
-		if conn, err := ch.Open(o); err == nil {
-			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
-			conn.Close()
-		}
-	})
 
 	res, err := sim.Run(storetest.Scenario(300, time.Date(2026, 3, 1, 9, 50, 0, 0, time.UTC), 3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const window = 10 * time.Minute
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	d, _ := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
+	d, _ := storetest.Analyze(res, window)
 	wantB, _ := json.Marshal(d)
 	want := string(wantB)
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
@@ -43,12 +42,7 @@ func TestOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const window = 10 * time.Minute
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	ref, _ := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
+	ref, refW := storetest.Analyze(res, window)
 	wantB, _ := json.Marshal(ref)
 
 	ready := make(chan app.Addrs, 1)
@@ -142,7 +136,6 @@ func TestOutage(t *testing.T) {
 	got := reportWhenQuiet(t, db.String(), int64(res.Stats.Spans))
 	if got != string(wantB) {
 		st, _ := storeurl.Open(context.Background(), storeurl.Options{URL: db.String(), Existing: true})
-		_, refW := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
 		for _, w := range refW.Indexes() {
 			sum := analysis.NewState()
 			n := 0

@@ -586,3 +586,14 @@ func FillWeek(t testing.TB, s store.Store, apis int, end time.Time) store.Query 
 	}
 	return store.Query{From: start.UnixNano(), To: end.UnixNano()}
 }
+
+// Analyze is `stormradius analyze` of the simulated traces (one window
+// length, one core): the reference a stored, streamed run must equal.
+func Analyze(res *sim.Result, window time.Duration) (*analysis.Document, *analysis.Windows) {
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	var spans []graph.Span
+	for _, tr := range res.Traces {
+		spans = dec.AppendTraces(spans, tr.Data)
+	}
+	return analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
+}
