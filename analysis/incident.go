@@ -414,6 +414,15 @@ func KeepExample(best []Example, id graph.TraceID, radius int) []Example {
 	return best
 }
 
+// ExampleIDs returns the trace ids of the first n of best.
+func ExampleIDs(best []Example, n int) []graph.TraceID {
+	out := make([]graph.TraceID, 0, min(n, len(best)))
+	for _, c := range best[:min(n, len(best))] {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
 // DetectIncidentsIn detects the incidents of a set of traces (a file),
 // as of the minute after the last one holding a trace: an incident whose
 // last hot minute is within QuietMinutes of the end of the data is open.

@@ -67,11 +67,7 @@ func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n
 	if err != nil {
 		return nil, err
 	}
-	out := make([]graph.TraceID, 0, min(n, len(best)))
-	for _, c := range best[:min(n, len(best))] {
-		out = append(out, c.ID)
-	}
-	return out, nil
+	return analysis.ExampleIDs(best, n), nil
 }
 
 // clampMul turns a minute into unix nanoseconds, saturating.

@@ -162,22 +162,7 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 	if err := rows.Err(); err != nil {
 		return dst, unavailable(ctx, "read trace spans", err)
 	}
-	return dedupSpans(dst, start), nil
-}
-
-// dedupSpans drops, from dst[start:], spans whose id came earlier.
-func dedupSpans(dst []graph.Span, start int) []graph.Span {
-	seen := make(map[graph.SpanID]struct{}, len(dst)-start)
-	n := start
-	for i := start; i < len(dst); i++ {
-		if _, dup := seen[dst[i].SpanID]; dup {
-			continue
-		}
-		seen[dst[i].SpanID] = struct{}{}
-		dst[n] = dst[i]
-		n++
-	}
-	return dst[:n]
+	return store.DedupSpans(dst, start), nil
 }
 
 // SpansAfter calls fn with the spans of every write after seq, in order.
