@@ -246,17 +246,30 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	}
 }
 
-// retention deletes old data every hour.
+// compactAfter is how long after a UTC day ends it is compacted.
+const compactAfter = 2 * time.Hour
+
+// retention deletes old data every hour (unless kept forever), and
+// settles the days that closed (store.Compactor).
 func (p *Pipeline) retention(ctx context.Context) {
-	if p.cfg.Retention < 0 {
+	c, compacts := p.st.(store.Compactor)
+	if p.cfg.Retention < 0 && !compacts {
 		return
 	}
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		cutoff := p.cfg.Now().Add(-p.cfg.Retention).UnixNano()
-		if err := p.st.DeleteBefore(ctx, cutoff); err != nil && ctx.Err() == nil {
-			p.log.Warn("retention", "err", err)
+		now := p.cfg.Now()
+		if p.cfg.Retention >= 0 {
+			if err := p.st.DeleteBefore(ctx, now.Add(-p.cfg.Retention).UnixNano()); err != nil && ctx.Err() == nil {
+				p.log.Warn("retention", "err", err)
+			}
+		}
+		// Days that closed a while ago (late spans are rare by then).
+		if compacts {
+			if err := c.Compact(ctx, now.Add(-compactAfter).UnixNano()); err != nil && ctx.Err() == nil {
+				p.log.Warn("compact", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -245,6 +245,14 @@ func TraceEdges(t *graph.Trace, dst []uint64) []uint64 {
 	return append(dst[:start], slices.Compact(tail)...)
 }
 
+// Compactor is a store whose reads of closed days get cheaper once they
+// are settled: the pipeline calls Compact with its retention, for the
+// days before the UTC day holding t (unix nanoseconds). Compacting is an
+// optimisation only: reads give the same answers before and after.
+type Compactor interface {
+	Compact(ctx context.Context, t int64) error
+}
+
 // IncidentReader is what detecting incidents needs beyond rollups. A
 // store without it lists no incidents.
 type IncidentReader interface {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -531,8 +532,21 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 	for _, w := range c.Windows.Indexes() {
 		states[w] = c.Windows.State(w)
 	}
+	// In two batches, every other trace: each node's minutes are rows of
+	// two inserts, to be summed.
+	var even, odd []store.Change
+	for i, ch := range changes {
+		if i%2 == 0 {
+			even = append(even, ch)
+		} else {
+			odd = append(odd, ch)
+		}
+	}
 	for _, st := range []store.Store{s, lite} {
-		if err := st.Apply(ctx, store.Batch{Changes: changes, States: states}); err != nil {
+		if err := st.Apply(ctx, store.Batch{Changes: even}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Apply(ctx, store.Batch{Changes: odd, States: states}); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.PutSummaries(ctx, c.Windows.Summaries(analysis.Config{})); err != nil {
@@ -591,6 +605,45 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 		}
 	}
 	compare("stored")
+	day := store.MinuteOf(at(0, 0)) / 1440
+	settled := func() bool {
+		t.Helper()
+		d, err := s.settledDays(ctx, day*1440, day*1440+1440)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := d[day]
+		return ok
+	}
+	if settled() {
+		t.Fatal("the day is settled before Compact: the comparison above did not sum")
+	}
+	// Compacted: the day's rows are filtered as read.
+	if err := s.Compact(ctx, at(23, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if settled() {
+		t.Fatal("Compact settled the day it was asked to leave")
+	}
+	if err := s.Compact(ctx, at(24, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if !settled() {
+		t.Fatal("the day is not settled after Compact")
+	}
+	compare("compacted")
+	// A late change to the settled day (a trace removed): summed again.
+	late := store.Batch{Changes: []store.Change{{Old: changes[len(changes)/2].New}}}
+	for _, st := range []store.Store{s, lite} {
+		if err := st.Apply(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if settled() {
+		t.Fatal("the day is still settled after a late insert")
+	}
+	compare("late change")
+	changes = slices.Delete(changes, len(changes)/2, len(changes)/2+1)
 	for _, ch := range changes {
 		s.repair[ch.New.Minute()] = struct{}{}
 	}

@@ -103,8 +103,13 @@ func TestEmitSQL(t *testing.T) {
 	// The owned minutes found first narrow the second read.
 	rec.answers["GROUP BY bucket, cityHash64"] = [][]any{{store.MinuteOf(h(10, 2)), "driver", "GET /driver"},
 		{store.MinuteOf(h(10, 3)), "redis", "GetDriver"}}
-	_, err = s.HotMinutes(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, 5, 0.1)
+	// The day before is summed, base's day is settled (one part: its
+	// rows filtered as read).
+	rec.answers["HAVING count() = 1"] = [][]any{{base.Format("20060102"), base.Format("20060102") + "_1_9_1"}}
+	_, err = s.HotMinutes(ctx, store.Query{From: h(-2, 0), To: h(12, 17)}, 5, 0.1)
 	must(err)
+	rec.answers["HAVING count() > 1"] = [][]any{{base.Add(-24 * time.Hour).Format("20060102")}}
+	must(s.Compact(ctx, h(12, 0)))
 	_, err = s.HotMinutes(ctx, store.Query{From: h(9, 45), To: h(12, 17)}, 0, 0.1)
 	must(err)
 	_, _, err = s.LastMinute(ctx, store.Query{})
@@ -156,6 +161,7 @@ func TestEmitSQL(t *testing.T) {
 	for _, want := range []string{"INSERT INTO trace_spans", "FROM writes WHERE seq >", "DROP TABLE IF EXISTS writes_mv", "INSERT INTO records", "INSERT INTO states",
 		"INSERT INTO summaries", "INSERT INTO dirty", "INSERT INTO meta", "INSERT INTO schema_migrations",
 		"INSERT INTO rollup_gens", "FROM records FINAL", "DROP PARTITION ID", "record_index DROP PARTITION", "MODIFY TTL",
+		"OPTIMIZE TABLE node_minutes PARTITION ID", "AND _part IN (", "GROUP BY bucket, cityHash64", "FROM trace_buckets",
 		"trace_id_bloom"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no statement has %q", want)

@@ -2,9 +2,11 @@ package clickhouse
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -35,9 +37,12 @@ func current(cond string) string {
 
 // HotMinutes reads the minute tier's node figures that pass the
 // thresholds, from node_minutes (two numbers per node and minute, in key
-// order). Most nodes own no failure in most minutes: the minutes and nodes
-// that owned at least minOwned are found first among the rows with owned
-// failures, and their requests are read for those alone.
+// order). The days Compact settled hold one row per node and minute in
+// one part: their rows are filtered as they are read, nothing summed.
+// The other days are summed: most nodes own no failure in most minutes,
+// so the minutes and nodes that owned at least minOwned are found first
+// among the rows with owned failures, and their requests are read for
+// those alone.
 func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	if err := s.checkOpen("read hot minutes"); err != nil {
 		return nil, err
@@ -47,9 +52,70 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if lo >= hi {
 		return out, nil
 	}
-	cond := where([]bucketRange{{tierMinute, lo, hi}})
+	settled, err := s.settledDays(ctx, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	var one, many []bucketRange // minutes of settled days, of the others
+	parts := make([]string, 0, len(settled))
+	days := slices.Sorted(maps.Keys(settled))
+	m := lo
+	for _, d := range days {
+		a, b := max(lo, d*1440), min(hi, d*1440+1440)
+		if a >= b {
+			continue
+		}
+		if m < a {
+			many = append(many, bucketRange{tierMinute, m, a})
+		}
+		if k := len(one); k > 0 && one[k-1].hi == a {
+			one[k-1].hi = b
+		} else {
+			one = append(one, bucketRange{tierMinute, a, b})
+		}
+		parts = append(parts, quote(settled[d]))
+		m = b
+	}
+	if m < hi {
+		many = append(many, bucketRange{tierMinute, m, hi})
+	}
+	pass := ` requests > 0 AND owned >= ` + itoa(minOwned) + ` AND owned >= ` + strconv.FormatFloat(minRate, 'g', -1, 64) + ` * requests`
+	if len(one) > 0 {
+		cond := where(one)
+		err := s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM node_minutes
+			WHERE `+cond+` AND _part IN (`+strings.Join(parts, ",")+`) AND`+pass+` AND `+current(cond), hotRow(out))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(many) > 0 {
+		if err := s.sumHotMinutes(ctx, many, minOwned, pass, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// hotRow returns the scanner of a hot minute row into out.
+func hotRow(out analysis.MinuteNodes) func(driver.Rows) error {
+	return func(r driver.Rows) error {
+		var m int64
+		var n graph.Node
+		var a analysis.NodeAgg
+		if err := r.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
+			return err
+		}
+		out.Put(m, n, a)
+		return nil
+	}
+}
+
+// sumHotMinutes adds to out the node minutes of rs that pass (the
+// condition pass), summing each node's rows in a minute.
+func (s *Store) sumHotMinutes(ctx context.Context, rs []bucketRange, minOwned int64, pass string, out analysis.MinuteNodes) error {
+	cond := where(rs)
 	if minOwned < 1 { // every minute with requests may pass: no narrowing
-		return out, s.hotMinutes(ctx, cond, "", minOwned, minRate, out)
+		return s.hotMinutes(ctx, cond, "", pass, out)
 	}
 	var ranges []bucketRange
 	nodes := map[graph.Node]bool{}
@@ -72,7 +138,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 			return nil
 		})
 	if err != nil || len(ranges) == 0 {
-		return out, err
+		return err
 	}
 	if len(ranges) > maxRanges {
 		ranges = []bucketRange{{tierMinute, ranges[0].lo, ranges[len(ranges)-1].hi}}
@@ -86,27 +152,73 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 		slices.Sort(list)
 		nodeCond = " AND (service, operation) IN (" + strings.Join(list, ",") + ")"
 	}
-	return out, s.hotMinutes(ctx, where(ranges), nodeCond, minOwned, minRate, out)
+	return s.hotMinutes(ctx, where(ranges), nodeCond, pass, out)
 }
 
 // hotMinutes adds to out the node minutes cond and nodeCond select that
-// pass the thresholds.
-func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond string, minOwned int64, minRate float64, out analysis.MinuteNodes) error {
+// pass, summed.
+func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out analysis.MinuteNodes) error {
 	return s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM (
 		SELECT bucket, service, operation, sum(requests) AS requests, sum(owned) AS owned
 		FROM node_minutes WHERE `+cond+nodeCond+` AND `+current(cond)+`
 		GROUP BY bucket, service, operation)
-		WHERE requests > 0 AND owned >= `+itoa(minOwned)+` AND owned >= `+strconv.FormatFloat(minRate, 'g', -1, 64)+` * requests`,
-		func(r driver.Rows) error {
-			var m int64
-			var n graph.Node
-			var a analysis.NodeAgg
-			if err := r.Scan(&m, &n.Service, &n.Operation, &a.Requests, &a.Owned); err != nil {
-				return err
-			}
-			out.Put(m, n, a)
-			return nil
-		})
+		WHERE`+pass, hotRow(out))
+}
+
+// settledDays returns the days holding minutes of [lo, hi) whose
+// node_minutes partition is a single part (as Compact leaves a day),
+// with the part's name: its rows are one per key, summed.
+func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string, error) {
+	out := map[int64]string{}
+	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, any(name) FROM system.parts
+		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND partition_id >= `+
+		quote(dayID(dayOfMinute(lo)))+` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1)))+`
+		GROUP BY partition_id HAVING count() = 1`, func(r driver.Rows) error {
+		var id, name string
+		if err := r.Scan(&id, &name); err != nil {
+			return err
+		}
+		if d, err := time.Parse("20060102", id); err == nil {
+			out[dayOf(d.UnixNano())] = name
+		}
+		return nil
+	})
+	return out, err
+}
+
+// dayID returns a day's partition id (YYYYMMDD).
+func dayID(d int64) string { return dayDate(d).Format("20060102") }
+
+// Compact settles node_minutes for the days before the UTC day holding t:
+// each such day partition held in several parts (as inserts leave it) is
+// merged into one (OPTIMIZE … FINAL), which sums each node's rows of a
+// minute into one, so that hot-minute searches filter its rows instead of
+// summing them. A late insert into a settled day makes it a day of
+// several parts again, read by summing until the next Compact.
+func (s *Store) Compact(ctx context.Context, t int64) error {
+	if err := s.checkOpen("compact"); err != nil {
+		return err
+	}
+	var ids []string
+	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id FROM system.parts
+		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND partition_id < `+quote(dayID(dayOf(t)))+`
+		GROUP BY partition_id HAVING count() > 1 ORDER BY partition_id`, func(r driver.Rows) error {
+		var id string
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.exec(ctx, "compact node minutes", `OPTIMIZE TABLE node_minutes PARTITION ID `+quote(id)+` FINAL`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Bounds past which the second read of HotMinutes is not narrowed to the
@@ -134,8 +246,8 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 		cond := where([]bucketRange{{tierHour, hLo, hHi}})
 		var h int64
 		var n uint64
-		if err := s.queryRow(ctx, "read last hour", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM rollups
-			WHERE `+cond+` AND stat = 'traces' AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &h, &n); err != nil || n == 0 {
+		if err := s.queryRow(ctx, "read last hour", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
+			WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &h, &n); err != nil || n == 0 {
 			return 0, false, err
 		}
 		m, ok, err := s.lastMinuteIn(ctx, max(lo, h*60), min(hi, (h+1)*60))
@@ -152,8 +264,8 @@ func (s *Store) lastMinuteIn(ctx context.Context, lo, hi int64) (int64, bool, er
 	cond := where([]bucketRange{{tierMinute, lo, hi}})
 	var m int64
 	var n uint64
-	err := s.queryRow(ctx, "read last minute", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM rollups
-		WHERE `+cond+` AND stat = 'traces' AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &m, &n)
+	err := s.queryRow(ctx, "read last minute", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
+		WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &m, &n)
 	return m, n > 0, err
 }
 
