@@ -453,7 +453,12 @@ func SummaryGraphs(sums []*WindowSummary, window time.Duration) func(IncidentSpa
 // Covers reports whether a trace starting at unixNano is in a minute of
 // any of the spans.
 func (c *IncidentCollector) Covers(unixNano int64) bool {
-	m := MinuteOf(unixNano)
+	return c.CoversMinute(MinuteOf(unixNano))
+}
+
+// CoversMinute reports whether a unix minute is a minute of any of the
+// spans.
+func (c *IncidentCollector) CoversMinute(m int64) bool {
 	for _, s := range c.Spans {
 		if m >= s.First && m <= s.Last {
 			return true

@@ -61,6 +61,21 @@ type pendingCall struct {
 // self-parents, missing parents and duplicate ids produce fragments, never a
 // panic or a loop.
 func (a *Assembler) Assemble(spans []Span) *Trace {
+	t := a.AssembleTransient(spans)
+	// The forest was built in scratch memory: hand the trace exact-size
+	// copies, so a trace costs one allocation per kind of record.
+	t.Hops = slices.Clone(t.Hops)
+	t.Calls = slices.Clone(t.Calls)
+	t.Attempts = slices.Clone(t.Attempts)
+	t.Roots = slices.Clone(t.Roots)
+	return t
+}
+
+// AssembleTransient is Assemble without the copies: the trace's hops,
+// calls, attempts and roots are the assembler's scratch memory, valid
+// until its next call. For callers that are done with a trace before
+// they assemble the next (adding it to a window, encoding its facts).
+func (a *Assembler) AssembleTransient(spans []Span) *Trace {
 	t := &Trace{Root: -1}
 	if len(spans) == 0 {
 		return t
@@ -73,12 +88,6 @@ func (a *Assembler) Assemble(spans []Span) *Trace {
 	a.buildChildren(spans)
 	a.buildHops(t)
 	a.finish(t)
-	// The forest was built in scratch memory: hand the trace exact-size
-	// copies, so a trace costs one allocation per kind of record.
-	t.Hops = slices.Clone(t.Hops)
-	t.Calls = slices.Clone(t.Calls)
-	t.Attempts = slices.Clone(t.Attempts)
-	t.Roots = slices.Clone(t.Roots)
 	if t.Root >= 0 {
 		t.APIName = t.Hops[t.Root].Key().String()
 	}

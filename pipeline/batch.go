@@ -5,11 +5,13 @@ import (
 	"container/list"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
@@ -80,6 +82,22 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	chunks := make(chan []graph.Span, 8)
 	free := make(chan []graph.Span, 10)
 	addErr := make(chan error, 1)
+	// Traces leave the buffer on that goroutine and are assembled, added
+	// to their windows and spilled on a third.
+	b.flushes = make(chan *batchTrace, 64)
+	b.recycle = make(chan []graph.Span, 256)
+	flushErr := make(chan error, 1)
+	go func() {
+		var err error
+		for t := range b.flushes {
+			if err == nil {
+				if err = b.flush(t); err != nil {
+					b.failed.Store(true)
+				}
+			}
+		}
+		flushErr <- err
+	}()
 	go func() {
 		var err error
 		for c := range chunks {
@@ -92,9 +110,10 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 			}
 		}
 		if err == nil {
-			err = b.flushAll()
+			b.flushAll()
 		}
-		addErr <- err
+		close(b.flushes)
+		addErr <- errors.Join(err, <-flushErr)
 	}()
 	var cur []graph.Span
 	send := func() {
@@ -152,6 +171,10 @@ type batcher struct {
 
 	asm graph.Assembler
 	buf []graph.Span
+
+	flushes chan *batchTrace // to the goroutine that flushes
+	failed  atomic.Bool      // a flush failed: stop adding
+	recycle chan []graph.Span // span slices of flushed traces, for new ones
 }
 
 type batchTrace struct {
@@ -167,6 +190,9 @@ type spilled struct {
 }
 
 func (b *batcher) add(spans []graph.Span) error {
+	if b.failed.Load() {
+		return errFlushFailed
+	}
 	for i := range spans {
 		sp := &spans[i]
 		e := b.pending[sp.TraceID]
@@ -177,33 +203,55 @@ func (b *batcher) add(spans []graph.Span) error {
 			b.lru.MoveToFront(e)
 		}
 		t := e.Value.(*batchTrace)
+		if t.spans == nil {
+			select {
+			case t.spans = <-b.recycle: // a flushed trace's, emptied
+			default:
+			}
+		}
 		t.spans = append(t.spans, *sp)
 	}
 	b.pendingSpans += len(spans)
 	for b.pendingSpans > b.cfg.MaxPendingSpans && b.lru.Len() > 0 {
 		b.stats.FlushedEarly++
-		if err := b.flush(b.lru.Back()); err != nil {
-			return err
-		}
+		b.detach(b.lru.Back())
 	}
 	return nil
 }
 
-func (b *batcher) flushAll() error {
-	for b.lru.Len() > 0 {
-		if err := b.flush(b.lru.Back()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// maxRecycled bounds the span slices kept for reuse (a huge trace's is
+// left to the collector).
+const maxRecycled = 4096
 
-// flush assembles the trace of e and adds it to its window.
-func (b *batcher) flush(e *list.Element) error {
+// errFlushFailed stops adding once a flush failed (the flush's error is
+// the one reported).
+var errFlushFailed = errors.New("analyze: flush failed")
+
+// detach takes the trace of e out of the buffer and hands it to the
+// flushing goroutine.
+func (b *batcher) detach(e *list.Element) {
 	t := b.lru.Remove(e).(*batchTrace)
 	delete(b.pending, t.id)
 	b.pendingSpans -= len(t.spans)
-	spans := append(b.buf[:0], t.spans...)
+	b.flushes <- t
+}
+
+func (b *batcher) flushAll() {
+	for b.lru.Len() > 0 {
+		b.detach(b.lru.Back())
+	}
+}
+
+// flush assembles a trace that left the buffer and adds it to its window
+// (on the flushing goroutine, which alone touches done, the spill file
+// and the windows until the input ends).
+func (b *batcher) flush(t *batchTrace) error {
+	// The spans as they came (assembly dedups in place), for a re-open.
+	ref, err := b.spill.writeSpans(t.spans)
+	if err != nil {
+		return err
+	}
+	spans := t.spans
 	prev := b.done[t.id]
 	if prev == nil {
 		prev = &spilled{}
@@ -213,8 +261,8 @@ func (b *batcher) flush(e *list.Element) error {
 		// A late span re-opens the trace: its old spans come back from the
 		// spill file and its old facts leave its window.
 		b.stats.Reopened++
+		spans = append(b.buf[:0], t.spans...)
 		for _, ref := range prev.spans {
-			var err error
 			if spans, err = b.spill.readSpans(ref, spans); err != nil {
 				return err
 			}
@@ -225,25 +273,31 @@ func (b *batcher) flush(e *list.Element) error {
 		}
 		b.windows.Remove(old)
 	}
-	ref, err := b.spill.writeSpans(t.spans)
-	if err != nil {
-		return err
-	}
 	prev.spans = append(prev.spans, ref)
-	tr := b.asm.Assemble(spans)
-	b.buf = tr.Spans[:0]
-	tr.Spans = nil
+	tr := b.asm.AssembleTransient(spans)
 	b.windows.Add(tr)
 	if prev.facts, err = b.spill.writeFacts(tr); err != nil {
 		return err
 	}
+	if prev.spans != nil && len(prev.spans) > 1 { // re-opened: assembled in b.buf
+		b.buf = tr.Spans[:0]
+	}
+	if cap(t.spans) <= maxRecycled {
+		select {
+		case b.recycle <- t.spans[:0]:
+		default:
+		}
+	}
+	t.spans = nil
 	return nil
 }
 
 // evaluate reads the current facts of every trace back, in spill order,
-// and evaluates each against its window's final state; then, when the
-// per-minute counts show incidents, a second pass gathers their figures
-// from the traces of their minutes.
+// and evaluates each against its window's final state, on every core;
+// each worker also keeps its results (in range) in a file of its own.
+// When the per-minute counts show incidents, their figures are gathered
+// from those files: only the results of their minutes are decoded, and no
+// trace is evaluated twice.
 func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	if err := b.spill.w.Flush(); err != nil {
 		return nil, fmt.Errorf("analyze: spill file: %w", err)
@@ -255,12 +309,24 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	reports := make([]*analysis.Report, workers)
 	minutes := make([]analysis.MinuteNodes, workers)
+	results := make([]*resultFile, workers)
+	defer func() {
+		for _, f := range results {
+			f.close()
+		}
+	}()
 	for w := range reports {
 		reports[w], minutes[w] = analysis.NewReport(), analysis.MinuteNodes{}
+		f, err := newResultFile(b.cfg.TempDir)
+		if err != nil {
+			return nil, err
+		}
+		results[w] = f
 	}
-	err := b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) {
+	err := b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) error {
 		reports[w].Add(r, 1)
 		minutes[w].Add(r)
+		return results[w].put(r)
 	})
 	if err != nil {
 		return nil, err
@@ -284,15 +350,18 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 		return doc, nil
 	}
 	cols := make([]*analysis.IncidentCollector, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
 	for w := range cols {
 		cols[w] = analysis.NewIncidentCollector(spans)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			errs[w] = results[w].each(ctx, cols[w].CoversMinute, cols[w].Add)
+		}(w)
 	}
-	err = b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) {
-		if cols[w].Covers(r.Start) {
-			cols[w].Add(r)
-		}
-	})
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	for w := 1; w < workers; w++ {
@@ -302,47 +371,184 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	return doc, nil
 }
 
-// scan evaluates the current facts of every trace in range, read in one
-// pass and evaluated by workers, each with its own evaluator; fn(w, r)
-// gets worker w's results (sums do not care about order).
-func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult)) error {
-	work := make(chan []*graph.Trace, 2*workers)
+// scan evaluates the current facts of every trace in range: one goroutine
+// reads the spill file and hands the records, undecoded, to workers that
+// decode and evaluate them, each with its own evaluator and names; fn(w,
+// r) gets worker w's results (sums do not care about order).
+func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
+	type group struct {
+		data []byte
+		ends []int
+	}
+	work := make(chan group, 2*workers)
+	errs := make([]error, workers)
+	failed := make(chan struct{})
+	var once sync.Once
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			ev := analysis.NewEvaluator(b.cfg.Analysis)
-			for ts := range work {
-				for _, t := range ts {
-					r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
-					if b.cfg.Range.Contains(r.Start) {
-						fn(w, &r)
+			names := map[string]string{}
+			intern := func(b []byte) string {
+				if v, ok := names[string(b)]; ok {
+					return v
+				}
+				if len(names) > 1<<16 {
+					clear(names)
+				}
+				v := string(b)
+				names[v] = v
+				return v
+			}
+			for g := range work {
+				if errs[w] != nil {
+					continue // drain
+				}
+				lo := 0
+				for _, end := range g.ends {
+					t, err := graph.DecodeTraceInterned(g.data[lo:end], intern)
+					lo = end
+					if err == nil {
+						r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
+						if b.cfg.Range.Contains(r.Start) {
+							err = fn(w, &r)
+						}
+					} else {
+						err = fmt.Errorf("analyze: spill file: %w", err)
+					}
+					if err != nil {
+						errs[w] = err
+						once.Do(func() { close(failed) })
+						break
 					}
 				}
 			}
 		}(w)
 	}
-	var group []*graph.Trace
-	err := b.spill.scanFacts(func(off int64, t *graph.Trace) error {
+	var g group
+	err := b.spill.scanRecords(recFacts, func(off int64, rec []byte) error {
 		if !current[off] {
 			return nil // superseded by a re-open
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if group = append(group, t); len(group) == 256 {
-			work <- group
-			group = nil
+		g.data = append(g.data, rec...)
+		g.ends = append(g.ends, len(g.data))
+		if len(g.ends) == 256 {
+			select {
+			case work <- g:
+			case <-failed:
+				return errStopScan
+			}
+			g = group{}
 		}
 		return nil
 	})
-	if len(group) > 0 {
-		work <- group
+	if len(g.ends) > 0 && err == nil {
+		select {
+		case work <- g:
+		case <-failed:
+		}
 	}
 	close(work)
 	wg.Wait()
-	return err
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return errors.Join(err, errors.Join(errs...))
+}
+
+// errStopScan stops a spill scan once a worker failed.
+var errStopScan = errors.New("stop")
+
+// resultFile is a temporary file of encoded results, each behind its
+// start minute and length, for the incidents' pass: results outside
+// their minutes are skipped unread.
+type resultFile struct {
+	f   *os.File
+	w   *bufio.Writer
+	enc analysis.ResultEncoder
+	buf []byte
+}
+
+func newResultFile(dir string) (*resultFile, error) {
+	f, err := os.CreateTemp(dir, "stormradius-results-*")
+	if err != nil {
+		return nil, fmt.Errorf("analyze: results file: %w", err)
+	}
+	return &resultFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+func (r *resultFile) put(res *analysis.TraceResult) error {
+	r.buf = r.enc.Append(append(r.buf[:0], make([]byte, 12)...), res)
+	binary.LittleEndian.PutUint64(r.buf, uint64(analysis.MinuteOf(res.Start)))
+	binary.LittleEndian.PutUint32(r.buf[8:], uint32(len(r.buf)-12))
+	if _, err := r.w.Write(r.buf); err != nil {
+		return fmt.Errorf("analyze: results file: %w", err)
+	}
+	return nil
+}
+
+// each calls fn with every result whose minute want accepts.
+func (r *resultFile) each(ctx context.Context, want func(minute int64) bool, fn func(*analysis.TraceResult)) error {
+	if err := r.w.Flush(); err != nil {
+		return fmt.Errorf("analyze: results file: %w", err)
+	}
+	if _, err := r.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("analyze: results file: %w", err)
+	}
+	in := bufio.NewReaderSize(r.f, 1<<20)
+	names := map[string]string{}
+	intern := func(b []byte) string {
+		if v, ok := names[string(b)]; ok {
+			return v
+		}
+		v := string(b)
+		names[v] = v
+		return v
+	}
+	var hdr [12]byte
+	for i := 0; ; i++ {
+		if _, err := io.ReadFull(in, hdr[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("analyze: results file: %w", err)
+		}
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		n := int(binary.LittleEndian.Uint32(hdr[8:]))
+		if !want(int64(binary.LittleEndian.Uint64(hdr[:]))) {
+			if _, err := in.Discard(n); err != nil {
+				return fmt.Errorf("analyze: results file: %w", err)
+			}
+			continue
+		}
+		if cap(r.buf) < n {
+			r.buf = make([]byte, n)
+		}
+		b := r.buf[:n]
+		if _, err := io.ReadFull(in, b); err != nil {
+			return fmt.Errorf("analyze: results file: %w", err)
+		}
+		res, err := analysis.DecodeResult(b, intern)
+		if err != nil {
+			return fmt.Errorf("analyze: results file: %w", err)
+		}
+		fn(res)
+	}
+}
+
+func (r *resultFile) close() {
+	if r != nil {
+		r.f.Close()
+		os.Remove(r.f.Name())
+	}
 }
 
 // spillRef locates a record in the spill file.
@@ -448,8 +654,9 @@ func (s *spill) readFacts(ref spillRef) (*graph.Trace, error) {
 	return t, nil
 }
 
-// scanFacts calls fn with every facts record, in file order.
-func (s *spill) scanFacts(fn func(off int64, t *graph.Trace) error) error {
+// scanRecords calls fn with every record of kind, in file order (rec is
+// valid until fn returns).
+func (s *spill) scanRecords(kind byte, fn func(off int64, rec []byte) error) error {
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("analyze: spill file: %w", err)
 	}
@@ -462,7 +669,7 @@ func (s *spill) scanFacts(fn func(off int64, t *graph.Trace) error) error {
 			return fmt.Errorf("analyze: spill file: %w", err)
 		}
 		n := int(binary.LittleEndian.Uint32(hdr[1:]))
-		if hdr[0] != recFacts {
+		if hdr[0] != kind {
 			if _, err := r.Discard(n); err != nil {
 				return fmt.Errorf("analyze: spill file: %w", err)
 			}
@@ -476,11 +683,7 @@ func (s *spill) scanFacts(fn func(off int64, t *graph.Trace) error) error {
 		if _, err := io.ReadFull(r, b); err != nil {
 			return fmt.Errorf("analyze: spill file: %w", err)
 		}
-		t, err := graph.DecodeTraceInterned(b, s.intern)
-		if err != nil {
-			return fmt.Errorf("analyze: spill file: %w", err)
-		}
-		if err := fn(off, t); err != nil {
+		if err := fn(off, b); err != nil {
 			return err
 		}
 		off += int64(5 + n)
