@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // traceCodecVersion is the first byte of an encoded trace.
@@ -33,29 +34,60 @@ func (t *Trace) AppendBinary(b []byte) []byte {
 // table from one trace to the next. The zero value is ready; it is not
 // safe for concurrent use.
 type TraceEncoder struct {
-	names map[string]uint64
+	names nameTable
+}
+
+// nameTable numbers the names of one record in order of first use. Names
+// are mostly interned, so a small cache keyed by where a string's bytes
+// are (and its length: the same bytes, the same string, while they are
+// alive, as they are during one record) answers most lookups without
+// hashing the string.
+type nameTable struct {
+	index map[string]uint64
 	table []string
+	cache [256]nameSlot
+	gen   uint32
+}
+
+// reset starts a record's table, with "" as name 0 when empty0 is set.
+func (t *nameTable) reset(empty0 bool) {
+	if t.index == nil || len(t.index) > 4096 {
+		t.index = make(map[string]uint64, 64)
+	}
+	clear(t.index)
+	if t.gen++; t.gen == 0 {
+		t.cache = [256]nameSlot{}
+		t.gen = 1
+	}
+	t.table = t.table[:0]
+	if empty0 {
+		t.index[""] = 0
+		t.table = append(t.table, "")
+	}
+}
+
+// of returns the number of s, numbering it when new.
+func (t *nameTable) of(s string) uint64 {
+	p := unsafe.StringData(s)
+	c := &t.cache[(uintptr(unsafe.Pointer(p))>>4^uintptr(len(s)))%uintptr(len(t.cache))]
+	if c.gen == t.gen && c.p == p && c.n == len(s) && p != nil {
+		return uint64(c.idx)
+	}
+	i, ok := t.index[s]
+	if !ok {
+		i = uint64(len(t.table))
+		t.index[s] = i
+		t.table = append(t.table, s)
+	}
+	*c = nameSlot{p: p, n: len(s), idx: uint32(i), gen: t.gen}
+	return i
 }
 
 // Append appends the binary form of t to b.
 func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
-	if e.names == nil || len(e.names) > 4096 {
-		e.names = make(map[string]uint64, 64)
-	}
-	clear(e.names)
-	e.names[""] = 0
-	e.table = append(e.table[:0], "")
-	names, table := e.names, e.table
-	defer func() { e.table = table[:0] }()
-	name := func(s string) uint64 {
-		i, ok := names[s]
-		if !ok {
-			i = uint64(len(table))
-			names[s] = i
-			table = append(table, s)
-		}
-		return i
-	}
+	nt := &e.names
+	nt.reset(true)
+	name := nt.of
 	// Intern first, so the table precedes the records that use it.
 	name(t.APIName)
 	for i := range t.Hops {
@@ -78,20 +110,20 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	b = binary.AppendVarint(b, int64(t.Root))
 	b = append(b, bits(t.RemoteParent))
 	b = binary.AppendVarint(b, base)
-	b = binary.AppendUvarint(b, uint64(len(table)-1))
-	for _, s := range table[1:] {
+	b = binary.AppendUvarint(b, uint64(len(nt.table)-1))
+	for _, s := range nt.table[1:] {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = binary.AppendUvarint(b, names[t.APIName])
+	b = binary.AppendUvarint(b, name(t.APIName))
 
 	b = binary.AppendUvarint(b, uint64(len(t.Hops)))
 	for i := range t.Hops {
 		h := &t.Hops[i]
 		b = binary.AppendUvarint(b, uint64(h.Span))
-		b = binary.AppendUvarint(b, names[h.Service])
-		b = binary.AppendUvarint(b, names[h.Operation])
-		b = binary.AppendUvarint(b, names[h.Version])
+		b = binary.AppendUvarint(b, name(h.Service))
+		b = binary.AppendUvarint(b, name(h.Operation))
+		b = binary.AppendUvarint(b, name(h.Version))
 		b = binary.AppendVarint(b, h.Start-base)
 		b = binary.AppendVarint(b, h.End-h.Start)
 		b = append(b, bits(h.Failed, h.Virtual, h.Client, h.Root, h.Fragment, h.Detached, h.First), byte(h.Claim))
@@ -104,8 +136,8 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		b = binary.AppendUvarint(b, uint64(c.Caller))
-		b = binary.AppendUvarint(b, names[c.CalleeService])
-		b = binary.AppendUvarint(b, names[c.CalleeOperation])
+		b = binary.AppendUvarint(b, name(c.CalleeService))
+		b = binary.AppendUvarint(b, name(c.CalleeOperation))
 		b = binary.AppendUvarint(b, uint64(c.AttemptStart))
 		b = binary.AppendUvarint(b, uint64(c.AttemptEnd-c.AttemptStart))
 		b = append(b, bits(c.Failed, c.Criteria, c.Suppressed, c.Virtual), byte(c.Claim), byte(c.FailOpen))
@@ -215,14 +247,52 @@ func DecodeTrace(b []byte) (*Trace, error) { return DecodeTraceInterned(b, nil) 
 // DecodeTraceInterned is DecodeTrace with names passed through intern
 // (when not nil), so that decoding many traces shares repeated names.
 func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
+	t := &Trace{}
+	if _, err := decodeTrace(t, nil, b, intern); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// TraceDecoder decodes traces into memory it reuses: the trace Decode
+// returns is valid until its next call. Names go through Intern when it
+// is set. The zero value is ready; not safe for concurrent use.
+type TraceDecoder struct {
+	Intern func([]byte) string
+	t      Trace
+	table  []string
+}
+
+// Decode decodes a trace written by AppendBinary, as DecodeTrace does.
+func (d *TraceDecoder) Decode(b []byte) (*Trace, error) {
+	var err error
+	d.table, err = decodeTrace(&d.t, d.table, b, d.Intern)
+	if err != nil {
+		return nil, err
+	}
+	return &d.t, nil
+}
+
+// reuse returns s resized to n, reusing its memory when it is large
+// enough (every element is overwritten by the decoder).
+func reuse[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// decodeTrace decodes b into t, reusing t's slices and the name table
+// (returned for reuse).
+func decodeTrace(t *Trace, table []string, b []byte, intern func([]byte) string) ([]string, error) {
 	r := &traceReader{b: b}
 	if r.byte("version") != traceCodecVersion {
-		return nil, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
+		return table, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
 	}
 	if len(r.b) < 16 {
-		return nil, fmt.Errorf("%w: short trace id", ErrCorruptTrace)
+		return table, fmt.Errorf("%w: short trace id", ErrCorruptTrace)
 	}
-	t := &Trace{}
+	*t = Trace{Hops: t.Hops[:0], Calls: t.Calls[:0], Attempts: t.Attempts[:0], Roots: t.Roots[:0]}
 	copy(t.ID[:], r.b[:16])
 	r.b = r.b[16:]
 	t.SpanCount = int(min(r.uvarint("span count"), math.MaxInt32))
@@ -232,7 +302,10 @@ func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 	t.RemoteParent = r.byte("flags")&1 != 0
 	base := r.varint("base")
 	nNames := r.count(1, "names")
-	table := make([]string, 1, nNames+1)
+	if cap(table) < nNames+1 {
+		table = make([]string, 0, nNames+1)
+	}
+	table = append(table[:0], "")
 	for i := 0; i < nNames && r.err == nil; i++ {
 		n := r.uvarint("name length")
 		if n > uint64(len(r.b)) {
@@ -248,7 +321,7 @@ func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 	}
 	t.APIName = r.name(table, "api")
 
-	t.Hops = make([]Hop, r.count(11, "hops"))
+	t.Hops = reuse(t.Hops, r.count(11, "hops"))
 	for i := range t.Hops {
 		h := &t.Hops[i]
 		h.Span = int32(min(r.uvarint("span"), math.MaxInt32))
@@ -266,7 +339,7 @@ func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 		h.CallStart = int32(min(r.uvarint("calls"), math.MaxInt32))
 		h.CallEnd = h.CallStart + int32(min(r.uvarint("calls"), math.MaxInt32/2))
 	}
-	t.Calls = make([]Call, r.count(8, "calls"))
+	t.Calls = reuse(t.Calls, r.count(8, "calls"))
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		c.Caller = r.index(len(t.Hops), "caller")
@@ -279,7 +352,7 @@ func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 		c.Claim = Claim(r.byte("claim") & 3)
 		c.FailOpen = Tri(r.byte("fail open") % 3)
 	}
-	t.Attempts = make([]Attempt, r.count(9, "attempts"))
+	t.Attempts = reuse(t.Attempts, r.count(9, "attempts"))
 	for i := range t.Attempts {
 		a := &t.Attempts[i]
 		a.Call = r.index(len(t.Calls), "call")
@@ -293,24 +366,21 @@ func DecodeTraceInterned(b []byte, intern func([]byte) string) (*Trace, error) {
 		a.Claim = Claim(r.byte("claim") & 3)
 		a.FailOpen = Tri(r.byte("fail open") % 3)
 	}
-	t.Roots = make([]int32, r.count(1, "roots"))
+	t.Roots = reuse(t.Roots, r.count(1, "roots"))
 	for i := range t.Roots {
 		t.Roots[i] = r.index(len(t.Hops), "root")
 	}
 	if r.err != nil {
-		return nil, r.err
+		return table, r.err
 	}
 	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
+		return table, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
 	}
 	if root < -1 || root >= int64(len(t.Hops)) {
-		return nil, fmt.Errorf("%w: root out of range", ErrCorruptTrace)
+		return table, fmt.Errorf("%w: root out of range", ErrCorruptTrace)
 	}
 	t.Root = int32(root)
-	if err := t.check(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return table, t.check()
 }
 
 // check verifies the invariants analyses rely on: ranges nest, every
@@ -427,20 +497,9 @@ const spansCodecVersion = 2
 // then every span with indexes into it and times as deltas (a spill file
 // of a batch analysis holds them).
 func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
-	if e.names == nil || len(e.names) > 4096 {
-		e.names = make(map[string]uint64, 64)
-	}
-	clear(e.names)
-	table := e.table[:0]
-	name := func(s string) uint64 {
-		i, ok := e.names[s]
-		if !ok {
-			i = uint64(len(table))
-			e.names[s] = i
-			table = append(table, s)
-		}
-		return i
-	}
+	nt := &e.names
+	nt.reset(false)
+	name := nt.of
 	for i := range spans {
 		s := &spans[i]
 		name(s.Service)
@@ -450,8 +509,8 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		name(s.Peer)
 	}
 	b = append(b, spansCodecVersion)
-	b = binary.AppendUvarint(b, uint64(len(table)))
-	for _, s := range table {
+	b = binary.AppendUvarint(b, uint64(len(nt.table)))
+	for _, s := range nt.table {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -468,7 +527,7 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		b = append(b, s.ParentID[:]...)
 		b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen), bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed))
 		for _, str := range [...]string{s.Service, s.Version, s.Name, s.Operation, s.Peer} {
-			b = binary.AppendUvarint(b, e.names[str])
+			b = binary.AppendUvarint(b, name(str))
 		}
 		b = binary.AppendVarint(b, s.Start-base)
 		b = binary.AppendVarint(b, s.End-s.Start)
@@ -476,7 +535,6 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		b = binary.AppendVarint(b, int64(s.StatusCode))
 		b = binary.LittleEndian.AppendUint64(b, s.Target)
 	}
-	e.table = table[:0]
 	return b
 }
 

@@ -32,11 +32,13 @@ type Grouper struct {
 }
 
 // nameSlot caches the index of a name by the address of its bytes:
-// decoders intern names, so the same name arrives as the same string.
+// decoders intern names, so the same name arrives as the same string
+// (Grouper; nameTable, which also numbers its records by gen).
 type nameSlot struct {
 	p   *byte
 	n   int
 	idx uint32
+	gen uint32
 }
 
 // packedSpan is a Span without pointers.

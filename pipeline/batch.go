@@ -381,6 +381,11 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 		ends []int
 	}
 	work := make(chan group, 2*workers)
+	// Groups go back for reuse: as many as can be in flight.
+	free := make(chan group, 3*workers+1)
+	for range cap(free) {
+		free <- group{}
+	}
 	errs := make([]error, workers)
 	failed := make(chan struct{})
 	var once sync.Once
@@ -391,7 +396,7 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 			defer wg.Done()
 			ev := analysis.NewEvaluator(b.cfg.Analysis)
 			names := map[string]string{}
-			intern := func(b []byte) string {
+			dec := graph.TraceDecoder{Intern: func(b []byte) string {
 				if v, ok := names[string(b)]; ok {
 					return v
 				}
@@ -401,14 +406,15 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 				v := string(b)
 				names[v] = v
 				return v
-			}
+			}}
 			for g := range work {
 				if errs[w] != nil {
+					free <- g
 					continue // drain
 				}
 				lo := 0
 				for _, end := range g.ends {
-					t, err := graph.DecodeTraceInterned(g.data[lo:end], intern)
+					t, err := dec.Decode(g.data[lo:end])
 					lo = end
 					if err == nil {
 						r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
@@ -424,10 +430,11 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 						break
 					}
 				}
+				free <- g
 			}
 		}(w)
 	}
-	var g group
+	g := <-free
 	err := b.spill.scanRecords(recFacts, func(off int64, rec []byte) error {
 		if !current[off] {
 			return nil // superseded by a re-open
@@ -443,7 +450,8 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 			case <-failed:
 				return errStopScan
 			}
-			g = group{}
+			g = <-free
+			g.data, g.ends = g.data[:0], g.ends[:0]
 		}
 		return nil
 	})
