@@ -64,18 +64,9 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	if cfg.Analysis.Window <= 0 {
 		cfg.Analysis.Window = analysis.DefaultWindow
 	}
-	f, err := os.CreateTemp(cfg.TempDir, "stormradius-spill-*")
-	if err != nil {
-		return nil, nil, BatchStats{}, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name())
-	}()
-	b := &batcher{cfg: cfg, spill: newSpill(f), windows: analysis.NewWindows(cfg.Analysis.Window),
-		pending: map[graph.TraceID]*list.Element{}, done: map[graph.TraceID]*spilled{}}
+	b := &batcher{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{}}
 	b.lru.Init()
-	// Decoding (the caller's read) and assembly run on two goroutines: the
+	// Decoding (the caller's read) and buffering run on two goroutines: the
 	// spans are copied into chunks handed over a channel, and chunks come
 	// back for reuse, so the copy costs no allocation once warm.
 	chunk := min(batchChunk, max(1, cfg.MaxPendingSpans/8))
@@ -83,21 +74,40 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	free := make(chan []graph.Span, 10)
 	addErr := make(chan error, 1)
 	// Traces leave the buffer on that goroutine and are assembled, added
-	// to their windows and spilled on a third.
-	b.flushes = make(chan *batchTrace, 64)
+	// to their windows and spilled by shards (a trace always goes to the
+	// same one), each on a goroutine with its own spill file and windows.
 	b.recycle = make(chan []graph.Span, 256)
-	flushErr := make(chan error, 1)
-	go func() {
-		var err error
-		for t := range b.flushes {
-			if err == nil {
-				if err = b.flush(t); err != nil {
-					b.failed.Store(true)
+	n := max(1, min(runtime.GOMAXPROCS(0), maxShards))
+	defer func() {
+		for _, sh := range b.shards {
+			sh.spill.remove()
+		}
+	}()
+	flushErrs := make(chan error, n)
+	for range n {
+		f, err := os.CreateTemp(cfg.TempDir, "stormradius-spill-*")
+		if err != nil {
+			for _, sh := range b.shards {
+				close(sh.flushes)
+				<-flushErrs
+			}
+			return nil, nil, BatchStats{}, fmt.Errorf("analyze: spill file: %w", err)
+		}
+		sh := &shard{b: b, spill: newSpill(f), windows: analysis.NewWindows(cfg.Analysis.Window),
+			done: map[graph.TraceID]*spilled{}, flushes: make(chan *batchTrace, 64)}
+		b.shards = append(b.shards, sh)
+		go func() {
+			var err error
+			for t := range sh.flushes {
+				if err == nil {
+					if err = sh.flush(t); err != nil {
+						b.failed.Store(true)
+					}
 				}
 			}
-		}
-		flushErr <- err
-	}()
+			flushErrs <- err
+		}()
+	}
 	go func() {
 		var err error
 		for c := range chunks {
@@ -112,8 +122,13 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 		if err == nil {
 			b.flushAll()
 		}
-		close(b.flushes)
-		addErr <- errors.Join(err, <-flushErr)
+		for _, sh := range b.shards {
+			close(sh.flushes)
+		}
+		for range b.shards {
+			err = errors.Join(err, <-flushErrs)
+		}
+		addErr <- err
 	}()
 	var cur []graph.Span
 	send := func() {
@@ -141,7 +156,14 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	})
 	send()
 	close(chunks)
-	if err := <-addErr; err != nil {
+	err := <-addErr
+	for _, sh := range b.shards {
+		b.stats.Traces += sh.traces
+		b.stats.Reopened += sh.reopened
+		b.stats.SpillBytes += sh.spill.size
+		b.windows.Merge(sh.windows)
+	}
+	if err != nil {
 		return nil, nil, b.stats, err
 	}
 	if readErr != nil && ctx.Err() != nil {
@@ -153,28 +175,40 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	if err != nil {
 		return nil, nil, b.stats, err
 	}
-	b.stats.SpillBytes = b.spill.size
 	return doc, b.windows, b.stats, readErr
 }
 
 // batcher is one Batch run.
 type batcher struct {
 	cfg     BatchConfig
-	spill   *spill
-	windows *analysis.Windows
+	windows *analysis.Windows // the shards', merged when the input ends
 	stats   BatchStats
 
 	pending      map[graph.TraceID]*list.Element // of *batchTrace, in lru
 	lru          list.List                       // front: most recently touched
 	pendingSpans int
-	done         map[graph.TraceID]*spilled
 
-	asm graph.Assembler
-	buf []graph.Span
-
-	flushes chan *batchTrace // to the goroutine that flushes
-	failed  atomic.Bool      // a flush failed: stop adding
+	shards  []*shard
+	failed  atomic.Bool       // a flush failed: stop adding
 	recycle chan []graph.Span // span slices of flushed traces, for new ones
+}
+
+// maxShards bounds the goroutines that flush traces.
+const maxShards = 4
+
+// shard flushes the traces whose id hashes to it, on a goroutine of its
+// own: it alone touches its done traces, spill file and windows until the
+// input ends.
+type shard struct {
+	b       *batcher
+	spill   *spill
+	windows *analysis.Windows
+	done    map[graph.TraceID]*spilled
+	flushes chan *batchTrace
+
+	asm              graph.Assembler
+	buf              []graph.Span
+	traces, reopened int
 }
 
 type batchTrace struct {
@@ -233,7 +267,7 @@ func (b *batcher) detach(e *list.Element) {
 	t := b.lru.Remove(e).(*batchTrace)
 	delete(b.pending, t.id)
 	b.pendingSpans -= len(t.spans)
-	b.flushes <- t
+	b.shards[binary.LittleEndian.Uint64(t.id[8:])%uint64(len(b.shards))].flushes <- t
 }
 
 func (b *batcher) flushAll() {
@@ -242,49 +276,47 @@ func (b *batcher) flushAll() {
 	}
 }
 
-// flush assembles a trace that left the buffer and adds it to its window
-// (on the flushing goroutine, which alone touches done, the spill file
-// and the windows until the input ends).
-func (b *batcher) flush(t *batchTrace) error {
+// flush assembles a trace that left the buffer and adds it to its window.
+func (sh *shard) flush(t *batchTrace) error {
 	// The spans as they came (assembly dedups in place), for a re-open.
-	ref, err := b.spill.writeSpans(t.spans)
+	ref, err := sh.spill.writeSpans(t.spans)
 	if err != nil {
 		return err
 	}
 	spans := t.spans
-	prev := b.done[t.id]
+	prev := sh.done[t.id]
 	if prev == nil {
 		prev = &spilled{}
-		b.done[t.id] = prev
-		b.stats.Traces++
+		sh.done[t.id] = prev
+		sh.traces++
 	} else {
 		// A late span re-opens the trace: its old spans come back from the
 		// spill file and its old facts leave its window.
-		b.stats.Reopened++
-		spans = append(b.buf[:0], t.spans...)
+		sh.reopened++
+		spans = append(sh.buf[:0], t.spans...)
 		for _, ref := range prev.spans {
-			if spans, err = b.spill.readSpans(ref, spans); err != nil {
+			if spans, err = sh.spill.readSpans(ref, spans); err != nil {
 				return err
 			}
 		}
-		old, err := b.spill.readFacts(prev.facts)
+		old, err := sh.spill.readFacts(prev.facts)
 		if err != nil {
 			return err
 		}
-		b.windows.Remove(old)
+		sh.windows.Remove(old)
 	}
 	prev.spans = append(prev.spans, ref)
-	tr := b.asm.AssembleTransient(spans)
-	b.windows.Add(tr)
-	if prev.facts, err = b.spill.writeFacts(tr); err != nil {
+	tr := sh.asm.AssembleTransient(spans)
+	sh.windows.Add(tr)
+	if prev.facts, err = sh.spill.writeFacts(tr); err != nil {
 		return err
 	}
-	if prev.spans != nil && len(prev.spans) > 1 { // re-opened: assembled in b.buf
-		b.buf = tr.Spans[:0]
+	if len(prev.spans) > 1 { // re-opened: assembled in buf
+		sh.buf = tr.Spans[:0]
 	}
 	if cap(t.spans) <= maxRecycled {
 		select {
-		case b.recycle <- t.spans[:0]:
+		case sh.b.recycle <- t.spans[:0]:
 		default:
 		}
 	}
@@ -299,12 +331,13 @@ func (b *batcher) flush(t *batchTrace) error {
 // from those files: only the results of their minutes are decoded, and no
 // trace is evaluated twice.
 func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
-	if err := b.spill.w.Flush(); err != nil {
-		return nil, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	current := make(map[int64]bool, len(b.done))
-	for _, s := range b.done {
-		current[s.facts.off] = true
+	current := make([]map[int64]bool, len(b.shards))
+	for i, sh := range b.shards {
+		current[i] = make(map[int64]bool, len(sh.done))
+		for _, s := range sh.done {
+			current[i][s.facts.off] = true
+		}
+		sh.done = nil
 	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	reports := make([]*analysis.Report, workers)
@@ -375,14 +408,14 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 // reads the spill file and hands the records, undecoded, to workers that
 // decode and evaluate them, each with its own evaluator and names; fn(w,
 // r) gets worker w's results (sums do not care about order).
-func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
+func (b *batcher) scan(ctx context.Context, current []map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
 	type group struct {
 		data []byte
 		ends []int
 	}
 	work := make(chan group, 2*workers)
 	// Groups go back for reuse: as many as can be in flight.
-	free := make(chan group, 3*workers+1)
+	free := make(chan group, 3*workers+len(b.shards))
 	for range cap(free) {
 		free <- group{}
 	}
@@ -434,39 +467,50 @@ func (b *batcher) scan(ctx context.Context, current map[int64]bool, workers int,
 			}
 		}(w)
 	}
-	g := <-free
-	err := b.spill.scanRecords(recFacts, func(off int64, rec []byte) error {
-		if !current[off] {
-			return nil // superseded by a re-open
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		g.data = append(g.data, rec...)
-		g.ends = append(g.ends, len(g.data))
-		if len(g.ends) == 256 {
-			select {
-			case work <- g:
-			case <-failed:
-				return errStopScan
+	// One reader per shard's spill file.
+	readErrs := make([]error, len(b.shards))
+	var readers sync.WaitGroup
+	for i, sh := range b.shards {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			g := <-free
+			err := sh.spill.scanRecords(recFacts, func(off int64, rec []byte) error {
+				if !current[i][off] {
+					return nil // superseded by a re-open
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				g.data = append(g.data, rec...)
+				g.ends = append(g.ends, len(g.data))
+				if len(g.ends) == 256 {
+					select {
+					case work <- g:
+					case <-failed:
+						return errStopScan
+					}
+					g = <-free
+					g.data, g.ends = g.data[:0], g.ends[:0]
+				}
+				return nil
+			})
+			if len(g.ends) > 0 && err == nil {
+				select {
+				case work <- g:
+				case <-failed:
+				}
 			}
-			g = <-free
-			g.data, g.ends = g.data[:0], g.ends[:0]
-		}
-		return nil
-	})
-	if len(g.ends) > 0 && err == nil {
-		select {
-		case work <- g:
-		case <-failed:
-		}
+			if errors.Is(err, errStopScan) {
+				err = nil
+			}
+			readErrs[i] = err
+		}()
 	}
+	readers.Wait()
 	close(work)
 	wg.Wait()
-	if errors.Is(err, errStopScan) {
-		err = nil
-	}
-	return errors.Join(err, errors.Join(errs...))
+	return errors.Join(errors.Join(readErrs...), errors.Join(errs...))
 }
 
 // errStopScan stops a spill scan once a worker failed.
@@ -581,6 +625,12 @@ const (
 	recSpans byte = 1
 	recFacts byte = 2
 )
+
+// remove closes and deletes the spill file.
+func (s *spill) remove() {
+	s.f.Close()
+	os.Remove(s.f.Name())
+}
 
 func newSpill(f *os.File) *spill {
 	return &spill{f: f, w: bufio.NewWriterSize(f, 1<<20), in: map[string]string{}}
