@@ -35,6 +35,7 @@ func (t *Trace) AppendBinary(b []byte) []byte {
 // safe for concurrent use.
 type TraceEncoder struct {
 	names nameTable
+	idx   []uint32 // the names' numbers, in the order the records use them
 }
 
 // nameTable numbers the names of one record in order of first use. Names
@@ -89,17 +90,17 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	nt.reset(true)
 	name := nt.of
 	// Intern first, so the table precedes the records that use it.
-	name(t.APIName)
+	api := name(t.APIName)
+	idx := e.idx[:0]
 	for i := range t.Hops {
 		h := &t.Hops[i]
-		name(h.Service)
-		name(h.Operation)
-		name(h.Version)
+		idx = append(idx, uint32(name(h.Service)), uint32(name(h.Operation)), uint32(name(h.Version)))
 	}
 	for i := range t.Calls {
-		name(t.Calls[i].CalleeService)
-		name(t.Calls[i].CalleeOperation)
+		idx = append(idx, uint32(name(t.Calls[i].CalleeService)), uint32(name(t.Calls[i].CalleeOperation)))
 	}
+	e.idx = idx
+	hopIdx, callIdx := idx[:3*len(t.Hops)], idx[3*len(t.Hops):]
 	base := t.Start()
 
 	b = append(b, traceCodecVersion)
@@ -115,15 +116,15 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = binary.AppendUvarint(b, name(t.APIName))
+	b = binary.AppendUvarint(b, api)
 
 	b = binary.AppendUvarint(b, uint64(len(t.Hops)))
 	for i := range t.Hops {
 		h := &t.Hops[i]
 		b = binary.AppendUvarint(b, uint64(h.Span))
-		b = binary.AppendUvarint(b, name(h.Service))
-		b = binary.AppendUvarint(b, name(h.Operation))
-		b = binary.AppendUvarint(b, name(h.Version))
+		for _, x := range hopIdx[3*i : 3*i+3] {
+			b = binary.AppendUvarint(b, uint64(x))
+		}
 		b = binary.AppendVarint(b, h.Start-base)
 		b = binary.AppendVarint(b, h.End-h.Start)
 		b = append(b, bits(h.Failed, h.Virtual, h.Client, h.Root, h.Fragment, h.Detached, h.First), byte(h.Claim))
@@ -136,8 +137,8 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		b = binary.AppendUvarint(b, uint64(c.Caller))
-		b = binary.AppendUvarint(b, name(c.CalleeService))
-		b = binary.AppendUvarint(b, name(c.CalleeOperation))
+		b = binary.AppendUvarint(b, uint64(callIdx[2*i]))
+		b = binary.AppendUvarint(b, uint64(callIdx[2*i+1]))
 		b = binary.AppendUvarint(b, uint64(c.AttemptStart))
 		b = binary.AppendUvarint(b, uint64(c.AttemptEnd-c.AttemptStart))
 		b = append(b, bits(c.Failed, c.Criteria, c.Suppressed, c.Virtual), byte(c.Claim), byte(c.FailOpen))
@@ -500,14 +501,13 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 	nt := &e.names
 	nt.reset(false)
 	name := nt.of
+	idx := e.idx[:0]
 	for i := range spans {
 		s := &spans[i]
-		name(s.Service)
-		name(s.Version)
-		name(s.Name)
-		name(s.Operation)
-		name(s.Peer)
+		idx = append(idx, uint32(name(s.Service)), uint32(name(s.Version)), uint32(name(s.Name)),
+			uint32(name(s.Operation)), uint32(name(s.Peer)))
 	}
+	e.idx = idx
 	b = append(b, spansCodecVersion)
 	b = binary.AppendUvarint(b, uint64(len(nt.table)))
 	for _, s := range nt.table {
@@ -526,8 +526,8 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		b = append(b, s.SpanID[:]...)
 		b = append(b, s.ParentID[:]...)
 		b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen), bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed))
-		for _, str := range [...]string{s.Service, s.Version, s.Name, s.Operation, s.Peer} {
-			b = binary.AppendUvarint(b, name(str))
+		for _, x := range idx[5*i : 5*i+5] {
+			b = binary.AppendUvarint(b, uint64(x))
 		}
 		b = binary.AppendVarint(b, s.Start-base)
 		b = binary.AppendVarint(b, s.End-s.Start)

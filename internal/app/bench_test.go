@@ -19,7 +19,7 @@ import (
 // benchRequests simulates n traces of a 12-service mesh starting at start
 // and returns them as OTLP/HTTP protobuf bodies of about 1,000 spans, as a
 // collector batches them.
-func benchRequests(b *testing.B, n int, start time.Time) (bodies [][]byte, spans int) {
+func benchRequests(b *testing.B, n int, start time.Time, scale int) (bodies [][]byte, spans int) {
 	sc := sim.Mesh(sim.MeshConfig{Seed: 3, APIs: 3, Depth: 6, Fanout: 2, GRPC: 0.3, FailOpen: 0.2, ErrorRate: 0.01,
 		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
 	sc.Traces, sc.Start, sc.Spacing = n, start, time.Millisecond
@@ -28,7 +28,7 @@ func benchRequests(b *testing.B, n int, start time.Time) (bodies [][]byte, spans
 		b.Fatal(err)
 	}
 	perTrace := max(1, res.Stats.Spans/n)
-	for _, td := range res.Exports(1, max(1, 1000/perTrace)*4, 64) {
+	for _, td := range res.Exports(1, max(1, 1000/perTrace)*4*scale, 64) {
 		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err != nil {
 			b.Fatal(err)
@@ -44,18 +44,27 @@ func benchRequests(b *testing.B, n int, start time.Time) (bodies [][]byte, spans
 // its trace analysed (its record and rollups stored). Every iteration sends
 // new traces. It reports spans/s, and pdata's own unmarshal of the same
 // bodies (measured in the same run) as ref-spans/s and the ratio.
+//
+// Requests are of two sizes: ~600 spans, as SDKs export (batches of up to
+// 512 spans), and ~8,000, as a collector's batch processor sends them
+// (8,192 by default).
 func BenchmarkEndToEndHTTP(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		benchEndToEnd(b, storeurl.Options{Data: b.TempDir(), Window: 10 * time.Minute})
-	})
-	b.Run("clickhouse", func(b *testing.B) {
-		// A database of its own, dropped afterwards (left behind, its
-		// merges would load the server in later runs).
-		benchEndToEnd(b, storeurl.Options{URL: chtest.FreshDSN(b), Window: 10 * time.Minute})
-	})
+	for _, size := range []struct {
+		name  string
+		scale int
+	}{{"sdk", 1}, {"collector", 14}} {
+		b.Run("sqlite/"+size.name, func(b *testing.B) {
+			benchEndToEnd(b, storeurl.Options{Data: b.TempDir(), Window: 10 * time.Minute}, size.scale)
+		})
+		b.Run("clickhouse/"+size.name, func(b *testing.B) {
+			// A database of its own, dropped afterwards (left behind, its
+			// merges would load the server in later runs).
+			benchEndToEnd(b, storeurl.Options{URL: chtest.FreshDSN(b), Window: 10 * time.Minute}, size.scale)
+		})
+	}
 }
 
-func benchEndToEnd(b *testing.B, opts storeurl.Options) {
+func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	svc := startServiceStore(b, opts, time.Second)
 	defer svc.stop()
 	url := "http://" + svc.addrs.OTLPHTTP.String() + "/v1/traces"
@@ -63,7 +72,10 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options) {
 	var elapsed, refElapsed, storedElapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		bodies, n := benchRequests(b, 20000, time.Now().Add(time.Duration(i)*time.Hour))
+		bodies, n := benchRequests(b, 20000, time.Now().Add(time.Duration(i)*time.Hour), scale)
+		if i == 0 {
+			b.Logf("%d requests, %d spans each on average", len(bodies), n/len(bodies))
+		}
 		// Reference: pdata's unmarshal of the same bodies.
 		t0 := time.Now()
 		for _, body := range bodies {
@@ -137,7 +149,9 @@ func waitAnalysed(b *testing.B, opts storeurl.Options, want int) {
 		if rep.Spans >= int64(want) {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Each look is a report on the server: looking more often would
+		// take the CPU the run is measured on.
+		time.Sleep(200 * time.Millisecond)
 	}
 	b.Fatalf("never analysed %d spans", want)
 }
