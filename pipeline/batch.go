@@ -76,7 +76,7 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	// Traces leave the buffer on that goroutine and are assembled, added
 	// to their windows and spilled by shards (a trace always goes to the
 	// same one), each on a goroutine with its own spill file and windows.
-	b.recycle = make(chan []graph.Span, 256)
+	b.recycle = make(chan []graph.Span, 64)
 	n := max(1, min(runtime.GOMAXPROCS(0), maxShards))
 	defer func() {
 		for _, sh := range b.shards {
