@@ -363,6 +363,53 @@ func (c *IncidentCollector) Add(r *TraceResult) {
 	}
 }
 
+// MinuteResults sums results by the minute of their start — each
+// minute's report, and per owner of a failure event its best example
+// candidates — so that incident figures can be gathered without the
+// results themselves (AddTo). Memory grows with the minutes and what
+// their reports hold, not with the traces.
+type MinuteResults map[int64]*minuteResults
+
+type minuteResults struct {
+	rep      *Report
+	examples map[graph.Node][]Example
+}
+
+// Add adds one result to its minute.
+func (m MinuteResults) Add(r *TraceResult) {
+	k := MinuteOf(r.Start)
+	mr := m[k]
+	if mr == nil {
+		mr = &minuteResults{rep: NewReport(), examples: map[graph.Node][]Example{}}
+		m[k] = mr
+	}
+	mr.rep.Add(r, 1)
+	for i := range r.Events {
+		o := r.Events[i].Owner
+		rad, _ := OwnerRadius(r, o)
+		mr.examples[o] = KeepExample(mr.examples[o], r.TraceID, rad)
+	}
+}
+
+// Has reports whether results of minute k were added.
+func (m MinuteResults) Has(k int64) bool { return m[k] != nil }
+
+// AddTo adds the minutes' sums to the incidents of c whose minutes hold
+// them, as c.Add of each of their results would.
+func (m MinuteResults) AddTo(c *IncidentCollector) {
+	for k, mr := range m {
+		for i, s := range c.Spans {
+			if k < s.First || k > s.Last {
+				continue
+			}
+			c.Reports[i].Merge(mr.rep, 1)
+			for _, e := range mr.examples[s.Owner] {
+				c.examples[i] = KeepExample(c.examples[i], e.ID, e.Radius)
+			}
+		}
+	}
+}
+
 // Merge adds the results o collected (for the same spans).
 func (c *IncidentCollector) Merge(o *IncidentCollector) {
 	for i := range c.Spans {

@@ -325,11 +325,13 @@ func (sh *shard) flush(t *batchTrace) error {
 }
 
 // evaluate reads the current facts of every trace back, in spill order,
-// and evaluates each against its window's final state, on every core;
-// each worker also keeps its results (in range) in a file of its own.
-// When the per-minute counts show incidents, their figures are gathered
-// from those files: only the results of their minutes are decoded, and no
-// trace is evaluated twice.
+// and evaluates each against its window's final state, on every core.
+// What incidents will need of the results (in range) is kept by each
+// worker: per-minute sums for its first maxMinuteResults minutes, the
+// results themselves in a file of its own beyond. When the per-minute
+// counts show incidents, their figures are gathered from both: only the
+// filed results of their minutes are decoded, and no trace is evaluated
+// twice.
 func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	current := make([]map[int64]bool, len(b.shards))
 	for i, sh := range b.shards {
@@ -356,9 +358,20 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 		}
 		results[w] = f
 	}
+	// What incidents will need of each result: its minute's sums while a
+	// worker has few minutes (no second look at the result), the result
+	// itself in the worker's file beyond that.
+	sums := make([]analysis.MinuteResults, workers)
+	for w := range sums {
+		sums[w] = analysis.MinuteResults{}
+	}
 	err := b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) error {
 		reports[w].Add(r, 1)
 		minutes[w].Add(r)
+		if len(sums[w]) < maxMinuteResults || sums[w].Has(analysis.MinuteOf(r.Start)) {
+			sums[w].Add(r)
+			return nil
+		}
 		return results[w].put(r)
 	})
 	if err != nil {
@@ -370,9 +383,9 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 		minutes[0].Merge(minutes[w])
 	}
 	lo, hi := store.WindowRange(b.cfg.Range, b.cfg.Analysis.Window)
-	sums := b.windows.Summaries(b.cfg.Analysis)
-	out := sums[:0]
-	for _, s := range sums {
+	windows := b.windows.Summaries(b.cfg.Analysis)
+	out := windows[:0]
+	for _, s := range windows {
 		if s.Window >= lo && s.Window <= hi {
 			out = append(out, s)
 		}
@@ -387,6 +400,7 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	var wg sync.WaitGroup
 	for w := range cols {
 		cols[w] = analysis.NewIncidentCollector(spans)
+		sums[w].AddTo(cols[w])
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -512,6 +526,11 @@ func (b *batcher) scan(ctx context.Context, current []map[int64]bool, workers in
 	wg.Wait()
 	return errors.Join(errors.Join(readErrs...), errors.Join(errs...))
 }
+
+// maxMinuteResults bounds the minutes whose sums a worker keeps for the
+// incidents' figures (6 hours of a file's traces; a minute's report holds
+// its APIs, services and nodes).
+var maxMinuteResults = 360
 
 // errStopScan stops a spill scan once a worker failed.
 var errStopScan = errors.New("stop")

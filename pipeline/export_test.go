@@ -1,0 +1,10 @@
+package pipeline
+
+// SetMaxMinuteResults sets how many minutes' sums a Batch worker keeps for
+// incidents (the rest of its results go to its file) and returns the
+// previous bound.
+func SetMaxMinuteResults(n int) int {
+	old := maxMinuteResults
+	maxMinuteResults = n
+	return old
+}
