@@ -382,3 +382,36 @@ func TestStopDuringBatch(t *testing.T) {
 	}
 	checkRecords(t, s2, c, c2.Analysis)
 }
+
+// compactRecorder is a store that records the pipeline's Compact calls.
+type compactRecorder struct {
+	store.Store
+	calls chan int64
+}
+
+func (c *compactRecorder) Compact(_ context.Context, t int64) error {
+	c.calls <- t
+	return nil
+}
+
+// A store that compacts is asked to, for the days that closed two hours
+// before now, as the pipeline starts (and hourly), also when data is kept
+// forever.
+func TestCompactsClosedDays(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	now := time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
+	c := cfg()
+	c.Now = func() time.Time { return now }
+	rec := &compactRecorder{Store: st, calls: make(chan int64, 4)}
+	_, stop := start(t, rec, c)
+	defer stop()
+	select {
+	case got := <-rec.calls:
+		if want := now.Add(-2 * time.Hour).UnixNano(); got != want {
+			t.Fatalf("Compact(%v), want Compact(%v)", time.Unix(0, got).UTC(), time.Unix(0, want).UTC())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipeline never compacted")
+	}
+}
