@@ -442,18 +442,7 @@ func (b *batcher) scan(ctx context.Context, current []map[int64]bool, workers in
 		go func(w int) {
 			defer wg.Done()
 			ev := analysis.NewEvaluator(b.cfg.Analysis)
-			names := map[string]string{}
-			dec := graph.TraceDecoder{Intern: func(b []byte) string {
-				if v, ok := names[string(b)]; ok {
-					return v
-				}
-				if len(names) > 1<<16 {
-					clear(names)
-				}
-				v := string(b)
-				names[v] = v
-				return v
-			}}
+			dec := graph.TraceDecoder{Intern: graph.Interner{}.Intern}
 			for g := range work {
 				if errs[w] != nil {
 					free <- g
@@ -572,15 +561,7 @@ func (r *resultFile) each(ctx context.Context, want func(minute int64) bool, fn 
 		return fmt.Errorf("analyze: results file: %w", err)
 	}
 	in := bufio.NewReaderSize(r.f, 1<<20)
-	names := map[string]string{}
-	intern := func(b []byte) string {
-		if v, ok := names[string(b)]; ok {
-			return v
-		}
-		v := string(b)
-		names[v] = v
-		return v
-	}
+	intern := graph.Interner{}.Intern
 	var hdr [12]byte
 	for i := 0; ; i++ {
 		if _, err := io.ReadFull(in, hdr[:]); err == io.EOF {
@@ -637,7 +618,7 @@ type spill struct {
 	rbuf  []byte
 	enc   []byte
 	coder graph.TraceEncoder
-	in    map[string]string
+	in    graph.Interner
 }
 
 const (
@@ -652,7 +633,7 @@ func (s *spill) remove() {
 }
 
 func newSpill(f *os.File) *spill {
-	return &spill{f: f, w: bufio.NewWriterSize(f, 1<<20), in: map[string]string{}}
+	return &spill{f: f, w: bufio.NewWriterSize(f, 1<<20), in: graph.Interner{}}
 }
 
 func (s *spill) write(kind byte, payload []byte) (spillRef, error) {
@@ -695,24 +676,12 @@ func (s *spill) read(ref spillRef) ([]byte, error) {
 	return b, nil
 }
 
-func (s *spill) intern(b []byte) string {
-	if v, ok := s.in[string(b)]; ok {
-		return v
-	}
-	if len(s.in) > 1<<16 {
-		clear(s.in)
-	}
-	v := string(b)
-	s.in[v] = v
-	return v
-}
-
 func (s *spill) readSpans(ref spillRef, dst []graph.Span) ([]graph.Span, error) {
 	b, err := s.read(ref)
 	if err != nil {
 		return dst, err
 	}
-	dst, err = graph.DecodeSpans(b, dst, s.intern)
+	dst, err = graph.DecodeSpans(b, dst, s.in.Intern)
 	if err != nil {
 		return dst, fmt.Errorf("analyze: spill file: %w", err)
 	}
@@ -724,7 +693,7 @@ func (s *spill) readFacts(ref spillRef) (*graph.Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := graph.DecodeTraceInterned(b, s.intern)
+	t, err := graph.DecodeTraceInterned(b, s.in.Intern)
 	if err != nil {
 		return nil, fmt.Errorf("analyze: spill file: %w", err)
 	}

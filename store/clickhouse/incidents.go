@@ -284,7 +284,7 @@ func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n
 	wlo := analysis.WindowOf(clamp(lo, -(1<<62)/nsPerMinute, (1<<62)/nsPerMinute)*nsPerMinute, s.window)
 	whi := analysis.WindowOf(clamp(hi, -(1<<62)/nsPerMinute, (1<<62)/nsPerMinute)*nsPerMinute, s.window)
 	var best []analysis.Example
-	in := interner{}
+	in := graph.Interner{}
 	err := s.query(ctx, "read examples", `SELECT trace_id, result FROM (SELECT trace_id, deleted, start, result FROM records FINAL
 		WHERE win >= `+itoa(wlo)+` AND win <= `+itoa(whi)+` AND minute >= `+itoa(lo)+` AND minute < `+itoa(hi)+`)
 		WHERE deleted = 0 AND start >= `+itoa(s.retentionFloor(ctx))+` AND (startsWith(result, '{') OR (position(result, `+
@@ -294,7 +294,7 @@ func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n
 		if err := r.Scan(&id, &b); err != nil {
 			return err
 		}
-		res, err := decodeResult(b, in.intern)
+		res, err := decodeResult(b, in.Intern)
 		if err != nil {
 			return nil // not an example; a corrupt record is reported where records are read
 		}

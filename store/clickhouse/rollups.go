@@ -374,7 +374,7 @@ func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucket
 			wins[w] = struct{}{}
 		}
 	}
-	in := interner{}
+	in := graph.Interner{}
 	return s.query(ctx, "sum records", `SELECT minute, result FROM (SELECT minute, deleted, result FROM records FINAL WHERE win IN (`+
 		intList(keys(wins))+`) AND minute IN (`+intList(minutes)+`)) WHERE deleted = 0`, func(r driver.Rows) error {
 		var m int64
@@ -382,7 +382,7 @@ func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucket
 		if err := r.Scan(&m, &b); err != nil {
 			return err
 		}
-		res, err := decodeResult(b, in.intern)
+		res, err := decodeResult(b, in.Intern)
 		if err != nil {
 			return fmt.Errorf("clickhouse: a record of minute %d: %w: %w", m, store.ErrCorrupt, err)
 		}

@@ -107,18 +107,6 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	return seq, nil
 }
 
-// interner shares repeated names among decoded spans.
-type interner map[string]string
-
-func (in interner) intern(b []byte) string {
-	if v, ok := in[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	in[v] = v
-	return v
-}
-
 // spanRow is one stored row of spans: a trace's spans of one write
 // (trace_spans), or, from the table of earlier releases, one span.
 type spanRow struct {
@@ -202,10 +190,10 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 		return dst, err
 	}
 	slices.SortStableFunc(rows, func(a, b spanRow) int { return cmp.Compare(a.seq, b.seq) })
-	in := interner{}
+	in := graph.Interner{}
 	start := len(dst)
 	for i := range rows {
-		if dst, err = rows[i].decode(dst, in.intern); err != nil {
+		if dst, err = rows[i].decode(dst, in.Intern); err != nil {
 			return dst, fmt.Errorf("clickhouse: trace %s: %w: %w", id, store.ErrCorrupt, err)
 		}
 	}
@@ -226,7 +214,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	// The retention floor is a day's first instant: the writes of that day
 	// on are kept.
 	floor := dayDate(dayOf(s.retentionFloor(ctx))).Format("2006-01-02")
-	in := interner{}
+	in := graph.Interner{}
 	var spans []graph.Span
 	for after := seq; ; {
 		// The log rows after the sequence, and the rows of the write log of
@@ -307,7 +295,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			rows := byWrite[sq]
 			slices.SortFunc(rows, func(a, b spanRow) int { return bytes.Compare(a.traceID[:], b.traceID[:]) })
 			for i := range rows {
-				if spans, err = rows[i].decode(spans, in.intern); err != nil {
+				if spans, err = rows[i].decode(spans, in.Intern); err != nil {
 					return fmt.Errorf("clickhouse: write %d: %w: %w", sq, store.ErrCorrupt, err)
 				}
 			}
@@ -316,7 +304,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			}
 		}
 		if len(in) > 1<<16 {
-			in = interner{}
+			in = graph.Interner{}
 		}
 		after = hi
 	}

@@ -128,18 +128,6 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	return seq, nil
 }
 
-// interner shares repeated names among decoded spans.
-type interner map[string]string
-
-func (in interner) intern(b []byte) string {
-	if v, ok := in[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	in[v] = v
-	return v
-}
-
 // TraceSpans appends the stored spans of trace id to dst, each span once
 // (the first stored, when a client sent it again).
 func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error) {
@@ -148,14 +136,14 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 		return dst, unavailable(ctx, "read trace spans", err)
 	}
 	defer rows.Close()
-	in := interner{}
+	in := graph.Interner{}
 	start := len(dst)
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return dst, unavailable(ctx, "read trace spans", err)
 		}
-		if dst, err = graph.DecodeSpans(b, dst, in.intern); err != nil {
+		if dst, err = graph.DecodeSpans(b, dst, in.Intern); err != nil {
 			return dst, fmt.Errorf("sqlite: trace %s: %w: %w", id, store.ErrCorrupt, err)
 		}
 	}
@@ -190,7 +178,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	if err := rows.Err(); err != nil {
 		return unavailable(ctx, "list writes", err)
 	}
-	in := interner{}
+	in := graph.Interner{}
 	var spans []graph.Span
 	for _, w := range writes {
 		spans = spans[:0]
@@ -205,7 +193,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 				return unavailable(ctx, "read writes", err)
 			}
 			var err error
-			if spans, err = graph.DecodeSpans(b, spans, in.intern); err != nil {
+			if spans, err = graph.DecodeSpans(b, spans, in.Intern); err != nil {
 				rows.Close()
 				return fmt.Errorf("sqlite: write %d: %w: %w", w.seq, store.ErrCorrupt, err)
 			}
@@ -218,7 +206,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			return err
 		}
 		if len(in) > 1<<16 {
-			in = interner{}
+			in = graph.Interner{}
 		}
 	}
 	return nil
