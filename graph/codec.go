@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unsafe"
 )
 
 // traceCodecVersion is the first byte of an encoded trace.
@@ -38,66 +37,21 @@ type TraceEncoder struct {
 	idx   []uint32 // the names' numbers, in the order the records use them
 }
 
-// nameTable numbers the names of one record in order of first use. Names
-// are mostly interned, so a small cache keyed by where a string's bytes
-// are (and its length: the same bytes, the same string, while they are
-// alive, as they are during one record) answers most lookups without
-// hashing the string.
-type nameTable struct {
-	index map[string]uint64
-	table []string
-	cache [256]nameSlot
-	gen   uint32
-}
-
-// reset starts a record's table, with "" as name 0 when empty0 is set.
-func (t *nameTable) reset(empty0 bool) {
-	if t.index == nil || len(t.index) > 4096 {
-		t.index = make(map[string]uint64, 64)
-	}
-	clear(t.index)
-	if t.gen++; t.gen == 0 {
-		t.cache = [256]nameSlot{}
-		t.gen = 1
-	}
-	t.table = t.table[:0]
-	if empty0 {
-		t.index[""] = 0
-		t.table = append(t.table, "")
-	}
-}
-
-// of returns the number of s, numbering it when new.
-func (t *nameTable) of(s string) uint64 {
-	p := unsafe.StringData(s)
-	c := &t.cache[(uintptr(unsafe.Pointer(p))>>4^uintptr(len(s)))%uintptr(len(t.cache))]
-	if c.gen == t.gen && c.p == p && c.n == len(s) && p != nil {
-		return uint64(c.idx)
-	}
-	i, ok := t.index[s]
-	if !ok {
-		i = uint64(len(t.table))
-		t.index[s] = i
-		t.table = append(t.table, s)
-	}
-	*c = nameSlot{p: p, n: len(s), idx: uint32(i), gen: t.gen}
-	return i
-}
-
 // Append appends the binary form of t to b.
 func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	nt := &e.names
-	nt.reset(true)
+	nt.reset(recordNameCache)
 	name := nt.of
+	name("") // name 0: none
 	// Intern first, so the table precedes the records that use it.
-	api := name(t.APIName)
+	api := uint64(name(t.APIName))
 	idx := e.idx[:0]
 	for i := range t.Hops {
 		h := &t.Hops[i]
-		idx = append(idx, uint32(name(h.Service)), uint32(name(h.Operation)), uint32(name(h.Version)))
+		idx = append(idx, name(h.Service), name(h.Operation), name(h.Version))
 	}
 	for i := range t.Calls {
-		idx = append(idx, uint32(name(t.Calls[i].CalleeService)), uint32(name(t.Calls[i].CalleeOperation)))
+		idx = append(idx, name(t.Calls[i].CalleeService), name(t.Calls[i].CalleeOperation))
 	}
 	e.idx = idx
 	hopIdx, callIdx := idx[:3*len(t.Hops)], idx[3*len(t.Hops):]
@@ -499,13 +453,12 @@ const spansCodecVersion = 2
 // of a batch analysis holds them).
 func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 	nt := &e.names
-	nt.reset(false)
+	nt.reset(recordNameCache)
 	name := nt.of
 	idx := e.idx[:0]
 	for i := range spans {
 		s := &spans[i]
-		idx = append(idx, uint32(name(s.Service)), uint32(name(s.Version)), uint32(name(s.Name)),
-			uint32(name(s.Operation)), uint32(name(s.Peer)))
+		idx = append(idx, name(s.Service), name(s.Version), name(s.Name), name(s.Operation), name(s.Peer))
 	}
 	e.idx = idx
 	b = append(b, spansCodecVersion)

@@ -3,7 +3,6 @@ package graph
 import (
 	"bytes"
 	"slices"
-	"unsafe"
 )
 
 // groupChunk is how many spans a Grouper stores per chunk: chunks are
@@ -26,19 +25,7 @@ type Grouper struct {
 	counts []int
 	n      int
 
-	names  []string
-	byName map[string]uint32
-	cache  [4096]nameSlot
-}
-
-// nameSlot caches the index of a name by the address of its bytes:
-// decoders intern names, so the same name arrives as the same string
-// (Grouper; nameTable, which also numbers its records by gen).
-type nameSlot struct {
-	p   *byte
-	n   int
-	idx uint32
-	gen uint32
+	names nameTable
 }
 
 // packedSpan is a Span without pointers.
@@ -55,29 +42,12 @@ type packedSpan struct {
 	Failed, HasResend, Criteria, Suppressed bool
 }
 
-// nameIndex returns the index of name in g.names, adding it if new.
-func (g *Grouper) nameIndex(name string) uint32 {
-	p := unsafe.StringData(name)
-	slot := &g.cache[(uintptr(unsafe.Pointer(p))>>4^uintptr(len(name)))%uintptr(len(g.cache))]
-	if slot.p == p && slot.n == len(name) && p != nil {
-		return slot.idx
-	}
-	idx, ok := g.byName[name]
-	if !ok {
-		idx = uint32(len(g.names))
-		g.names = append(g.names, name)
-		g.byName[name] = idx
-	}
-	*slot = nameSlot{p: p, n: len(name), idx: idx}
-	return idx
-}
-
 func (g *Grouper) pack(s *Span) packedSpan {
 	return packedSpan{
 		TraceID: s.TraceID, SpanID: s.SpanID, ParentID: s.ParentID,
 		Start: s.Start, End: s.End, Target: s.Target,
-		service: g.nameIndex(s.Service), version: g.nameIndex(s.Version), name: g.nameIndex(s.Name),
-		operation: g.nameIndex(s.Operation), peer: g.nameIndex(s.Peer),
+		service: g.names.of(s.Service), version: g.names.of(s.Version), name: g.names.of(s.Name),
+		operation: g.names.of(s.Operation), peer: g.names.of(s.Peer),
 		Resend: s.Resend, StatusCode: s.StatusCode, Kind: s.Kind, Claim: s.Claim, FailOpen: s.FailOpen,
 		Failed: s.Failed, HasResend: s.HasResend, Criteria: s.CriteriaSatisfied, Suppressed: s.Suppressed,
 	}
@@ -87,7 +57,7 @@ func (g *Grouper) pack(s *Span) packedSpan {
 func (g *Grouper) Add(spans []Span) {
 	if g.index == nil {
 		g.index = make(map[TraceID]int32, 1024)
-		g.byName = make(map[string]uint32, 256)
+		g.names.reset(groupNameCache)
 	}
 	for len(spans) > 0 {
 		if len(g.chunks) == 0 || len(g.chunks[len(g.chunks)-1]) == groupChunk {
@@ -165,7 +135,7 @@ func (g *Grouper) Group() *Grouped {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(x, y int32) int { return bytes.Compare(g.ids[x][:], g.ids[y][:]) })
-	out := &Grouped{spans: make([]packedSpan, g.n), off: make([]int, len(order)+1), names: g.names}
+	out := &Grouped{spans: make([]packedSpan, g.n), off: make([]int, len(order)+1), names: g.names.table}
 	pos := make([]int, len(g.ids)) // next slot by trace index
 	next := 0
 	for r, t := range order {
