@@ -85,15 +85,15 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	}()
 	flushErrs := make(chan error, n)
 	for range n {
-		f, err := os.CreateTemp(cfg.TempDir, "stormradius-spill-*")
+		sp, err := openSpill(cfg.TempDir)
 		if err != nil {
 			for _, sh := range b.shards {
 				close(sh.flushes)
 				<-flushErrs
 			}
-			return nil, nil, BatchStats{}, fmt.Errorf("analyze: spill file: %w", err)
+			return nil, nil, BatchStats{}, err
 		}
-		sh := &shard{b: b, spill: newSpill(f), windows: analysis.NewWindows(cfg.Analysis.Window),
+		sh := &shard{b: b, spill: sp, windows: analysis.NewWindows(cfg.Analysis.Window),
 			done: map[graph.TraceID]*spilled{}, flushes: make(chan *batchTrace, 64)}
 		b.shards = append(b.shards, sh)
 		go func() {
@@ -344,23 +344,20 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	reports := make([]*analysis.Report, workers)
 	minutes := make([]analysis.MinuteNodes, workers)
-	results := make([]*resultFile, workers)
+	results := make([]*spill, workers) // opened when first needed
 	defer func() {
 		for _, f := range results {
-			f.close()
+			if f != nil {
+				f.remove()
+			}
 		}
 	}()
 	for w := range reports {
 		reports[w], minutes[w] = analysis.NewReport(), analysis.MinuteNodes{}
-		f, err := newResultFile(b.cfg.TempDir)
-		if err != nil {
-			return nil, err
-		}
-		results[w] = f
 	}
 	// What incidents will need of each result: its minute's sums while a
 	// worker has few minutes (no second look at the result), the result
-	// itself in the worker's file beyond that.
+	// itself in a spill file of the worker's beyond that.
 	sums := make([]analysis.MinuteResults, workers)
 	for w := range sums {
 		sums[w] = analysis.MinuteResults{}
@@ -372,7 +369,13 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 			sums[w].Add(r)
 			return nil
 		}
-		return results[w].put(r)
+		if results[w] == nil {
+			var err error
+			if results[w], err = openSpill(b.cfg.TempDir); err != nil {
+				return err
+			}
+		}
+		return results[w].writeResult(r)
 	})
 	if err != nil {
 		return nil, err
@@ -401,10 +404,13 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for w := range cols {
 		cols[w] = analysis.NewIncidentCollector(spans)
 		sums[w].AddTo(cols[w])
+		if results[w] == nil {
+			continue
+		}
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			errs[w] = results[w].each(ctx, cols[w].CoversMinute, cols[w].Add)
+			errs[w] = results[w].eachResult(ctx, cols[w].CoversMinute, cols[w].Add)
 		}(w)
 	}
 	wg.Wait()
@@ -518,90 +524,11 @@ func (b *batcher) scan(ctx context.Context, current []map[int64]bool, workers in
 
 // maxMinuteResults bounds the minutes whose sums a worker keeps for the
 // incidents' figures (6 hours of a file's traces; a minute's report holds
-// its APIs, services and nodes).
+// its APIs, services and nodes); later minutes' results go to a spill file.
 var maxMinuteResults = 360
 
 // errStopScan stops a spill scan once a worker failed.
 var errStopScan = errors.New("stop")
-
-// resultFile is a temporary file of encoded results, each behind its
-// start minute and length, for the incidents' pass: results outside
-// their minutes are skipped unread.
-type resultFile struct {
-	f   *os.File
-	w   *bufio.Writer
-	enc analysis.ResultEncoder
-	buf []byte
-}
-
-func newResultFile(dir string) (*resultFile, error) {
-	f, err := os.CreateTemp(dir, "stormradius-results-*")
-	if err != nil {
-		return nil, fmt.Errorf("analyze: results file: %w", err)
-	}
-	return &resultFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
-}
-
-func (r *resultFile) put(res *analysis.TraceResult) error {
-	r.buf = r.enc.Append(append(r.buf[:0], make([]byte, 12)...), res)
-	binary.LittleEndian.PutUint64(r.buf, uint64(analysis.MinuteOf(res.Start)))
-	binary.LittleEndian.PutUint32(r.buf[8:], uint32(len(r.buf)-12))
-	if _, err := r.w.Write(r.buf); err != nil {
-		return fmt.Errorf("analyze: results file: %w", err)
-	}
-	return nil
-}
-
-// each calls fn with every result whose minute want accepts.
-func (r *resultFile) each(ctx context.Context, want func(minute int64) bool, fn func(*analysis.TraceResult)) error {
-	if err := r.w.Flush(); err != nil {
-		return fmt.Errorf("analyze: results file: %w", err)
-	}
-	if _, err := r.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("analyze: results file: %w", err)
-	}
-	in := bufio.NewReaderSize(r.f, 1<<20)
-	intern := graph.Interner{}.Intern
-	var hdr [12]byte
-	for i := 0; ; i++ {
-		if _, err := io.ReadFull(in, hdr[:]); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("analyze: results file: %w", err)
-		}
-		if i%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		n := int(binary.LittleEndian.Uint32(hdr[8:]))
-		if !want(int64(binary.LittleEndian.Uint64(hdr[:]))) {
-			if _, err := in.Discard(n); err != nil {
-				return fmt.Errorf("analyze: results file: %w", err)
-			}
-			continue
-		}
-		if cap(r.buf) < n {
-			r.buf = make([]byte, n)
-		}
-		b := r.buf[:n]
-		if _, err := io.ReadFull(in, b); err != nil {
-			return fmt.Errorf("analyze: results file: %w", err)
-		}
-		res, err := analysis.DecodeResult(b, intern)
-		if err != nil {
-			return fmt.Errorf("analyze: results file: %w", err)
-		}
-		fn(res)
-	}
-}
-
-func (r *resultFile) close() {
-	if r != nil {
-		r.f.Close()
-		os.Remove(r.f.Name())
-	}
-}
 
 // spillRef locates a record in the spill file.
 type spillRef struct {
@@ -610,21 +537,32 @@ type spillRef struct {
 }
 
 // spill is an append-only temporary file of records: a kind byte, a
-// length, the payload (encoded spans or facts).
+// length, the payload (encoded spans, facts or results).
 type spill struct {
-	f     *os.File
-	w     *bufio.Writer
-	size  int64
-	rbuf  []byte
-	enc   []byte
-	coder graph.TraceEncoder
-	in    graph.Interner
+	f       *os.File
+	w       *bufio.Writer
+	size    int64
+	rbuf    []byte
+	enc     []byte
+	coder   graph.TraceEncoder
+	results analysis.ResultEncoder
+	in      graph.Interner
 }
 
 const (
-	recSpans byte = 1
-	recFacts byte = 2
+	recSpans  byte = 1
+	recFacts  byte = 2
+	recResult byte = 3 // the start minute (8 bytes), then the result
 )
+
+// openSpill creates a spill file in dir (os.TempDir() when empty).
+func openSpill(dir string) (*spill, error) {
+	f, err := os.CreateTemp(dir, "stormradius-spill-*")
+	if err != nil {
+		return nil, fmt.Errorf("analyze: spill file: %w", err)
+	}
+	return newSpill(f), nil
+}
 
 // remove closes and deletes the spill file.
 func (s *spill) remove() {
@@ -654,6 +592,38 @@ func (s *spill) write(kind byte, payload []byte) (spillRef, error) {
 func (s *spill) writeSpans(spans []graph.Span) (spillRef, error) {
 	s.enc = s.coder.AppendSpans(s.enc[:0], spans)
 	return s.write(recSpans, s.enc)
+}
+
+func (s *spill) writeResult(r *analysis.TraceResult) error {
+	s.enc = binary.LittleEndian.AppendUint64(s.enc[:0], uint64(analysis.MinuteOf(r.Start)))
+	s.enc = s.results.Append(s.enc, r)
+	_, err := s.write(recResult, s.enc)
+	return err
+}
+
+// eachResult calls fn with every result whose start minute want accepts
+// (only those are decoded).
+func (s *spill) eachResult(ctx context.Context, want func(minute int64) bool, fn func(*analysis.TraceResult)) error {
+	i := 0
+	return s.scanRecords(recResult, func(_ int64, rec []byte) error {
+		if i++; i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if len(rec) < 8 {
+			return fmt.Errorf("analyze: spill file: a result record of %d bytes", len(rec))
+		}
+		if !want(int64(binary.LittleEndian.Uint64(rec))) {
+			return nil
+		}
+		res, err := analysis.DecodeResult(rec[8:], s.in.Intern)
+		if err != nil {
+			return fmt.Errorf("analyze: spill file: %w", err)
+		}
+		fn(res)
+		return nil
+	})
 }
 
 func (s *spill) writeFacts(t *graph.Trace) (spillRef, error) {
