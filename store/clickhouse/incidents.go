@@ -169,20 +169,32 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 // node_minutes partition is a single part (as Compact leaves a day),
 // with the part's name: its rows are one per key, summed.
 func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string, error) {
+	parts, err := s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
+		` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1))))
 	out := map[int64]string{}
-	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, any(name) FROM system.parts
-		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND partition_id >= `+
-		quote(dayID(dayOfMinute(lo)))+` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1)))+`
-		GROUP BY partition_id HAVING count() = 1`, func(r driver.Rows) error {
-		var id, name string
-		if err := r.Scan(&id, &name); err != nil {
-			return err
+	for id, names := range parts {
+		if d, err := time.Parse("20060102", id); err == nil && len(names) == 1 {
+			out[dayOf(d.UnixNano())] = names[0]
 		}
-		if d, err := time.Parse("20060102", id); err == nil {
-			out[dayOf(d.UnixNano())] = name
-		}
-		return nil
-	})
+	}
+	return out, err
+}
+
+// nodeMinuteParts returns the active parts of node_minutes by partition
+// id, of the partitions cond selects.
+func (s *Store) nodeMinuteParts(ctx context.Context, cond string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, groupArray(name) FROM system.parts
+		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND `+cond+` GROUP BY partition_id`,
+		func(r driver.Rows) error {
+			var id string
+			var names []string
+			if err := r.Scan(&id, &names); err != nil {
+				return err
+			}
+			out[id] = names
+			return nil
+		})
 	return out, err
 }
 
@@ -199,21 +211,14 @@ func (s *Store) Compact(ctx context.Context, t int64) error {
 	if err := s.checkOpen("compact"); err != nil {
 		return err
 	}
-	var ids []string
-	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id FROM system.parts
-		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND partition_id < `+quote(dayID(dayOf(t)))+`
-		GROUP BY partition_id HAVING count() > 1 ORDER BY partition_id`, func(r driver.Rows) error {
-		var id string
-		if err := r.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
+	parts, err := s.nodeMinuteParts(ctx, `partition_id < `+quote(dayID(dayOf(t))))
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(parts)) {
+		if len(parts[id]) < 2 {
+			continue
+		}
 		if err := s.exec(ctx, "compact node minutes", `OPTIMIZE TABLE node_minutes PARTITION ID `+quote(id)+` FINAL`); err != nil {
 			return err
 		}
