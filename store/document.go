@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"time"
@@ -24,20 +25,17 @@ type Reader interface {
 // Its three reads (rollups, summaries, incidents) run side by side: each
 // is a round trip a server spends most of on one core.
 func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
+	var d *analysis.Document
 	var inc []analysis.IncidentDoc
-	var incErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inc, incErr = DocumentIncidents(ctx, r, q, cfg)
-	}()
-	d, err := DocumentWithout(ctx, r, q, cfg)
-	<-done
+	err := sideBySide(func() (err error) {
+		d, err = DocumentWithout(ctx, r, q, cfg)
+		return err
+	}, func() (err error) {
+		inc, err = DocumentIncidents(ctx, r, q, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	if incErr != nil {
-		return nil, incErr
 	}
 	d.Incidents = inc
 	return d, nil
@@ -46,25 +44,35 @@ func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*ana
 // DocumentWithout is Document without its incidents (an empty list), for
 // answers that show the rest of it.
 func DocumentWithout(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
-	lo, hi := WindowRange(q, cfg.Window)
+	var rep *analysis.Report
 	var sums []*analysis.WindowSummary
-	var sumErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if lo <= hi {
-			sums, sumErr = r.Summaries(ctx, lo, hi)
+	err := sideBySide(func() (err error) {
+		rep, err = r.Report(ctx, q)
+		return err
+	}, func() (err error) {
+		if lo, hi := WindowRange(q, cfg.Window); lo <= hi {
+			sums, err = r.Summaries(ctx, lo, hi)
 		}
-	}()
-	rep, err := r.Report(ctx, q)
-	<-done
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if sumErr != nil {
-		return nil, sumErr
-	}
 	return rep.Document(sums, cfg), nil
+}
+
+// sideBySide runs f and g at the same time and returns f's error, else
+// g's.
+func sideBySide(f, g func() error) error {
+	var gErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gErr = g()
+	}()
+	fErr := f()
+	<-done
+	return cmp.Or(fErr, gErr)
 }
 
 // WindowRange returns the windows (inclusive) that hold the minutes q
