@@ -211,6 +211,17 @@ func (b *uiBrowser) open(base, route string, params url.Values) {
 	b.do("opening "+route, chromedp.Navigate(base+"/#"+route+"?"+params.Encode()))
 }
 
+// rerender runs act and waits for the page it leads to be rendered (the
+// UI numbers its renders): the page already on screen being ready proves
+// nothing when act stays on it.
+func (b *uiBrowser) rerender(what string, act chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	before := uiEval[string](b, `document.getElementById('app').dataset.rendered`)
+	b.do(what, act)
+	b.do("waiting for the page after "+what, chromedp.Poll[chromedp.Void](`document.getElementById('app').dataset.rendered !== `+
+		uiJSString(before)+` && document.getElementById('app').dataset.state === 'ready'`, chromedp.WithPollingTimeout(10*time.Second)))
+}
+
 func (b *uiBrowser) click(sel string) {
 	b.t.Helper()
 	b.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
@@ -429,10 +440,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("after Escape %d rows, want %d", n, len(apis.APIs))
 	}
 	// "r" refreshes in place.
-	before := uiEval[string](b, `document.getElementById('app').dataset.rendered`)
-	b.do("keyboard r", chromedp.KeyEvent("r"))
-	b.do("refresh", chromedp.Poll[chromedp.Void](`document.getElementById('app').dataset.rendered !== `+uiJSString(before)+
-		` && document.getElementById('app').dataset.state === 'ready'`, chromedp.WithPollingTimeout(10*time.Second)))
+	b.rerender("keyboard r", chromedp.KeyEvent("r"))
 	if n := len(uiTableRows(b, "#apis")); n != len(apis.APIs) {
 		t.Errorf("after a refresh the fleet lists %d APIs", n)
 	}
@@ -779,7 +787,7 @@ func TestBrowserToken(t *testing.T) {
 		t.Errorf("with the token the fleet lists %d APIs", n)
 	}
 	// The range presets keep the page; "now" is the server's (10:30).
-	b.click(`#presets a[title="The last 1h"]`)
+	b.rerender("the 1h preset", chromedp.Click(chromedp.CSS(`#presets a[title="The last 1h"]`), chromedp.NodeVisible))
 	b.waitPage("fleet")
 	if loc := uiEval[string](b, `location.hash`); !strings.Contains(loc, "from=now-1h") {
 		t.Errorf("the 1h preset went to %q", loc)
