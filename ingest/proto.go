@@ -424,12 +424,9 @@ func entityRef(b []byte) error {
 			}
 			continue
 		}
-		if wt != wtLen {
-			return fmt.Errorf("entity_ref: field %d: wrong wire type %d", f, wt)
-		}
-		_, e, err := length(b, j)
+		_, e, err := lenField(b, j, wt, "entity_ref", f)
 		if err != nil {
-			return fmt.Errorf("entity_ref: field %d: %w", f, err)
+			return err
 		}
 		i = e
 	}
@@ -499,12 +496,9 @@ func scope(b []byte) error {
 		}
 		switch f {
 		case 1, 2, 3:
-			if wt != wtLen {
-				return fmt.Errorf("scope: field %d: wrong wire type %d", f, wt)
-			}
-			s, e, err := length(b, j)
+			s, e, err := lenField(b, j, wt, "scope", f)
 			if err != nil {
-				return fmt.Errorf("scope: field %d: %w", f, err)
+				return err
 			}
 			if f == 3 {
 				if err := checkAttr(b[s:e]); err != nil {
@@ -523,6 +517,19 @@ func scope(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// lenField reads the bounds of field f's length-delimited value at b[j:]
+// in a message msg (errors name the field by number).
+func lenField(b []byte, j int, wt uint8, msg string, f int32) (int, int, error) {
+	if wt != wtLen {
+		return 0, 0, fmt.Errorf("%s: field %d: wrong wire type %d", msg, f, wt)
+	}
+	s, e, err := length(b, j)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: field %d: %w", msg, f, err)
+	}
+	return s, e, nil
 }
 
 // varintField skips a known varint field's value at b[j:].
@@ -1123,12 +1130,9 @@ func event(b []byte) error {
 				return wireError("event", "time_unix_nano", err)
 			}
 		case 2, 3:
-			if wt != wtLen {
-				return fmt.Errorf("event: field %d: wrong wire type %d", f, wt)
-			}
-			s, e, err := length(b, j)
+			s, e, err := lenField(b, j, wt, "event", f)
 			if err != nil {
-				return fmt.Errorf("event: field %d: %w", f, err)
+				return err
 			}
 			if f == 3 {
 				if err := checkAttr(b[s:e]); err != nil {
@@ -1158,12 +1162,9 @@ func link(b []byte) error {
 		}
 		switch f {
 		case 1, 2, 3, 4:
-			if wt != wtLen {
-				return fmt.Errorf("link: field %d: wrong wire type %d", f, wt)
-			}
-			s, e, err := length(b, j)
+			s, e, err := lenField(b, j, wt, "link", f)
 			if err != nil {
-				return fmt.Errorf("link: field %d: %w", f, err)
+				return err
 			}
 			switch n := e - s; {
 			case f == 1 && n != 16 && n != 0:
