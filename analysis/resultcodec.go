@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/wire"
 	"github.com/stormradius/stormradius/radius"
 )
 
@@ -138,14 +139,14 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 }
 
 // resultReader reads an encoded result, remembering the first error.
-type resultReader struct{ wireReader }
+type resultReader struct{ wire.Reader }
 
 func corruptResult(what string) error { return fmt.Errorf("%w: %s", ErrCorruptResult, what) }
 
 func (r *resultReader) int(what string) int {
-	x := r.v(what)
+	x := r.Varint(what)
 	if x < math.MinInt32 || x > math.MaxInt32 {
-		r.fail(what + " out of range")
+		r.Fail(what + " out of range")
 		return 0
 	}
 	return int(x)
@@ -155,89 +156,89 @@ func (r *resultReader) int(what string) int {
 // passed through intern when it is not nil. Any input is safe: data that is
 // not an encoded result gives an error wrapping ErrCorruptResult.
 func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
-	r := &resultReader{wireReader{b: b, corrupt: corruptResult}}
+	r := &resultReader{wire.Reader{B: b, Corrupt: corruptResult}}
 	if len(b) < 17 || b[0] != resultCodecVersion {
 		return nil, fmt.Errorf("%w: bad header", ErrCorruptResult)
 	}
 	out := &TraceResult{}
 	copy(out.TraceID[:], b[1:17])
-	r.b = b[17:]
-	nNames := r.count(1, "names")
+	r.B = b[17:]
+	nNames := r.Count(1, "names")
 	table := make([]string, 0, nNames)
-	for i := 0; i < nNames && r.err == nil; i++ {
-		n := r.uv("name length")
-		if n > uint64(len(r.b)) {
-			r.fail("name length")
+	for i := 0; i < nNames && r.Err == nil; i++ {
+		n := r.Uvarint("name length")
+		if n > uint64(len(r.B)) {
+			r.Fail("name length")
 			break
 		}
 		if intern != nil {
-			table = append(table, intern(r.b[:n]))
+			table = append(table, intern(r.B[:n]))
 		} else {
-			table = append(table, string(r.b[:n]))
+			table = append(table, string(r.B[:n]))
 		}
-		r.b = r.b[n:]
+		r.B = r.B[n:]
 	}
-	out.API = r.str(table, "api")
-	out.Start = r.v("start")
-	out.Window = r.v("window")
-	out.Spans = int(min(r.uv("spans"), math.MaxInt32))
-	out.Fragments = int(min(r.uv("fragments"), math.MaxInt32))
-	if len(r.b) == 0 {
-		r.fail("flags")
+	out.API = r.Str(table, "api")
+	out.Start = r.Varint("start")
+	out.Window = r.Varint("window")
+	out.Spans = int(min(r.Uvarint("spans"), math.MaxInt32))
+	out.Fragments = int(min(r.Uvarint("fragments"), math.MaxInt32))
+	if len(r.B) == 0 {
+		r.Fail("flags")
 	} else {
-		out.RootFailed, out.RemoteParent = r.b[0]&1 != 0, r.b[0]&2 != 0
-		r.b = r.b[1:]
+		out.RootFailed, out.RemoteParent = r.B[0]&1 != 0, r.B[0]&2 != 0
+		r.B = r.B[1:]
 	}
-	if n := r.count(2, "versions"); n > 0 {
+	if n := r.Count(2, "versions"); n > 0 {
 		out.Versions = make([]ServiceVersion, n)
 		for i := range out.Versions {
-			out.Versions[i] = ServiceVersion{Service: r.str(table, "version service"), Version: r.str(table, "version")}
+			out.Versions[i] = ServiceVersion{Service: r.Str(table, "version service"), Version: r.Str(table, "version")}
 		}
 	}
-	out.Events = make([]Event, r.count(6, "events"))
+	out.Events = make([]Event, r.Count(6, "events"))
 	for i := range out.Events {
 		ev := &out.Events[i]
-		ev.Owner = graph.Node{Service: r.str(table, "owner"), Operation: r.str(table, "owner operation")}
-		ev.Hop = int32(min(r.uv("hop"), math.MaxInt32))
+		ev.Owner = graph.Node{Service: r.Str(table, "owner"), Operation: r.Str(table, "owner operation")}
+		ev.Hop = int32(min(r.Uvarint("hop"), math.MaxInt32))
 		ev.Radius = r.int("radius")
 		ev.Chain = r.int("chain")
-		ev.Start = out.Start + r.v("event start")
+		ev.Start = out.Start + r.Varint("event start")
 	}
 	out.Radius = r.int("trace radius")
-	if n := r.count(5, "owners"); n > 0 {
+	if n := r.Count(5, "owners"); n > 0 {
 		out.Owners = make([]radius.OwnerStat, n)
 		for i := range out.Owners {
 			o := &out.Owners[i]
-			o.Node = graph.Node{Service: r.str(table, "owner"), Operation: r.str(table, "owner operation")}
-			o.Hops, o.First, o.Spurious = r.v("owner hops"), r.v("owner first"), r.v("owner spurious")
+			o.Node = graph.Node{Service: r.Str(table, "owner"), Operation: r.Str(table, "owner operation")}
+			o.Hops, o.First, o.Spurious = r.Varint("owner hops"), r.Varint("owner first"), r.Varint("owner spurious")
 		}
 	}
-	out.Suppressed, out.Hops, out.Counterfactual = r.v("suppressed"), r.v("hops"), r.v("counterfactual")
-	out.Services = make([]ServiceResult, r.count(17, "services"))
+	out.Suppressed, out.Hops, out.Counterfactual = r.Varint("suppressed"), r.Varint("hops"), r.Varint("counterfactual")
+	out.Services = make([]ServiceResult, r.Count(17, "services"))
 	for i := range out.Services {
 		s := &out.Services[i]
-		s.Service = r.str(table, "service")
+		s.Service = r.Str(table, "service")
 		for k := range s.Claims {
-			s.Claims[k] = r.v("claims")
+			s.Claims[k] = r.Varint("claims")
 		}
 		for _, p := range [...]*int64{&s.Misattributed, &s.NaiveMisattributed, &s.Eligible, &s.Mismatches, &s.ContextDrops,
 			&s.OwnedFailures, &s.Requests, &s.VirtualRequests, &s.Counterfactual, &s.Spurious} {
-			*p = r.v("service counts")
+			*p = r.Varint("service counts")
 		}
 	}
-	if n := r.count(4, "nodes"); n > 0 || r.err == nil {
+	if n := r.Count(4, "nodes"); n > 0 || r.Err == nil {
 		out.Nodes = make([]NodeCount, n)
 		for i := range out.Nodes {
 			nc := &out.Nodes[i]
-			nc.Node = graph.Node{Service: r.str(table, "node"), Operation: r.str(table, "node operation")}
-			nc.Requests, nc.Owned = r.v("node requests"), r.v("node owned")
+			nc.Node = graph.Node{Service: r.Str(table, "node"), Operation: r.Str(table, "node operation")}
+			nc.Requests, nc.Owned = r.Varint("node requests"), r.Varint("node owned")
 		}
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptResult, len(r.b))
+	if len(r.B) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptResult, len(r.B))
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/wire"
 )
 
 // The binary form of a WindowSummary starts with summaryMagic, a byte
@@ -306,7 +307,7 @@ func appendNodeStats(b []byte, st *graph.NodeStats) []byte {
 }
 
 // summaryReader reads an encoded summary, remembering the first error.
-type summaryReader struct{ wireReader }
+type summaryReader struct{ wire.Reader }
 
 func corruptSummary(what string) error {
 	return fmt.Errorf("analysis: decode window summary: %w: %s", ErrCorruptSummary, what)
@@ -314,27 +315,27 @@ func corruptSummary(what string) error {
 
 // node reads an index into the node table.
 func (r *summaryReader) node(nodes []graph.Node, what string) graph.Node {
-	i := r.uv(what)
+	i := r.Uvarint(what)
 	if i >= uint64(len(nodes)) {
-		r.fail(what + " out of range")
+		r.Fail(what + " out of range")
 		return graph.Node{}
 	}
 	return nodes[i]
 }
 
 func (r *summaryReader) int(what string) int {
-	x := r.v(what)
+	x := r.Varint(what)
 	if int64(int(x)) != x {
-		r.fail(what + " out of range")
+		r.Fail(what + " out of range")
 		return 0
 	}
 	return int(x)
 }
 
 func (r *summaryReader) edgeStats(st *graph.EdgeStats) {
-	mask := r.uv("edge stats")
+	mask := r.Uvarint("edge stats")
 	if mask >= 1<<esFields {
-		r.fail("edge stats mask")
+		r.Fail("edge stats mask")
 		return
 	}
 	if mask == 0 {
@@ -342,19 +343,19 @@ func (r *summaryReader) edgeStats(st *graph.EdgeStats) {
 	}
 	var f [esFields]int64
 	for m := mask; m != 0; m &= m - 1 {
-		f[bits.TrailingZeros64(m)] = r.v("edge count")
+		f[bits.TrailingZeros64(m)] = r.Varint("edge count")
 	}
 	setEdgeFields(st, &f)
 }
 
 func (r *summaryReader) nodeStats(st *graph.NodeStats) {
-	mask := r.uv("node stats")
+	mask := r.Uvarint("node stats")
 	if mask >= 1<<nsFields {
-		r.fail("node stats mask")
+		r.Fail("node stats mask")
 		return
 	}
 	for m := mask; m != 0; m &= m - 1 {
-		x := r.v("node count")
+		x := r.Varint("node count")
 		switch i := bits.TrailingZeros64(m); i {
 		case 0:
 			st.Hops = x
@@ -388,29 +389,29 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 	if b[1] != summaryCodecVersion {
 		return nil, fmt.Errorf("analysis: decode window summary: %w: version %d, want %d", ErrCorruptSummary, b[1], summaryCodecVersion)
 	}
-	r := &summaryReader{wireReader{b: b[2:], corrupt: corruptSummary}}
-	w := &WindowSummary{Window: r.v("window")}
+	r := &summaryReader{wire.Reader{B: b[2:], Corrupt: corruptSummary}}
+	w := &WindowSummary{Window: r.Varint("window")}
 
 	// Strings: their lengths, then their bytes, kept in one string.
-	nStrs := r.count(1, "strings")
+	nStrs := r.Count(1, "strings")
 	lens := make([]uint64, nStrs)
 	var total uint64
 	for i := range lens {
-		lens[i] = r.uv("string length")
-		if lens[i] > uint64(len(r.b)) {
-			r.fail("string length")
+		lens[i] = r.Uvarint("string length")
+		if lens[i] > uint64(len(r.B)) {
+			r.Fail("string length")
 			break
 		}
 		total += lens[i]
 	}
-	if total > uint64(len(r.b)) {
-		r.fail("strings")
+	if total > uint64(len(r.B)) {
+		r.Fail("strings")
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	all := string(r.b[:total])
-	r.b = r.b[total:]
+	all := string(r.B[:total])
+	r.B = r.B[total:]
 	strs := make([]string, nStrs)
 	var at uint64
 	for i, n := range lens {
@@ -418,16 +419,16 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 		at += n
 	}
 
-	nodes := make([]graph.Node, r.count(2, "nodes"))
+	nodes := make([]graph.Node, r.Count(2, "nodes"))
 	for i := range nodes {
-		nodes[i] = graph.Node{Service: r.str(strs, "node service"), Operation: r.str(strs, "node operation")}
+		nodes[i] = graph.Node{Service: r.Str(strs, "node service"), Operation: r.Str(strs, "node operation")}
 	}
 	// Every edge's record takes three bytes at least, every node's two.
-	edgeSlab := make([]graph.EdgeStats, r.count(3, "edge stats"))
-	nodeSlab := make([]graph.NodeStats, r.count(2, "node stats"))
+	edgeSlab := make([]graph.EdgeStats, r.Count(3, "edge stats"))
+	nodeSlab := make([]graph.NodeStats, r.Count(2, "node stats"))
 	nextEdge := func() *graph.EdgeStats {
 		if len(edgeSlab) == 0 {
-			r.fail("more edge stats than declared")
+			r.Fail("more edge stats than declared")
 			return &graph.EdgeStats{}
 		}
 		st := &edgeSlab[0]
@@ -436,37 +437,37 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 		return st
 	}
 
-	n := r.count(3, "edges")
+	n := r.Count(3, "edges")
 	w.Edges = make(map[graph.Edge]*graph.EdgeStats, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		k := graph.Edge{Caller: r.str(strs, "edge caller"), Callee: r.node(nodes, "edge callee")}
+	for i := 0; i < n && r.Err == nil; i++ {
+		k := graph.Edge{Caller: r.Str(strs, "edge caller"), Callee: r.node(nodes, "edge callee")}
 		w.Edges[k] = nextEdge()
 	}
-	if r.err == nil && len(w.Edges) != n {
-		r.fail("duplicate edge")
+	if r.Err == nil && len(w.Edges) != n {
+		r.Fail("duplicate edge")
 	}
 
-	n = r.count(3, "apis")
+	n = r.Count(3, "apis")
 	w.APIs = make(map[string]APIPotential, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		api := r.str(strs, "api")
+	for i := 0; i < n && r.Err == nil; i++ {
+		api := r.Str(strs, "api")
 		w.APIs[api] = APIPotential{With: r.int("potential with"), Without: r.int("potential without")}
 	}
-	if r.err == nil && len(w.APIs) != n {
-		r.fail("duplicate api")
+	if r.Err == nil && len(w.APIs) != n {
+		r.Fail("duplicate api")
 	}
 
-	n = r.count(4, "graphs")
+	n = r.Count(4, "graphs")
 	w.Graphs = make(map[string]*graph.APIGraph, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		api := r.str(strs, "graph api")
-		g := &graph.APIGraph{API: api, Traces: r.v("graph traces")}
-		nn := r.count(2, "graph nodes")
+	for i := 0; i < n && r.Err == nil; i++ {
+		api := r.Str(strs, "graph api")
+		g := &graph.APIGraph{API: api, Traces: r.Varint("graph traces")}
+		nn := r.Count(2, "graph nodes")
 		g.Nodes = make(map[graph.Node]*graph.NodeStats, nn)
-		for j := 0; j < nn && r.err == nil; j++ {
+		for j := 0; j < nn && r.Err == nil; j++ {
 			k := r.node(nodes, "graph node")
 			if len(nodeSlab) == 0 {
-				r.fail("more node stats than declared")
+				r.Fail("more node stats than declared")
 				break
 			}
 			st := &nodeSlab[0]
@@ -474,31 +475,31 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 			r.nodeStats(st)
 			g.Nodes[k] = st
 		}
-		if r.err == nil && len(g.Nodes) != nn {
-			r.fail("duplicate graph node")
+		if r.Err == nil && len(g.Nodes) != nn {
+			r.Fail("duplicate graph node")
 		}
-		ne := r.count(3, "graph edges")
+		ne := r.Count(3, "graph edges")
 		g.Edges = make(map[graph.Pair]*graph.EdgeStats, ne)
-		for j := 0; j < ne && r.err == nil; j++ {
+		for j := 0; j < ne && r.Err == nil; j++ {
 			k := graph.Pair{From: r.node(nodes, "graph edge from"), To: r.node(nodes, "graph edge to")}
 			g.Edges[k] = nextEdge()
 		}
-		if r.err == nil && len(g.Edges) != ne {
-			r.fail("duplicate graph edge")
+		if r.Err == nil && len(g.Edges) != ne {
+			r.Fail("duplicate graph edge")
 		}
 		w.Graphs[api] = g
 	}
-	if r.err == nil && len(w.Graphs) != n {
-		r.fail("duplicate graph")
+	if r.Err == nil && len(w.Graphs) != n {
+		r.Fail("duplicate graph")
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	if len(edgeSlab) != 0 || len(nodeSlab) != 0 {
 		return nil, fmt.Errorf("analysis: decode window summary: %w: fewer stats than declared", ErrCorruptSummary)
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("analysis: decode window summary: %w: %d trailing bytes", ErrCorruptSummary, len(r.b))
+	if len(r.B) != 0 {
+		return nil, fmt.Errorf("analysis: decode window summary: %w: %d trailing bytes", ErrCorruptSummary, len(r.B))
 	}
 	return w, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/stormradius/stormradius/internal/wire"
 )
 
 // traceCodecVersion is the first byte of an encoded trace.
@@ -126,71 +128,24 @@ func bits(flags ...bool) byte {
 }
 
 // traceReader reads an encoded trace, remembering the first error.
-type traceReader struct {
-	b   []byte
-	err error
-}
+type traceReader struct{ wire.Reader }
 
-func (r *traceReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", ErrCorruptTrace, what)
-	}
-	r.b = nil
-}
-
-func (r *traceReader) uvarint(what string) uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *traceReader) varint(what string) int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *traceReader) byte(what string) byte {
-	if len(r.b) == 0 {
-		r.fail(what)
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
+func newTraceReader(b []byte) *traceReader {
+	return &traceReader{wire.Reader{B: b, Corrupt: func(what string) error { return fmt.Errorf("%w: %s", ErrCorruptTrace, what) }}}
 }
 
 // index reads an index that must be below n.
-func (r *traceReader) index(n int, what string) int32 {
-	v := r.uvarint(what)
-	if v >= uint64(n) {
-		r.fail(what + " out of range")
-		return 0
-	}
-	return int32(v)
-}
+func (r *traceReader) index(n int, what string) int32 { return int32(r.Index(n, what)) }
 
 // count reads a record count, bounded by what the remaining bytes can hold
-// (every record takes at least min bytes).
+// (every record takes at least min bytes) and by maxDecodedRecords.
 func (r *traceReader) count(min int, what string) int {
-	v := r.uvarint(what)
-	if v > maxDecodedRecords || v*uint64(min) > uint64(len(r.b)) {
-		r.fail(what + " too large")
+	n := r.Count(min, what)
+	if n > maxDecodedRecords {
+		r.Fail(what + " too large")
 		return 0
 	}
-	return int(v)
-}
-
-func (r *traceReader) name(table []string, what string) string {
-	return table[r.index(len(table), what)]
+	return n
 }
 
 // DecodeTrace decodes a trace written by AppendBinary. Its Spans are nil.
@@ -240,96 +195,96 @@ func reuse[T any](s []T, n int) []T {
 // decodeTrace decodes b into t, reusing t's slices and the name table
 // (returned for reuse).
 func decodeTrace(t *Trace, table []string, b []byte, intern func([]byte) string) ([]string, error) {
-	r := &traceReader{b: b}
-	if r.byte("version") != traceCodecVersion {
+	r := newTraceReader(b)
+	if r.Byte("version") != traceCodecVersion {
 		return table, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
 	}
-	if len(r.b) < 16 {
+	if len(r.B) < 16 {
 		return table, fmt.Errorf("%w: short trace id", ErrCorruptTrace)
 	}
 	*t = Trace{Hops: t.Hops[:0], Calls: t.Calls[:0], Attempts: t.Attempts[:0], Roots: t.Roots[:0]}
-	copy(t.ID[:], r.b[:16])
-	r.b = r.b[16:]
-	t.SpanCount = int(min(r.uvarint("span count"), math.MaxInt32))
-	t.Duplicates = int(min(r.uvarint("duplicates"), math.MaxInt32))
-	t.Fragments = int(min(r.uvarint("fragments"), math.MaxInt32))
-	root := r.varint("root")
-	t.RemoteParent = r.byte("flags")&1 != 0
-	base := r.varint("base")
+	copy(t.ID[:], r.B[:16])
+	r.B = r.B[16:]
+	t.SpanCount = int(min(r.Uvarint("span count"), math.MaxInt32))
+	t.Duplicates = int(min(r.Uvarint("duplicates"), math.MaxInt32))
+	t.Fragments = int(min(r.Uvarint("fragments"), math.MaxInt32))
+	root := r.Varint("root")
+	t.RemoteParent = r.Byte("flags")&1 != 0
+	base := r.Varint("base")
 	nNames := r.count(1, "names")
 	if cap(table) < nNames+1 {
 		table = make([]string, 0, nNames+1)
 	}
 	table = append(table[:0], "")
-	for i := 0; i < nNames && r.err == nil; i++ {
-		n := r.uvarint("name length")
-		if n > uint64(len(r.b)) {
-			r.fail("name length")
+	for i := 0; i < nNames && r.Err == nil; i++ {
+		n := r.Uvarint("name length")
+		if n > uint64(len(r.B)) {
+			r.Fail("name length")
 			break
 		}
 		if intern != nil {
-			table = append(table, intern(r.b[:n]))
+			table = append(table, intern(r.B[:n]))
 		} else {
-			table = append(table, string(r.b[:n]))
+			table = append(table, string(r.B[:n]))
 		}
-		r.b = r.b[n:]
+		r.B = r.B[n:]
 	}
-	t.APIName = r.name(table, "api")
+	t.APIName = r.Str(table, "api")
 
 	t.Hops = reuse(t.Hops, r.count(11, "hops"))
 	for i := range t.Hops {
 		h := &t.Hops[i]
-		h.Span = int32(min(r.uvarint("span"), math.MaxInt32))
-		h.Service = r.name(table, "service")
-		h.Operation = r.name(table, "operation")
-		h.Version = r.name(table, "version")
-		h.Start = base + r.varint("start")
-		h.End = h.Start + r.varint("duration")
-		f := r.byte("hop flags")
+		h.Span = int32(min(r.Uvarint("span"), math.MaxInt32))
+		h.Service = r.Str(table, "service")
+		h.Operation = r.Str(table, "operation")
+		h.Version = r.Str(table, "version")
+		h.Start = base + r.Varint("start")
+		h.End = h.Start + r.Varint("duration")
+		f := r.Byte("hop flags")
 		h.Failed, h.Virtual, h.Client, h.Root = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
 		h.Fragment, h.Detached, h.First = f&16 != 0, f&32 != 0, f&64 != 0
-		h.Claim = Claim(r.byte("claim") & 3)
-		h.In = int32(r.varint("in"))
-		h.Depth = int32(min(r.uvarint("depth"), math.MaxInt32))
-		h.CallStart = int32(min(r.uvarint("calls"), math.MaxInt32))
-		h.CallEnd = h.CallStart + int32(min(r.uvarint("calls"), math.MaxInt32/2))
+		h.Claim = Claim(r.Byte("claim") & 3)
+		h.In = int32(r.Varint("in"))
+		h.Depth = int32(min(r.Uvarint("depth"), math.MaxInt32))
+		h.CallStart = int32(min(r.Uvarint("calls"), math.MaxInt32))
+		h.CallEnd = h.CallStart + int32(min(r.Uvarint("calls"), math.MaxInt32/2))
 	}
 	t.Calls = reuse(t.Calls, r.count(8, "calls"))
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		c.Caller = r.index(len(t.Hops), "caller")
-		c.CalleeService = r.name(table, "callee service")
-		c.CalleeOperation = r.name(table, "callee operation")
-		c.AttemptStart = int32(min(r.uvarint("attempts"), math.MaxInt32))
-		c.AttemptEnd = c.AttemptStart + int32(min(r.uvarint("attempts"), math.MaxInt32/2))
-		f := r.byte("call flags")
+		c.CalleeService = r.Str(table, "callee service")
+		c.CalleeOperation = r.Str(table, "callee operation")
+		c.AttemptStart = int32(min(r.Uvarint("attempts"), math.MaxInt32))
+		c.AttemptEnd = c.AttemptStart + int32(min(r.Uvarint("attempts"), math.MaxInt32/2))
+		f := r.Byte("call flags")
 		c.Failed, c.Criteria, c.Suppressed, c.Virtual = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-		c.Claim = Claim(r.byte("claim") & 3)
-		c.FailOpen = Tri(r.byte("fail open") % 3)
+		c.Claim = Claim(r.Byte("claim") & 3)
+		c.FailOpen = Tri(r.Byte("fail open") % 3)
 	}
 	t.Attempts = reuse(t.Attempts, r.count(9, "attempts"))
 	for i := range t.Attempts {
 		a := &t.Attempts[i]
 		a.Call = r.index(len(t.Calls), "call")
-		a.Index = int32(min(r.uvarint("index"), math.MaxInt32))
+		a.Index = int32(min(r.Uvarint("index"), math.MaxInt32))
 		a.Callee = r.index(len(t.Hops), "callee")
-		a.Client = int32(r.varint("client"))
-		a.Start = base + r.varint("start")
-		a.End = a.Start + r.varint("duration")
-		f := r.byte("attempt flags")
+		a.Client = int32(r.Varint("client"))
+		a.Start = base + r.Varint("start")
+		a.End = a.Start + r.Varint("duration")
+		f := r.Byte("attempt flags")
 		a.Failed, a.Mismatch, a.Criteria, a.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-		a.Claim = Claim(r.byte("claim") & 3)
-		a.FailOpen = Tri(r.byte("fail open") % 3)
+		a.Claim = Claim(r.Byte("claim") & 3)
+		a.FailOpen = Tri(r.Byte("fail open") % 3)
 	}
 	t.Roots = reuse(t.Roots, r.count(1, "roots"))
 	for i := range t.Roots {
 		t.Roots[i] = r.index(len(t.Hops), "root")
 	}
-	if r.err != nil {
-		return table, r.err
+	if r.Err != nil {
+		return table, r.Err
 	}
-	if len(r.b) != 0 {
-		return table, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
+	if len(r.B) != 0 {
+		return table, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.B))
 	}
 	if root < -1 || root >= int64(len(t.Hops)) {
 		return table, fmt.Errorf("%w: root out of range", ErrCorruptTrace)
@@ -414,33 +369,33 @@ func DecodeSpan(b []byte, s *Span, intern func([]byte) string) error {
 	s.Kind, s.Claim, s.FailOpen = Kind(b[32]), Claim(b[33]&3), Tri(b[34]%3)
 	f := b[35]
 	s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-	r := &traceReader{b: b[36:]}
+	r := newTraceReader(b[36:])
 	var names [5]string
 	for i := range names {
-		n := r.uvarint("name length")
-		if n > uint64(len(r.b)) {
-			r.fail("name length")
+		n := r.Uvarint("name length")
+		if n > uint64(len(r.B)) {
+			r.Fail("name length")
 			break
 		}
 		if intern != nil {
-			names[i] = intern(r.b[:n])
+			names[i] = intern(r.B[:n])
 		} else {
-			names[i] = string(r.b[:n])
+			names[i] = string(r.B[:n])
 		}
-		r.b = r.b[n:]
+		r.B = r.B[n:]
 	}
 	s.Service, s.Version, s.Name, s.Operation, s.Peer = names[0], names[1], names[2], names[3], names[4]
-	s.Start = r.varint("start")
-	s.End = s.Start + r.varint("duration")
-	s.Resend = int32(r.varint("resend"))
-	s.StatusCode = int32(r.varint("status"))
-	if r.err == nil && len(r.b) != 8 {
-		r.fail("target")
+	s.Start = r.Varint("start")
+	s.End = s.Start + r.Varint("duration")
+	s.Resend = int32(r.Varint("resend"))
+	s.StatusCode = int32(r.Varint("status"))
+	if r.Err == nil && len(r.B) != 8 {
+		r.Fail("target")
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
-	s.Target = binary.LittleEndian.Uint64(r.b)
+	s.Target = binary.LittleEndian.Uint64(r.B)
 	return nil
 }
 
@@ -494,62 +449,62 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 // DecodeSpans appends the spans of a record written by AppendSpans to dst,
 // names passed through intern when it is not nil.
 func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, error) {
-	r := &traceReader{b: b}
-	if r.byte("version") != spansCodecVersion {
+	r := newTraceReader(b)
+	if r.Byte("version") != spansCodecVersion {
 		return dst, fmt.Errorf("%w: not a span list", ErrCorruptTrace)
 	}
 	nNames := r.count(1, "names")
 	table := make([]string, 0, nNames)
-	for i := 0; i < nNames && r.err == nil; i++ {
-		n := r.uvarint("name length")
-		if n > uint64(len(r.b)) {
-			r.fail("name length")
+	for i := 0; i < nNames && r.Err == nil; i++ {
+		n := r.Uvarint("name length")
+		if n > uint64(len(r.B)) {
+			r.Fail("name length")
 			break
 		}
 		if intern != nil {
-			table = append(table, intern(r.b[:n]))
+			table = append(table, intern(r.B[:n]))
 		} else {
-			table = append(table, string(r.b[:n]))
+			table = append(table, string(r.B[:n]))
 		}
-		r.b = r.b[n:]
+		r.B = r.B[n:]
 	}
 	n := r.count(45, "spans")
-	base := r.varint("base")
-	for i := 0; i < n && r.err == nil; i++ {
-		if len(r.b) < 36 {
-			r.fail("span")
+	base := r.Varint("base")
+	for i := 0; i < n && r.Err == nil; i++ {
+		if len(r.B) < 36 {
+			r.Fail("span")
 			break
 		}
 		var s Span
-		copy(s.TraceID[:], r.b)
-		copy(s.SpanID[:], r.b[16:])
-		copy(s.ParentID[:], r.b[24:])
-		s.Kind, s.Claim, s.FailOpen = Kind(r.b[32]), Claim(r.b[33]&3), Tri(r.b[34]%3)
-		f := r.b[35]
+		copy(s.TraceID[:], r.B)
+		copy(s.SpanID[:], r.B[16:])
+		copy(s.ParentID[:], r.B[24:])
+		s.Kind, s.Claim, s.FailOpen = Kind(r.B[32]), Claim(r.B[33]&3), Tri(r.B[34]%3)
+		f := r.B[35]
 		s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-		r.b = r.b[36:]
-		s.Service = r.name(table, "service")
-		s.Version = r.name(table, "version")
-		s.Name = r.name(table, "name")
-		s.Operation = r.name(table, "operation")
-		s.Peer = r.name(table, "peer")
-		s.Start = base + r.varint("start")
-		s.End = s.Start + r.varint("duration")
-		s.Resend = int32(r.varint("resend"))
-		s.StatusCode = int32(r.varint("status"))
-		if len(r.b) < 8 {
-			r.fail("target")
+		r.B = r.B[36:]
+		s.Service = r.Str(table, "service")
+		s.Version = r.Str(table, "version")
+		s.Name = r.Str(table, "name")
+		s.Operation = r.Str(table, "operation")
+		s.Peer = r.Str(table, "peer")
+		s.Start = base + r.Varint("start")
+		s.End = s.Start + r.Varint("duration")
+		s.Resend = int32(r.Varint("resend"))
+		s.StatusCode = int32(r.Varint("status"))
+		if len(r.B) < 8 {
+			r.Fail("target")
 			break
 		}
-		s.Target = binary.LittleEndian.Uint64(r.b)
-		r.b = r.b[8:]
+		s.Target = binary.LittleEndian.Uint64(r.B)
+		r.B = r.B[8:]
 		dst = append(dst, s)
 	}
-	if r.err != nil {
-		return dst, r.err
+	if r.Err != nil {
+		return dst, r.Err
 	}
-	if len(r.b) != 0 {
-		return dst, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.b))
+	if len(r.B) != 0 {
+		return dst, fmt.Errorf("%w: %d trailing bytes", ErrCorruptTrace, len(r.B))
 	}
 	return dst, nil
 }
