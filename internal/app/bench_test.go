@@ -3,7 +3,10 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -57,18 +60,72 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 			benchEndToEnd(b, storeurl.Options{Data: b.TempDir(), Window: 10 * time.Minute}, size.scale)
 		})
 		b.Run("clickhouse/"+size.name, func(b *testing.B) {
-			// A database of its own, dropped afterwards (left behind, its
-			// merges would load the server in later runs).
-			benchEndToEnd(b, storeurl.Options{URL: chtest.FreshDSN(b), Window: 10 * time.Minute}, size.scale)
+			benchEndToEnd(b, storeurl.Options{URL: benchDatabase(b), Window: 10 * time.Minute}, size.scale)
 		})
 	}
+}
+
+// benchDBs are the ClickHouse databases of the benchmarks, by name: one
+// per benchmark for the whole process, dropped by TestMain once every
+// benchmark ran. The testing package runs a benchmark's function several
+// times (b.N = 1 first); dropping the database after each would delete
+// thousands of part files just before the measured run, and on a file
+// system without a journal ext4 then takes ~0.1 ms per file it creates
+// for the next ~30 s (it skips recently deleted inodes one by one), which
+// the server's inserts would be charged for. Every iteration sends new
+// traces, so a database that already holds a run's is only a server in
+// steady state. With STORMRADIUS_BENCH_KEEP set, they are kept (and
+// named), for runs one after the other.
+var benchDBs struct {
+	sync.Mutex
+	server *url.URL
+	names  map[string]string // benchmark → database name
+	dsns   map[string]string
+}
+
+// benchDatabase returns the DSN of b's database (it skips b without a
+// server).
+func benchDatabase(b *testing.B) string {
+	u := chtest.Server(b)
+	benchDBs.Lock()
+	defer benchDBs.Unlock()
+	if dsn, ok := benchDBs.dsns[b.Name()]; ok {
+		return dsn
+	}
+	if benchDBs.names == nil {
+		benchDBs.names, benchDBs.dsns = map[string]string{}, map[string]string{}
+	}
+	name, dsn := chtest.NewDatabase(u)
+	benchDBs.server, benchDBs.names[b.Name()], benchDBs.dsns[b.Name()] = u, name, dsn
+	return dsn
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Getenv("STORMRADIUS_BENCH_KEEP") != "" {
+		// Measuring run after run: a drop would slow the next run's
+		// inserts (see benchDBs). Drop them later.
+		for _, name := range benchDBs.names {
+			fmt.Fprintln(os.Stderr, "kept database", name)
+		}
+		os.Exit(code)
+	}
+	for _, name := range benchDBs.names {
+		if err := chtest.Drop(benchDBs.server, name); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = max(code, 1)
+		}
+	}
+	os.Exit(code)
 }
 
 func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	svc := startServiceStore(b, opts, time.Second)
 	defer svc.stop()
 	url := "http://" + svc.addrs.OTLPHTTP.String() + "/v1/traces"
-	var total, sent int
+	// A database kept from the benchmark's previous run holds its spans.
+	sent := storedSpans(b, opts)
+	var total int
 	var elapsed, refElapsed, storedElapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -129,6 +186,22 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	b.ReportMetric(float64(total)/storedElapsed.Seconds(), "stored-spans/s")
 	b.ReportMetric(float64(total)/refElapsed.Seconds(), "ref-spans/s")
 	b.ReportMetric(refElapsed.Seconds()/elapsed.Seconds(), "ratio")
+}
+
+// storedSpans returns the spans the stored rollups count.
+func storedSpans(b *testing.B, opts storeurl.Options) int {
+	ctx := context.Background()
+	opts.Existing = true
+	st, err := storeurl.Open(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := st.Report(ctx, store.Query{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return int(rep.Spans)
 }
 
 // waitAnalysed waits until the stored rollups count want spans.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"testing"
@@ -41,31 +42,44 @@ func FreshDSN(t testing.TB) string {
 // dropped when the test ends.
 func FreshDatabase(t testing.TB, u *url.URL) string {
 	t.Helper()
+	name, dsn := NewDatabase(u)
+	t.Cleanup(func() { DropDatabase(t, u, name) })
+	return dsn
+}
+
+// NewDatabase returns a new database name on the server u and its DSN;
+// the caller drops it (Drop).
+func NewDatabase(u *url.URL) (name, dsn string) {
 	var b [6]byte
 	rand.Read(b[:])
-	name := "stormradius_test_" + hex.EncodeToString(b[:])
+	name = "stormradius_test_" + hex.EncodeToString(b[:])
 	d := *u
 	d.Path = "/" + name
-	t.Cleanup(func() { DropDatabase(t, u, name) })
-	return d.String()
+	return name, d.String()
 }
 
 // DropDatabase drops database name on the server u.
 func DropDatabase(t testing.TB, u *url.URL, name string) {
+	if err := Drop(u, name); err != nil {
+		t.Error(err)
+	}
+}
+
+// Drop drops database name on the server u.
+func Drop(u *url.URL, name string) error {
 	d := *u
 	d.Path = "/default"
 	o, err := ch.ParseDSN(d.String())
 	if err != nil {
-		t.Error(err)
-		return
+		return err
 	}
 	conn, err := ch.Open(o)
 	if err != nil {
-		t.Error(err)
-		return
+		return err
 	}
 	defer conn.Close()
 	if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
-		t.Errorf("drop %s: %v", name, err)
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
+	return nil
 }
