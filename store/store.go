@@ -245,6 +245,21 @@ func TraceEdges(t *graph.Trace, dst []uint64) []uint64 {
 	return append(dst[:start], slices.Compact(tail)...)
 }
 
+// SharesEdge reports whether two sorted lists of EdgeKeys share one.
+func SharesEdge(a, b []uint64) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] == b[j]:
+			return true
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false
+}
+
 // Compactor is a store whose reads of closed days get cheaper once they
 // are settled: the pipeline calls Compact with its retention, for the
 // days before the UTC day holding t (unix nanoseconds). Compacting is an

@@ -96,6 +96,10 @@ type Store struct {
 	window time.Duration
 	log    *slog.Logger
 	sums   store.SummaryCache
+	// edgeReadMax: see windowEdgeRecords.
+	edgeReadMax int
+	// sentIDs, when set, is called with the ids withIDs sends (tests).
+	sentIDs func([]graph.TraceID)
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64
@@ -153,7 +157,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if dial == nil {
 		dial = ch.Open
 	}
-	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{}}
+	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
+		edgeReadMax: edgeReadMax}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

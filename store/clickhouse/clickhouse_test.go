@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -57,6 +58,62 @@ func TestConformance(t *testing.T) {
 		mu.Unlock()
 		return open(t, dsn, time.Hour)
 	})
+}
+
+// WindowRecords with edges reads a few traces one by one and many by
+// reading their window whole: both give the window's records that use
+// one of the edges, in their latest version, without deleted ones or
+// those that moved to another window.
+func TestWindowRecordsByEdges(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, freshDatabase(t, server(t)), time.Hour)
+	defer s.Close()
+	c := storetest.NewCorpus(t, 40, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	w := c.Results[0].Window
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 1)})
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	// Later versions: trace 0 deleted, trace 1 moved to the next window,
+	// trace 2 now without edges, trace 3 replaced as it was.
+	moved := *changes[1].New
+	moved.Window, moved.Start = w+1, (w+1)*int64(time.Hour)
+	bare := *changes[2].New
+	bare.Edges = nil
+	same := *changes[3].New
+	same.Seq = 2
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{Old: changes[0].New}, {Old: changes[1].New, New: &moved},
+		{Old: changes[2].New, New: &bare}, {Old: changes[3].New, New: &same}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[graph.TraceID]uint64{}
+	var edges []uint64
+	for i, tr := range c.Traces {
+		es := store.TraceEdges(tr, nil)
+		if i == 0 {
+			edges = es // every edge of trace 0
+		}
+		if i >= 3 && c.Results[i].Window == w && store.SharesEdge(es, edges) {
+			want[tr.ID] = 1
+		}
+	}
+	want[c.Traces[3].ID] = 2
+	if len(want) < 10 {
+		t.Fatalf("only %d traces use trace 0's edges", len(want))
+	}
+	for _, max := range []int{edgeReadMax, len(want), len(want) - 1, 0} {
+		s.edgeReadMax = max
+		got := map[graph.TraceID]uint64{}
+		if err := s.WindowRecords(ctx, w, edges, func(r *store.Record) error { got[r.TraceID] = r.Seq; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("at most %d read one by one: %d records %v, want %d %v", max, len(got), got, len(want), want)
+		}
+	}
 }
 
 // A database remembers its window: reopening with another is refused,

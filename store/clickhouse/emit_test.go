@@ -48,6 +48,17 @@ func TestEmitSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Trace ids sent as an external table: chdb gets them as a temporary
+	// table of the same name and structure.
+	s.sentIDs = func(ids []graph.TraceID) {
+		rec.record("CREATE TEMPORARY TABLE IF NOT EXISTS " + idsTable + " (id FixedString(16))")
+		rec.record("TRUNCATE TABLE " + idsTable)
+		rows := make([]string, len(ids))
+		for i := range ids {
+			rows[i] = "(" + idList(ids[i:i+1]) + ")"
+		}
+		rec.record("INSERT INTO " + idsTable + " (id) VALUES " + strings.Join(rows, ", "))
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

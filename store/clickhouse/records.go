@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -321,6 +322,13 @@ const readColumns = `trace_id, start, win, api, seq, result, facts, edges`
 
 // scanRecord reads one row of readColumns (and more columns into extra).
 func scanRecord(r driver.Rows, extra ...any) (*store.Record, error) {
+	return scanRecordIf(r, nil, extra...)
+}
+
+// scanRecordIf is scanRecord, returning nil without decoding the row when
+// keep (called once the row is scanned) says it is not wanted: a
+// tombstone's empty result does not decode.
+func scanRecordIf(r driver.Rows, keep func(*store.Record) bool, extra ...any) (*store.Record, error) {
 	var (
 		rec           store.Record
 		result, facts string
@@ -328,6 +336,9 @@ func scanRecord(r driver.Rows, extra ...any) (*store.Record, error) {
 	dest := append([]any{&rec.TraceID, &rec.Start, &rec.Window, &rec.API, &rec.Seq, &result, &facts, &rec.Edges}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if keep != nil && !keep(&rec) {
+		return nil, nil
 	}
 	if len(rec.Edges) == 0 {
 		rec.Edges = nil
@@ -364,14 +375,20 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 	}
 	floor := s.retentionFloor(ctx)
 	out := make(map[graph.TraceID]*store.Record, len(ids))
-	const chunk = 1000
+	const chunk = 10000
 	for len(ids) > 0 {
 		part := ids[:min(chunk, len(ids))]
 		ids = ids[len(part):]
 		locs := map[graph.TraceID]location{}
 		starts := map[graph.TraceID]int64{}
-		err := s.query(ctx, "read record index", `SELECT trace_id, win, minute, start, version, deleted FROM record_index WHERE trace_id IN (`+
-			idList(part)+`)`, func(r driver.Rows) error {
+		// The ids go as data (an external table), not as SQL literals
+		// the server would parse: half the cost of the lookup.
+		idctx, err := s.withIDs(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		err = s.query(idctx, "read record index", `SELECT trace_id, win, minute, start, version, deleted FROM record_index `+
+			`WHERE trace_id IN (SELECT id FROM `+idsTable+`)`, func(r driver.Rows) error {
 			var id graph.TraceID
 			var l location
 			var start int64
@@ -405,20 +422,22 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 			var minute int64
 			var v uint64
 			var del uint8
-			rec, err := scanRecord(r, &minute, &v, &del)
-			if err != nil {
+			rec, err := scanRecordIf(r, func(rec *store.Record) bool {
+				l := locs[rec.TraceID]
+				if rec.Window != l.win || minute != l.minute || v < versions[rec.TraceID] {
+					return false // another key, or an older version
+				}
+				versions[rec.TraceID] = v
+				if del != 0 {
+					delete(out, rec.TraceID)
+					return false
+				}
+				return true
+			}, &minute, &v, &del)
+			if err != nil || rec == nil {
 				return err
 			}
-			l := locs[rec.TraceID]
-			if rec.Window != l.win || minute != l.minute || v < versions[rec.TraceID] {
-				return nil // another key, or an older version
-			}
-			versions[rec.TraceID] = v
-			if del != 0 {
-				delete(out, rec.TraceID)
-			} else {
-				out[rec.TraceID] = rec
-			}
+			out[rec.TraceID] = rec
 			return nil
 		})
 		if err != nil {
@@ -429,9 +448,12 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 }
 
 // WindowRecords calls fn with the records of window w that use one of
-// edges (all of them when edges is empty): a range of the primary key,
-// the latest version of each, tombstones and the edge filter applied
-// after FINAL.
+// edges (all of them when edges is empty). All of them: a range of the
+// primary key, the latest version of each, tombstones applied after FINAL.
+// With edges: the traces with a row of the window that uses one (any
+// version: only trace_id and edges are read, no FINAL), then their
+// latest records (Records), kept when they are still in the window and
+// use one of edges.
 func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) error {
 	if err := s.checkOpen("read window records"); err != nil {
 		return err
@@ -439,6 +461,11 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	q := `SELECT ` + readColumns + ` FROM (SELECT ` + readColumns + `, deleted FROM records FINAL WHERE win = ` + itoa(w) +
 		`) WHERE deleted = 0 AND start >= ` + itoa(s.retentionFloor(ctx))
 	if len(edges) > 0 {
+		done, err := s.windowEdgeRecords(ctx, w, edges, fn)
+		if done || err != nil {
+			return err
+		}
+		// Most of the window uses them: one read of it, filtered.
 		lits := make([]string, 0, len(edges))
 		for _, e := range edges {
 			lits = append(lits, "toUInt64("+utoa(e)+")")
@@ -462,6 +489,52 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	}
 	return err
 }
+
+// windowEdgeRecords is WindowRecords with edges, for a few traces: the
+// traces with a row of the window that uses one of edges (any version:
+// only trace_id and edges are read, no FINAL), then their latest records
+// (Records), kept when they are still in the window and use one. With
+// more than Store.edgeReadMax traces it reads nothing more and says not done:
+// the window is read whole.
+func (s *Store) windowEdgeRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) (done bool, err error) {
+	want := slices.Clone(edges)
+	slices.Sort(want)
+	lits := make([]string, 0, len(want))
+	for _, e := range want {
+		lits = append(lits, "toUInt64("+utoa(e)+")")
+	}
+	var ids []graph.TraceID
+	err = s.query(ctx, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+
+		` AND hasAny(edges, [`+strings.Join(lits, ", ")+`]) LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
+		var id graph.TraceID
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil || len(ids) > s.edgeReadMax {
+		return false, err
+	}
+	slices.SortFunc(ids, func(a, b graph.TraceID) int { return bytes.Compare(a[:], b[:]) })
+	recs, err := s.Records(ctx, ids)
+	if err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		if r := recs[id]; r != nil && r.Window == w && store.SharesEdge(r.Edges, want) {
+			if err := fn(r); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// edgeReadMax is the most traces WindowRecords reads one by one (by
+// record_index) rather than reading their window whole (Store.edgeReadMax;
+// tests change it).
+const edgeReadMax = 2000
 
 // Watermark returns the checkpoint.
 func (s *Store) Watermark(ctx context.Context) (uint64, error) {

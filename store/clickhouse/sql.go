@@ -1,17 +1,24 @@
 package clickhouse
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/stormradius/stormradius/graph"
 )
 
 // Values in SQL text are formatted here, never by the driver: integers by
 // strconv, strings and ids as escaped literals. The text the store sends is
-// then exactly what scripts/chdb-check.sh runs on a current release.
+// then exactly what scripts/chdb-check.sh runs on a current release. The
+// one exception, many trace ids to look up, go as data beside the query
+// (withIDs), which the check feeds it as a temporary table.
 
 // quote returns s as a ClickHouse string literal.
 func quote(s string) string {
@@ -50,6 +57,25 @@ func quoteID(b *strings.Builder, id graph.TraceID) {
 }
 
 // idList returns ids as a comma-separated list of literals.
+// idsTable is the external table withIDs sends.
+const idsTable = "_ids"
+
+// withIDs returns ctx with ids as the external table _ids (a
+// FixedString(16) column, id), for a query's `IN (SELECT id FROM _ids)`.
+func (s *Store) withIDs(ctx context.Context, ids []graph.TraceID) (context.Context, error) {
+	t, err := ext.NewTable(idsTable, ext.Column("id", "FixedString(16)"))
+	for i := 0; err == nil && i < len(ids); i++ {
+		err = t.Append(ids[i][:])
+	}
+	if err != nil {
+		return ctx, fmt.Errorf("clickhouse: trace ids as an external table: %w", err)
+	}
+	if s.sentIDs != nil {
+		s.sentIDs(ids)
+	}
+	return ch.Context(ctx, ch.WithExternalTable(t)), nil
+}
+
 func idList(ids []graph.TraceID) string {
 	var b strings.Builder
 	b.Grow(len(ids) * 68)

@@ -148,7 +148,7 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 		for i := 0; i+8 <= len(eds); i += 8 {
 			have = append(have, binary.BigEndian.Uint64(eds[i:]))
 		}
-		if len(id) == len(graph.TraceID{}) && intersects(have, want) {
+		if len(id) == len(graph.TraceID{}) && store.SharesEdge(have, want) {
 			ids = append(ids, graph.TraceID(id))
 		}
 	}
@@ -168,21 +168,6 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 		}
 	}
 	return nil
-}
-
-// intersects reports whether two sorted lists share an element.
-func intersects(a, b []uint64) bool {
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch {
-		case a[i] == b[j]:
-			return true
-		case a[i] < b[j]:
-			i++
-		default:
-			j++
-		}
-	}
-	return false
 }
 
 // Watermark returns the checkpoint.
