@@ -117,12 +117,14 @@ type ServiceResult struct {
 }
 
 // EdgeClass is everything a trace's result depends on from its window,
-// for one dependency: whether it is fail-open (and why), whether it is
+// for one dependency: whether it is fail-open, whether it is
 // retry-enabled, and M_e, its max attempts (SPEC §4.3, §4.5). A stored
-// result is stale when the class of an edge it uses changed.
+// result is stale when the class of an edge it uses changed. Why an edge
+// is fail-open (attribution.Source) is not part of it: the failure memory
+// taking over from the default at an edge's 20th failed call changes no
+// result unless it changes the state.
 type EdgeClass struct {
 	FailOpen     bool
-	Source       attribution.Source
 	RetryEnabled bool
 	// MaxAttempts is M_e: the most attempts seen on one call of the edge,
 	// at least 2 when the edge is retry-enabled, 0 when unseen.
@@ -142,7 +144,7 @@ func (s *State) Class(e graph.Edge, cfg Config) EdgeClass {
 		es = s.Edges[e]
 	}
 	var c EdgeClass
-	c.FailOpen, c.Source = cfg.Attribution.FailOpen(es)
+	c.FailOpen, _ = cfg.Attribution.FailOpen(es)
 	if es != nil {
 		c.RetryEnabled = es.RetryEnabled()
 		c.MaxAttempts = int32(es.MaxAttempts())

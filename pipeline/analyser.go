@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -24,6 +26,13 @@ type analyser struct {
 	touched map[int64]time.Time // window → last change, for summaries and eviction
 	dirty   map[int64]bool      // windows whose summary is not stored yet
 	suspect map[int64]bool      // windows a failed batch touched (see settle)
+	prev    *job                // the batch being stored
+	// restored counts batches whose traces went back to the pending
+	// buffer after the store refused them.
+	restored int
+	// fromFlight counts records read from the batch in flight in place of
+	// the store's (tests).
+	fromFlight int
 
 	asm   graph.Assembler
 	eval  *analysis.Evaluator
@@ -44,7 +53,8 @@ func newAnalyser(p *Pipeline) *analyser {
 
 // run flushes due traces every tick and stores summaries every interval,
 // until ctx ends. A batch under way when ctx ends is finished, not cut
-// short (its work runs on a context that only stop can end: see process).
+// short (its work runs on a context that only stop can end: see process);
+// one in flight is left to the caller (flushAll).
 func (a *analyser) run(ctx context.Context) error {
 	tick := time.NewTicker(a.p.cfg.Tick)
 	defer tick.Stop()
@@ -66,6 +76,12 @@ func (a *analyser) run(ctx context.Context) error {
 			a.evict()
 		case r := <-a.p.flushReq:
 			r.done <- a.flushAll(ctx, work, "flush")
+		case err := <-a.inFlight():
+			a.prev.err, a.prev.ended = err, true
+			if err := a.finish(work); err != nil && ctx.Err() == nil {
+				a.p.m.storeErrors.WithLabelValues("apply").Inc()
+				a.p.log.Warn("store batch failed, its traces are analysed again", "err", err)
+			}
 		}
 	}
 }
@@ -80,18 +96,25 @@ func (a *analyser) flushDue(stop, work context.Context) error {
 	for _, r := range reasons {
 		p.m.flushed.WithLabelValues(r).Inc()
 	}
-	return a.process(stop, work, group)
+	return a.process(stop, work, group, false)
 }
 
-// flushAll analyses every pending trace and stores the summaries.
+// flushAll analyses every pending trace, waits until every batch is
+// stored, and stores the summaries.
 func (a *analyser) flushAll(stop, work context.Context, reason string) error {
 	p := a.p
-	p.mu.Lock()
-	group := p.pending.all(nil)
-	p.mu.Unlock()
-	p.m.flushed.WithLabelValues(reason).Add(float64(len(group)))
-	if err := a.process(stop, work, group); err != nil {
-		return err
+	for {
+		restored := a.restored
+		p.mu.Lock()
+		group := p.pending.all(nil)
+		p.mu.Unlock()
+		p.m.flushed.WithLabelValues(reason).Add(float64(len(group)))
+		if err := a.process(stop, work, group, true); err != nil {
+			return err
+		}
+		if a.restored == restored {
+			break // else a batch failed and its traces are pending again
+		}
 	}
 	return a.storeSummaries(work)
 }
@@ -99,18 +122,66 @@ func (a *analyser) flushAll(stop, work context.Context, reason string) error {
 // maxGroup bounds the traces analysed in one store batch.
 const maxGroup = 10000
 
+// job is one store batch: computed by the analyser, then applied by the
+// store on a goroutine of its own while the analyser computes the next
+// one. At most one job is in flight (analyser.prev).
+type job struct {
+	part   []*pendingTrace
+	batch  store.Batch
+	before map[int64]map[graph.Edge]edgeBefore // the windows it touched
+	// recs are the records the batch stores, by trace (nil: deleted):
+	// what the store holds once the batch is applied, which the next
+	// batch, computed meanwhile, reads in place of the store's answers.
+	recs     map[graph.TraceID]*store.Record
+	order    []graph.TraceID // recs' keys, in the batch's order
+	start    time.Time
+	computed time.Duration
+	done     chan error
+	err      error
+	ended    bool
+}
+
+// wait returns the job's outcome, waiting for it the first time.
+func (j *job) wait() error {
+	if !j.ended {
+		j.err, j.ended = <-j.done, true
+	}
+	return j.err
+}
+
+// inFlight returns the channel that reports the end of the batch in
+// flight (nil, which blocks, when there is none).
+func (a *analyser) inFlight() <-chan error {
+	if a.prev == nil || a.prev.ended {
+		return nil
+	}
+	return a.prev.done
+}
+
 // process analyses a group of traces, in store batches of at most maxGroup
-// traces. Each batch runs on work; a batch the store refused as
-// unavailable is retried with backoff until it is stored or stop ends.
-// Traces that could not be stored go back to the pending buffer, so that
-// the checkpoint never passes their spans: they are analysed at a later
-// tick, or — after a stop — recovered from the store at the next start.
-func (a *analyser) process(stop, work context.Context, group []*pendingTrace) error {
-	for i := 0; i < len(group); i += maxGroup {
+// traces. Each batch is computed, then applied while the next one is
+// computed; the last stays in flight when process returns unless drain is
+// set. Batches run on work; a batch the store refused as unavailable is
+// retried with backoff until it is stored or stop ends. Traces that could
+// not be stored go back to the pending buffer, so that the checkpoint
+// never passes their spans: they are analysed at a later tick, or — after
+// a stop — recovered from the store at the next start.
+func (a *analyser) process(stop, work context.Context, group []*pendingTrace, drain bool) error {
+	// floors[k]: the checkpoint a batch may store while group[k:] is not
+	// stored yet (below the first write of each of them).
+	floors := make([]uint64, len(group)+1)
+	floors[len(group)] = math.MaxUint64
+	for k := len(group) - 1; k >= 0; k-- {
+		floors[k] = min(floors[k+1], group[k].minSeq-1)
+	}
+	for i := 0; ; {
 		part := group[i:min(i+maxGroup, len(group))]
+		if len(part) == 0 && (!drain || a.prev == nil) {
+			return nil
+		}
 		backoff := 100 * time.Millisecond
 		for {
-			err := a.step(work, part)
+			err := a.step(work, part, floors[i+len(part)])
 			if err == nil {
 				break
 			}
@@ -131,9 +202,11 @@ func (a *analyser) process(stop, work context.Context, group []*pendingTrace) er
 			}
 			backoff = min(2*backoff, 5*time.Second)
 		}
-		a.release(part)
+		if len(part) == 0 {
+			return nil
+		}
+		i += len(part)
 	}
-	return nil
 }
 
 // restore puts traces that could not be analysed back in the pending
@@ -158,19 +231,122 @@ func (a *analyser) release(part []*pendingTrace) {
 	a.p.m.pendingSpans.Set(float64(a.p.inflightPending()))
 }
 
-// step analyses part as one store batch. On error nothing of it is
-// applied to the in-memory windows (they are restored), so it can be
-// retried.
-func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
+// step computes part as one store batch (its checkpoint at most floor)
+// and hands it to the store once the batch in flight is stored. On error
+// nothing of part is applied to the in-memory windows (they are
+// restored), so it can be retried; when the batch in flight failed, its
+// traces are back in the pending buffer. With part empty, step finishes
+// the batch in flight.
+func (a *analyser) step(ctx context.Context, part []*pendingTrace, floor uint64) error {
+	// After a failed batch, windows are read from the store again and
+	// checked (settle): nothing may be in flight meanwhile.
+	careful := len(a.suspect) > 0
+	if careful {
+		if err := a.finish(ctx); err != nil {
+			return err
+		}
+	}
+	var j *job
+	if len(part) > 0 {
+		var err error
+		if j, err = a.compute(ctx, part, floor); err != nil {
+			// The windows it dropped are read from the store again: the
+			// batch in flight must be stored first.
+			return errors.Join(err, a.finish(ctx))
+		}
+	}
+	if err := a.finish(ctx); err != nil {
+		if j != nil {
+			a.undo(j, false)
+		}
+		return err
+	}
+	if j == nil {
+		return nil
+	}
+	j.done = make(chan error, 1)
+	go func(b store.Batch) { j.done <- a.p.st.Apply(ctx, b) }(j.batch)
+	a.prev = j
+	if careful {
+		return a.finish(ctx)
+	}
+	return nil
+}
+
+// finish waits for the batch in flight. Once it is stored, its traces'
+// budget is released (and the suspect windows are checked); if it
+// failed, its windows are forgotten and its traces go back to the pending
+// buffer.
+func (a *analyser) finish(ctx context.Context) error {
+	j := a.prev
+	if j == nil {
+		return nil
+	}
+	err := j.wait()
+	a.prev = nil
+	p := a.p
+	if err != nil {
+		a.undo(j, true)
+		a.restore(j.part)
+		a.restored++
+		return err
+	}
+	p.m.applySeconds.Observe(time.Since(j.start).Seconds())
+	if p.log.Enabled(ctx, slog.LevelDebug) {
+		p.log.Debug("analysis batch stored", "traces", len(j.part), "changes", len(j.batch.Changes),
+			"computed_in", j.computed, "stored_after", time.Since(j.start))
+	}
+	a.release(j.part)
+	p.m.analysed.Add(float64(len(j.part)))
+	if err := a.settle(ctx); err != nil {
+		p.log.Warn("checking window states after a failed batch", "err", err)
+	}
+	return nil
+}
+
+// undo forgets the windows j touched, to be loaded again from the store:
+// after every stored batch the in-memory states equal the stored ones. A
+// store that could not apply a submitted batch atomically (ClickHouse)
+// may hold part of it: its states then say they are not exact, and are
+// rebuilt from the records as they are, and the windows are checked
+// again once a batch is stored (settle).
+func (a *analyser) undo(j *job, submitted bool) {
+	for w := range j.before {
+		a.windows.Drop(w)
+		delete(a.touched, w)
+		if submitted {
+			a.suspect[w] = true
+			a.dirty[w] = true // its summary may have been stored with the batch's changes
+		}
+	}
+}
+
+// compute analyses part as one store batch, against the windows as the
+// batch in flight leaves them and reading that batch's records in place of
+// the store's (it may not be stored yet).
+func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint64) (*job, error) {
 	p := a.p
 	start := time.Now()
+	prev := a.prev
 	ids := make([]graph.TraceID, len(part))
 	for i, t := range part {
 		ids[i] = t.id
 	}
 	olds, err := p.st.Records(ctx, ids)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if prev != nil {
+		for _, id := range ids {
+			if r, ok := prev.recs[id]; ok {
+				a.fromFlight++
+				if r == nil {
+					delete(olds, id)
+				} else {
+					olds[id] = r
+				}
+			}
+		}
 	}
 	type item struct {
 		old    *store.Record
@@ -190,10 +366,10 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 				p.m.idReused.Inc()
 			}
 			if it.oldT, err = graph.DecodeTrace(it.old.Facts); err != nil {
-				return fmt.Errorf("pipeline: trace %s: %w: %w", t.id, store.ErrCorrupt, err)
+				return nil, fmt.Errorf("pipeline: trace %s: %w: %w", t.id, store.ErrCorrupt, err)
 			}
 			if spans, err = p.st.TraceSpans(ctx, t.id, a.spans[:0]); err != nil {
-				return err
+				return nil, err
 			}
 			a.spans = spans[:0]
 			it.maxSeq = max(it.old.Seq, t.maxSeq)
@@ -212,7 +388,7 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 	// Apply the group to the window states, remembering every touched
 	// edge's class before, so that flips are found and the states can be
 	// restored if the store refuses the batch.
-	before := map[int64]map[graph.Edge]analysis.EdgeClass{}
+	before := map[int64]map[graph.Edge]edgeBefore{}
 	snapshot := func(w int64, t *graph.Trace) error {
 		st, err := a.state(ctx, w)
 		if err != nil {
@@ -220,13 +396,13 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 		}
 		m := before[w]
 		if m == nil {
-			m = map[graph.Edge]analysis.EdgeClass{}
+			m = map[graph.Edge]edgeBefore{}
 			before[w] = m
 		}
 		for i := range t.Calls {
 			e := analysis.CallEdge(t, &t.Calls[i])
 			if _, ok := m[e]; !ok {
-				m[e] = st.Class(e, a.cfg)
+				m[e] = edgeBefore{class: st.Class(e, a.cfg), used: st.Edges[e] != nil}
 			}
 		}
 		return nil
@@ -234,26 +410,14 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 	for _, it := range items {
 		if it.oldT != nil {
 			if err := snapshot(a.windows.Of(it.oldT), it.oldT); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if err := snapshot(a.windows.Of(it.newT), it.newT); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// If the batch is not stored, the touched windows are forgotten, to be
-	// loaded again from the store at the retry: after every stored batch
-	// the in-memory states equal the stored ones, and a store that could
-	// not apply the batch atomically (ClickHouse) may hold part of it —
-	// its states then say they are not exact, and are rebuilt from the
-	// records as they are.
-	undo := func() {
-		for w := range before {
-			a.windows.Drop(w)
-			delete(a.touched, w)
-			a.suspect[w] = true
-		}
-	}
+	j := &job{part: part, before: before, start: start}
 	for _, it := range items {
 		if it.oldT != nil {
 			a.windows.Remove(it.oldT)
@@ -271,16 +435,16 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 	}
 
 	// Records of other traces evaluated with a class that just changed are
-	// stale: evaluate them again, in the same batch.
-	states := map[int64]*analysis.State{}
+	// stale: evaluate them again, in the same batch. Those of the batch in
+	// flight are read from it.
 	for w, m := range before {
 		st := a.windows.State(w)
-		states[w] = st
 		a.touched[w] = p.cfg.Now()
 		a.dirty[w] = true
 		var flipped []uint64
 		for e, was := range m {
-			if st.Class(e, a.cfg) != was {
+			// An edge no record used yet has no record to evaluate again.
+			if now := st.Class(e, a.cfg); was.used && now != was.class {
 				flipped = append(flipped, store.EdgeKey(e))
 			}
 		}
@@ -288,10 +452,7 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 			continue
 		}
 		slices.Sort(flipped)
-		err := p.st.WindowRecords(ctx, w, flipped, func(rec *store.Record) error {
-			if inGroup[rec.TraceID] {
-				return nil // being replaced in this batch
-			}
+		again := func(rec *store.Record) error {
 			t, err := graph.DecodeTrace(rec.Facts)
 			if err != nil {
 				return fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
@@ -305,43 +466,95 @@ func (a *analyser) step(ctx context.Context, part []*pendingTrace) error {
 			changes = append(changes, store.Change{Old: rec, New: nr})
 			p.m.reevaluated.Inc()
 			return nil
+		}
+		err := p.st.WindowRecords(ctx, w, flipped, func(rec *store.Record) error {
+			if inGroup[rec.TraceID] {
+				return nil // being replaced in this batch
+			}
+			if _, ok := prev.recsOf(rec.TraceID); ok {
+				return nil // read from the batch in flight, below
+			}
+			return again(rec)
 		})
+		for _, id := range prev.orderOf() {
+			if err != nil {
+				break
+			}
+			if rec := prev.recs[id]; rec != nil && rec.Window == w && !inGroup[id] && store.SharesEdge(rec.Edges, flipped) {
+				a.fromFlight++
+				err = again(rec)
+			}
+		}
 		if err != nil {
-			undo()
-			return err
+			a.undo(j, false)
+			return nil, err
 		}
 	}
-	for w := range states {
-		if states[w] == nil {
+	// The states as the batch leaves them, copied: the next batch changes
+	// the windows while this one is stored.
+	states := make(map[int64]*analysis.State, len(before))
+	for w := range before {
+		if st := a.windows.State(w); st != nil {
+			states[w] = st.Clone()
+		} else {
 			states[w] = analysis.NewState() // emptied: the store drops it
 		}
 	}
 	p.mu.Lock()
-	wm := p.pending.watermark()
+	wm := min(p.pending.watermark(), floor)
 	p.mu.Unlock()
-	if err := p.st.Apply(ctx, store.Batch{Changes: changes, States: states, Watermark: wm}); err != nil {
-		undo()
-		return err
+	j.batch = store.Batch{Changes: changes, States: states, Watermark: wm}
+	j.computed = time.Since(start)
+	j.recs = make(map[graph.TraceID]*store.Record, len(changes))
+	j.order = make([]graph.TraceID, 0, len(changes))
+	for _, c := range changes {
+		id := c.ID()
+		if _, ok := j.recs[id]; !ok {
+			j.order = append(j.order, id)
+		}
+		j.recs[id] = c.New
 	}
-	p.m.applySeconds.Observe(time.Since(start).Seconds())
-	if err := a.settle(ctx, before); err != nil {
-		p.log.Warn("checking window states after a failed batch", "err", err)
+	if p.log.Enabled(ctx, slog.LevelDebug) {
+		p.log.Debug("analysis batch computed", "traces", len(part), "changes", len(changes), "windows", len(before),
+			"in", j.computed, "in_flight", prev != nil)
 	}
-	p.m.analysed.Add(float64(len(items)))
-	return nil
+	return j, nil
 }
 
-// settle checks, once a batch is stored, the windows a failed batch
-// touched earlier: a store that could not apply that batch atomically may
-// have let part of it land after the pipeline read the store again (an
-// insert whose connection died), so the state is summed from the window's
-// records as they now are — the stored batch superseded whatever landed —
-// and replaces the in-memory and stored state if it differs.
-func (a *analyser) settle(ctx context.Context, touched map[int64]map[graph.Edge]analysis.EdgeClass) error {
-	for w := range touched {
-		if !a.suspect[w] {
-			continue
-		}
+// edgeBefore is an edge's class in a window before a batch, and whether
+// the window's records (stored, or in the batch in flight) used it.
+type edgeBefore struct {
+	class analysis.EdgeClass
+	used  bool
+}
+
+// recsOf returns the record the batch stores for id (nil: deleted), and
+// whether it stores one; nothing for a nil job.
+func (j *job) recsOf(id graph.TraceID) (*store.Record, bool) {
+	if j == nil {
+		return nil, false
+	}
+	r, ok := j.recs[id]
+	return r, ok
+}
+
+// orderOf returns the traces whose records the batch stores, in order.
+func (j *job) orderOf() []graph.TraceID {
+	if j == nil {
+		return nil
+	}
+	return j.order
+}
+
+// settle checks, once a batch is stored and none is in flight, the
+// windows a failed batch touched: a store that could not apply that batch
+// atomically may have let part of it land after the pipeline read the
+// store again (an insert whose connection died), so the state is summed
+// from the window's records as they now are — the stored batch superseded
+// whatever landed — and replaces the in-memory and stored state if it
+// differs.
+func (a *analyser) settle(ctx context.Context) error {
+	for w := range a.suspect {
 		st := analysis.NewState()
 		var recs []*store.Record
 		var traces []*graph.Trace
@@ -385,6 +598,7 @@ func (a *analyser) settle(ctx context.Context, touched map[int64]map[graph.Edge]
 			} else {
 				a.windows.Drop(w)
 			}
+			a.touched[w] = a.p.cfg.Now()
 			a.dirty[w] = true
 		}
 		delete(a.suspect, w)
@@ -431,16 +645,19 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 	return st, nil
 }
 
-// storeSummaries stores the summaries of the windows that changed.
+// storeSummaries stores the summaries of the windows that changed. The
+// in-memory states are those the batch in flight leaves (it is the only
+// one not stored yet); if it fails, its windows are summarised again
+// (undo). A window forgotten after a failed batch is read from the store.
 func (a *analyser) storeSummaries(ctx context.Context) error {
 	if len(a.dirty) == 0 {
 		return nil
 	}
 	var sums []*analysis.WindowSummary
 	for w := range a.dirty {
-		st := a.windows.State(w)
-		if st == nil {
-			st = analysis.NewState()
+		st, err := a.state(ctx, w)
+		if err != nil {
+			return err
 		}
 		sums = append(sums, st.Summary(w, a.cfg))
 	}

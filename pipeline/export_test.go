@@ -8,3 +8,7 @@ func SetMaxMinuteResults(n int) int {
 	maxMinuteResults = n
 	return old
 }
+
+// FromFlight returns how many records p read from the batch in flight in
+// place of the store's (once p has stopped).
+func FromFlight(p *Pipeline) int { return p.an.fromFlight }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -297,20 +299,28 @@ func containsSpan(spans []graph.Span, id graph.SpanID) bool {
 // flakyStore fails or delays batches on demand.
 type flakyStore struct {
 	*sqlite.Store
-	mu    sync.Mutex
-	fails int           // batches to refuse with a non-transient error
-	delay time.Duration // before each batch
-	began chan struct{} // receives when a batch starts (if not nil)
+	mu      sync.Mutex
+	fails   int           // batches to refuse with a non-transient error
+	delay   time.Duration // before each batch
+	began   chan struct{} // receives when a batch starts (if not nil)
+	unavail []int         // batches (counting from 1) to refuse as unavailable
+	applies int
 }
 
 func (f *flakyStore) Apply(ctx context.Context, b store.Batch) error {
 	f.mu.Lock()
+	f.applies++
 	fail := f.fails > 0
 	if fail {
 		f.fails--
 	}
 	delay, began := f.delay, f.began
+	down := slices.Contains(f.unavail, f.applies)
 	f.mu.Unlock()
+	if down {
+		time.Sleep(delay)
+		return fmt.Errorf("flaky: %w", store.ErrUnavailable)
+	}
 	if began != nil {
 		select {
 		case began <- struct{}{}:
@@ -322,6 +332,59 @@ func (f *flakyStore) Apply(ctx context.Context, b store.Batch) error {
 		return errors.New("boom")
 	}
 	return f.Store.Apply(ctx, b)
+}
+
+// Batches are computed while the previous one is being stored: a trace
+// re-opened, or a record made stale by a flip, while its batch is in
+// flight is read from that batch, not from the store, which does not hold
+// it yet. Spans stream in without a flush between chunks (late spans
+// two chunks later), every store batch is slow, and two of them are
+// refused as unavailable (their traces, and the batch computed on top of
+// them, are analysed again): once quiet, the report equals analyze.
+func TestPipelinedBatches(t *testing.T) {
+	c := storetest.NewCorpus(t, 600, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), 2500*time.Millisecond)
+	c2 := cfg()
+	want := reference(t, c, c2.Analysis)
+	st := &flakyStore{Store: openStore(t, t.TempDir()), delay: 60 * time.Millisecond, unavail: []int{4, 9}}
+	defer st.Close()
+	p, stop := start(t, st, c2)
+	var late [][][]graph.Span
+	for lo := 0; lo < len(c.Spans); lo += 30 {
+		chunk := &storetest.Corpus{Spans: c.Spans[lo:min(lo+30, len(c.Spans))]}
+		b, l := shuffled(chunk, uint64(lo))
+		feed(t, p, b)
+		late = append(late, l)
+		if len(late) > 2 {
+			feed(t, p, late[0])
+			late = late[1:]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range late {
+		feed(t, p, l)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for err := p.Flush(ctx); err != nil; err = p.Flush(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	if n := pipeline.FromFlight(p); n == 0 {
+		t.Error("no record was read from a batch in flight: the test does not test it")
+	}
+	if st.applies < 5 {
+		t.Errorf("only %d store batches", st.applies)
+	}
+	got, err := store.Document(ctx, st, store.Query{}, c2.Analysis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := docJSON(t, got); g != want {
+		t.Fatalf("stream report differs from analyze:\n got %s\nwant %s", g, want)
+	}
+	checkRecords(t, st, c, c2.Analysis)
 }
 
 // A batch the store refuses puts its traces back: a later flush analyses
