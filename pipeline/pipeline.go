@@ -188,6 +188,12 @@ func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
 	return err
 }
 
+// Saturated reports whether Consume would refuse any spans now
+// (store.Saturated): the spans in flight already fill the budget.
+func (p *Pipeline) Saturated() bool {
+	return p.inflight.Load() >= int64(p.cfg.MaxInflightSpans)
+}
+
 // Run starts the pipeline: it recovers what the store holds beyond its
 // checkpoint, then writes, analyses and applies retention until ctx ends;
 // then it stops accepting spans, analyses every pending trace, stores the

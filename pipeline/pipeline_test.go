@@ -273,6 +273,18 @@ func TestBackpressure(t *testing.T) {
 	if err := p.Consume(ctx, all[:90]); err != nil {
 		t.Fatal(err)
 	}
+	if p.Saturated() {
+		t.Fatal("saturated at 90 spans of 100")
+	}
+	if err := p.Consume(ctx, all[90:100]); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Saturated() {
+		t.Fatal("not saturated at 100 spans of 100")
+	}
+	if err := p.Consume(ctx, all[100:101]); !errors.Is(err, store.ErrBackpressure) {
+		t.Fatalf("one span over budget: %v, want ErrBackpressure", err)
+	}
 	if err := p.Consume(ctx, all[90:120]); !errors.Is(err, store.ErrBackpressure) {
 		t.Fatalf("over budget: %v, want ErrBackpressure", err)
 	}
@@ -282,7 +294,10 @@ func TestBackpressure(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Consume(ctx, all[90:120]); err != nil {
+	if p.Saturated() {
+		t.Fatal("saturated after the flush")
+	}
+	if err := p.Consume(ctx, all[100:120]); err != nil {
 		t.Fatalf("after catching up: %v", err)
 	}
 }

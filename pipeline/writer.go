@@ -102,4 +102,7 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 	return spans
 }
 
-var _ store.Consumer = (*Pipeline)(nil)
+var (
+	_ store.Consumer  = (*Pipeline)(nil)
+	_ store.Saturated = (*Pipeline)(nil)
+)

@@ -17,3 +17,11 @@ type Consumer interface {
 	// after it returns: the caller may reuse the slice.
 	Consume(ctx context.Context, spans []graph.Span) error
 }
+
+// Saturated is a Consumer that can tell, before a request is even read,
+// that it would refuse any span now with ErrBackpressure. Receivers then
+// answer 503 / UNAVAILABLE without reading or decoding the request: a
+// client retrying into an overloaded server costs it next to nothing.
+type Saturated interface {
+	Saturated() bool
+}

@@ -68,6 +68,13 @@ func (s *Server) acquire(ctx context.Context) bool {
 
 func (s *Server) release() { <-s.slots }
 
+// saturated reports whether the consumer would refuse any span now
+// (store.Saturated): the request is then answered without being decoded.
+func (s *Server) saturated() bool {
+	c, ok := s.consumer.(store.Saturated)
+	return ok && c.Saturated()
+}
+
 // failure classifies why a request's spans were not stored.
 type failure uint8
 

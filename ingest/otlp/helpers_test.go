@@ -32,6 +32,14 @@ type recorder struct {
 	err   error         // returned by Consume when set
 	gate  chan struct{} // when set, Consume waits for it to close
 	enter chan struct{} // when set, Consume signals it on entry
+	full  bool          // Saturated's answer
+}
+
+// Saturated implements store.Saturated.
+func (r *recorder) Saturated() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.full
 }
 
 func (r *recorder) Consume(ctx context.Context, spans []graph.Span) error {

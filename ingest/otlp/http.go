@@ -73,6 +73,11 @@ func (h httpHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
+	if s.saturated() {
+		// Refused before the body is read, as below.
+		s.unavailable(rw, errJSON, failBackpressure.clientMessage())
+		return
+	}
 	if !s.acquire(ctx) {
 		// The body is not read, so its spans are not counted: the
 		// request is, as a 503.

@@ -309,6 +309,36 @@ func TestHTTPConsumerFailures(t *testing.T) {
 	}
 }
 
+// A consumer that would refuse any span (store.Saturated) gets no call:
+// the request is answered 503 with Retry-After before its body is read —
+// a body that is not even OTLP is not looked at — and counted as a 503.
+func TestHTTPSaturatedConsumer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec := &recorder{full: true}
+	s := startServer(t, Config{Registerer: reg, RetryAfter: 1500 * time.Millisecond}, rec)
+	for _, body := range [][]byte{protoBody(t, testTraces(1, 5)), []byte("not a protobuf")} {
+		r := post(t, nil, http.MethodPost, tracesURL(s), bytes.NewReader(body), contentTypeProto, "")
+		if r.status != 503 || r.header.Get("Retry-After") != "2" {
+			t.Fatalf("status %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+		if _, msg := rpcStatus(t, r); !strings.Contains(msg, "overloaded") {
+			t.Errorf("message %q", msg)
+		}
+	}
+	if n := rec.consumed(); n != 0 {
+		t.Errorf("Consume called %d times", n)
+	}
+	if got := metricValue(t, reg, "stormradius_otlp_requests_total", "protocol", "http", "status", "503"); got != 2 {
+		t.Errorf("503 answers counted %v, want 2", got)
+	}
+	rec.mu.Lock()
+	rec.full = false
+	rec.mu.Unlock()
+	if r := post(t, nil, http.MethodPost, tracesURL(s), bytes.NewReader(protoBody(t, testTraces(1, 5))), contentTypeProto, ""); r.status != 200 {
+		t.Fatalf("status %d once there is room: %s", r.status, r.body)
+	}
+}
+
 // gzipBomb returns one gzip member that inflates to mib MiB of zeros, in
 // about a thousandth of that, without compressing it all: once deflate's
 // window is all zeros, each further MiB of zeros, flushed, compresses to
