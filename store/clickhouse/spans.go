@@ -20,45 +20,9 @@ var spanColumns = []string{"day", "trace_id", "seq", "data"}
 // write (under spanMu).
 type spanWriter struct {
 	enc    graph.TraceEncoder
-	order  []int32 // span indexes, grouped by trace
-	ends   []int32 // where each trace's group ends in order
-	groups map[graph.TraceID]int32
-	gid    []int32 // each span's group
+	groups store.TraceGroups
 	group  []graph.Span
 	buf    []byte
-}
-
-// groupByTrace sets w.order to the indexes of spans grouped by trace
-// (traces in order of first arrival, spans in arrival order within one)
-// and w.ends to where each trace's group ends. A map and a counting pass:
-// no sort.
-func (w *spanWriter) groupByTrace(spans []graph.Span) {
-	if w.groups == nil || len(w.groups) > 1<<14 {
-		w.groups = make(map[graph.TraceID]int32, min(len(spans), 1<<14)) // not a huge table to clear each time
-	} else {
-		clear(w.groups)
-	}
-	w.gid, w.ends = w.gid[:0], w.ends[:0]
-	for i := range spans {
-		g, ok := w.groups[spans[i].TraceID]
-		if !ok {
-			g = int32(len(w.ends))
-			w.groups[spans[i].TraceID] = g
-			w.ends = append(w.ends, 0)
-		}
-		w.ends[g]++
-		w.gid = append(w.gid, g)
-	}
-	// Counts to starts (in ends, shifted as spans are placed).
-	at := int32(0)
-	for g, n := range w.ends {
-		w.ends[g], at = at, at+n
-	}
-	w.order = slices.Grow(w.order[:0], len(spans))[:len(spans)]
-	for i, g := range w.gid {
-		w.order[w.ends[g]] = int32(i)
-		w.ends[g]++
-	}
 }
 
 // Every write stores, beside the rows of its traces, a log row: under the
@@ -90,23 +54,24 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 
 	// Group by trace, keeping arrival order within a trace.
 	w := &s.spanW
-	w.groupByTrace(spans)
-	ids := make([][]byte, 1, 1+len(w.ends))
+	g := &w.groups
+	g.Group(spans)
+	ids := make([][]byte, 1, 1+len(g.Ends))
 	ids[0] = logID[:]
-	ends := make([]int, 0, 1+len(w.ends))
+	ends := make([]int, 0, 1+len(g.Ends))
 	buf := append(w.buf[:0], logMarker)
 	lo := int32(0)
-	for _, hi := range w.ends {
-		id := &spans[w.order[lo]].TraceID
+	for _, hi := range g.Ends {
+		id := &spans[g.Order[lo]].TraceID
 		buf = append(buf, id[:]...)
 		ids = append(ids, id[:])
 		lo = hi
 	}
 	ends = append(ends, len(buf))
 	lo = 0
-	for _, hi := range w.ends {
+	for _, hi := range g.Ends {
 		w.group = w.group[:0]
-		for _, i := range w.order[lo:hi] {
+		for _, i := range g.Order[lo:hi] {
 			w.group = append(w.group, spans[i])
 		}
 		buf = w.enc.AppendSpans(buf, w.group)

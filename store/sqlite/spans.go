@@ -1,11 +1,9 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +18,7 @@ const rowsPerInsert = 64
 type spanStatements struct {
 	many, one *sql.Stmt
 	enc       graph.TraceEncoder
-	order     []int32
+	groups    store.TraceGroups
 	buf       []byte
 }
 
@@ -65,13 +63,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	}
 	p := &s.spanSQL
 	// Group by trace, keeping arrival order within a trace.
-	p.order = p.order[:0]
-	for i := range spans {
-		p.order = append(p.order, int32(i))
-	}
-	slices.SortStableFunc(p.order, func(a, b int32) int {
-		return bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:])
-	})
+	p.groups.Group(spans)
 	tx, err := s.spansW.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, unavailable(ctx, "write spans", err)
@@ -86,17 +78,15 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	args := make([]any, 0, 4*rowsPerInsert)
 	buf := p.buf[:0]
 	group := make([]graph.Span, 0, 64)
-	for lo := 0; lo < len(p.order); {
-		id := spans[p.order[lo]].TraceID
-		hi := lo
+	lo := int32(0)
+	for _, hi := range p.groups.Ends {
 		group = group[:0]
-		for hi < len(p.order) && spans[p.order[hi]].TraceID == id {
-			group = append(group, spans[p.order[hi]])
-			hi++
+		for _, i := range p.groups.Order[lo:hi] {
+			group = append(group, spans[i])
 		}
 		start := len(buf)
 		buf = p.enc.AppendSpans(buf, group)
-		args = append(args, spans[p.order[lo]].TraceID[:], int64(seq), hi-lo, buf[start:len(buf):len(buf)])
+		args = append(args, spans[p.groups.Order[lo]].TraceID[:], int64(seq), int(hi-lo), buf[start:len(buf):len(buf)])
 		if len(args) == cap(args) {
 			if _, err := many.ExecContext(ctx, args...); err != nil {
 				return 0, unavailable(ctx, "write spans", err)

@@ -1,0 +1,49 @@
+package store
+
+import (
+	"slices"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// TraceGroups groups the spans of a write by trace, for stores that keep
+// a row per trace per write: a map and a counting pass, no sort. The zero
+// value is ready; it is reused from write to write.
+type TraceGroups struct {
+	// Order holds the indexes of the spans grouped by trace: traces in
+	// order of first arrival, spans in arrival order within one. Ends[g]
+	// is where group g ends in Order.
+	Order, Ends []int32
+	ids         map[graph.TraceID]int32
+	gid         []int32
+}
+
+// Group groups spans.
+func (g *TraceGroups) Group(spans []graph.Span) {
+	if g.ids == nil || len(g.ids) > 1<<14 {
+		g.ids = make(map[graph.TraceID]int32, min(len(spans), 1<<14)) // not a huge table to clear each time
+	} else {
+		clear(g.ids)
+	}
+	g.gid, g.Ends = g.gid[:0], g.Ends[:0]
+	for i := range spans {
+		k, ok := g.ids[spans[i].TraceID]
+		if !ok {
+			k = int32(len(g.Ends))
+			g.ids[spans[i].TraceID] = k
+			g.Ends = append(g.Ends, 0)
+		}
+		g.Ends[k]++
+		g.gid = append(g.gid, k)
+	}
+	// Counts to starts (in Ends, moved on as spans are placed: ends).
+	at := int32(0)
+	for k, n := range g.Ends {
+		g.Ends[k], at = at, at+n
+	}
+	g.Order = slices.Grow(g.Order[:0], len(spans))[:len(spans)]
+	for i, k := range g.gid {
+		g.Order[g.Ends[k]] = int32(i)
+		g.Ends[k]++
+	}
+}
