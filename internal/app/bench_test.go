@@ -138,6 +138,13 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_TRACES")); err == nil && v > 0 {
 		traces = v
 	}
+	// 8 clients at a time, or STORMRADIUS_BENCH_CLIENTS: each waits for
+	// its spans to be durable, so with small requests the clients' number
+	// bounds the rate (many SDKs send at once in production).
+	clients := 8
+	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_CLIENTS")); err == nil && v > 0 {
+		clients = v
+	}
 	// A database kept from the benchmark's previous run holds its spans.
 	sent := storedSpans(b, opts)
 	var total int
@@ -161,7 +168,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		t1 := time.Now()
 		work := make(chan []byte)
 		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
+		for w := 0; w < clients; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
