@@ -8,7 +8,9 @@
 //
 // Three goroutines do the work: the writer (span writes), the analyser
 // (flushes, evaluation, store batches: it alone owns the window states) and
-// a retention loop. Receivers call Consume from any number of goroutines.
+// a retention loop; each store batch is applied on a goroutine of its own
+// while the analyser computes the next (one in flight). Receivers call
+// Consume from any number of goroutines.
 package pipeline
 
 import (
