@@ -38,20 +38,11 @@ func (r *Reader) Uvarint(what string) uint64 {
 	return x
 }
 
-// Varint reads a zig-zag varint.
+// Varint reads a zig-zag varint (binary.AppendVarint's): an unsigned
+// varint, unfolded.
 func (r *Reader) Varint(what string) int64 {
-	if len(r.B) > 0 && r.B[0] < 0x80 {
-		x := uint64(r.B[0])
-		r.B = r.B[1:]
-		return int64(x>>1) ^ -int64(x&1)
-	}
-	x, n := binary.Varint(r.B)
-	if n <= 0 {
-		r.Fail(what)
-		return 0
-	}
-	r.B = r.B[n:]
-	return x
+	x := r.Uvarint(what)
+	return int64(x>>1) ^ -int64(x&1)
 }
 
 // Byte reads one byte.
