@@ -101,6 +101,32 @@ func checkRecords(t *testing.T, st store.Records, c *storetest.Corpus, acfg anal
 	}
 }
 
+// checkReport checks that the stored report equals want (analyze's
+// document) and every record analyze's result; what names the report.
+func checkReport(t *testing.T, st store.Store, c *storetest.Corpus, acfg analysis.Config, want, what string) {
+	t.Helper()
+	got, err := store.Document(context.Background(), st, store.Query{}, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := docJSON(t, got); g != want {
+		t.Fatalf("%s differs from analyze:\n got %s\nwant %s", what, g, want)
+	}
+	checkRecords(t, st, c, acfg)
+}
+
+// flushWithin flushes p until a flush succeeds (a refused batch makes one
+// fail), for at most d.
+func flushWithin(t *testing.T, p *pipeline.Pipeline, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for err := p.Flush(context.Background()); err != nil; err = p.Flush(context.Background()) {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+}
+
 // reference is analyze's document of the corpus.
 func reference(t *testing.T, c *storetest.Corpus, acfg analysis.Config) string {
 	t.Helper()
@@ -200,14 +226,7 @@ func TestStreamEqualsAnalyze(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := store.Document(ctx, st, store.Query{}, c2.Analysis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := docJSON(t, got); g != want {
-		t.Fatalf("stream report differs from analyze:\n got %s\nwant %s", g, want)
-	}
-	checkRecords(t, st, c, c2.Analysis)
+	checkReport(t, st, c, c2.Analysis, want, "stream report")
 }
 
 // A crash: spans acknowledged (stored) but not analysed, some of them
@@ -243,14 +262,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := store.Document(ctx, st, store.Query{}, c2.Analysis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := docJSON(t, got); g != want {
-		t.Fatalf("report after recovery differs from analyze:\n got %s\nwant %s", g, want)
-	}
-	checkRecords(t, st, c, c2.Analysis)
+	checkReport(t, st, c, c2.Analysis, want, "report after recovery")
 }
 
 // Past the in-flight budget, Consume refuses with ErrBackpressure and
@@ -378,13 +390,7 @@ func TestPipelinedBatches(t *testing.T) {
 	for _, l := range late {
 		feed(t, p, l)
 	}
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for err := p.Flush(ctx); err != nil; err = p.Flush(ctx) {
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	flushWithin(t, p, 20*time.Second)
 	stop()
 	if n := pipeline.FromFlight(p); n == 0 {
 		t.Error("no record was read from a batch in flight: the test does not test it")
@@ -392,14 +398,7 @@ func TestPipelinedBatches(t *testing.T) {
 	if st.applies < 5 {
 		t.Errorf("only %d store batches", st.applies)
 	}
-	got, err := store.Document(ctx, st, store.Query{}, c2.Analysis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := docJSON(t, got); g != want {
-		t.Fatalf("stream report differs from analyze:\n got %s\nwant %s", g, want)
-	}
-	checkRecords(t, st, c, c2.Analysis)
+	checkReport(t, st, c, c2.Analysis, want, "stream report")
 }
 
 // A batch the store refuses puts its traces back: a later flush analyses
@@ -420,16 +419,7 @@ func TestRefusedBatchIsKept(t *testing.T) {
 	if err := p.Flush(ctx); err == nil {
 		t.Fatal("the refused batch was not reported")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := p.Flush(ctx)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	flushWithin(t, p, 10*time.Second)
 	checkRecords(t, st, c, c2.Analysis)
 }
 
