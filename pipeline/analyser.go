@@ -133,7 +133,6 @@ type job struct {
 	// what the store holds once the batch is applied, which the next
 	// batch, computed meanwhile, reads in place of the store's answers.
 	recs     map[graph.TraceID]*store.Record
-	order    []graph.TraceID // recs' keys, in the batch's order
 	start    time.Time
 	computed time.Duration
 	done     chan error
@@ -365,8 +364,8 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 			if late := minStart(t.spans); late-it.old.Start > int64(a.windows.Size) {
 				p.m.idReused.Inc()
 			}
-			if it.oldT, err = graph.DecodeTrace(it.old.Facts); err != nil {
-				return nil, fmt.Errorf("pipeline: trace %s: %w: %w", t.id, store.ErrCorrupt, err)
+			if it.oldT, err = facts(it.old); err != nil {
+				return nil, err
 			}
 			if spans, err = p.st.TraceSpans(ctx, t.id, a.spans[:0]); err != nil {
 				return nil, err
@@ -453,36 +452,39 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 		}
 		slices.Sort(flipped)
 		again := func(rec *store.Record) error {
-			t, err := graph.DecodeTrace(rec.Facts)
+			t, err := facts(rec)
 			if err != nil {
-				return fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
+				return err
 			}
-			r := a.eval.Evaluate(t, st)
-			if reflect.DeepEqual(&r, rec.Result) {
-				return nil // the flip does not change this trace's figures
+			// A flip that does not change this trace's figures changes nothing.
+			if c, ok := a.reevaluate(rec, t, st); ok {
+				changes = append(changes, c)
+				p.m.reevaluated.Inc()
 			}
-			nr := &store.Record{TraceID: rec.TraceID, Start: r.Start, Window: r.Window, API: r.API, Seq: rec.Seq,
-				Result: &r, Facts: rec.Facts, Edges: rec.Edges}
-			changes = append(changes, store.Change{Old: rec, New: nr})
-			p.m.reevaluated.Inc()
 			return nil
 		}
 		err := p.st.WindowRecords(ctx, w, flipped, func(rec *store.Record) error {
 			if inGroup[rec.TraceID] {
 				return nil // being replaced in this batch
 			}
-			if _, ok := prev.recsOf(rec.TraceID); ok {
-				return nil // read from the batch in flight, below
+			if prev != nil {
+				if _, ok := prev.recs[rec.TraceID]; ok {
+					return nil // read from the batch in flight, below
+				}
 			}
 			return again(rec)
 		})
-		for _, id := range prev.orderOf() {
-			if err != nil {
-				break
-			}
-			if rec := prev.recs[id]; rec != nil && rec.Window == w && !inGroup[id] && store.SharesEdge(rec.Edges, flipped) {
-				a.fromFlight++
-				err = again(rec)
+		if prev != nil {
+			for _, c := range prev.batch.Changes {
+				if err != nil {
+					break
+				}
+				rec := c.New // the record it stores (the last change of the trace: recs)
+				if rec != nil && prev.recs[rec.TraceID] == rec && rec.Window == w && !inGroup[rec.TraceID] &&
+					store.SharesEdge(rec.Edges, flipped) {
+					a.fromFlight++
+					err = again(rec)
+				}
 			}
 		}
 		if err != nil {
@@ -506,13 +508,8 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 	j.batch = store.Batch{Changes: changes, States: states, Watermark: wm}
 	j.computed = time.Since(start)
 	j.recs = make(map[graph.TraceID]*store.Record, len(changes))
-	j.order = make([]graph.TraceID, 0, len(changes))
 	for _, c := range changes {
-		id := c.ID()
-		if _, ok := j.recs[id]; !ok {
-			j.order = append(j.order, id)
-		}
-		j.recs[id] = c.New
+		j.recs[c.ID()] = c.New
 	}
 	if p.log.Enabled(ctx, slog.LevelDebug) {
 		p.log.Debug("analysis batch computed", "traces", len(part), "changes", len(changes), "windows", len(before),
@@ -528,22 +525,24 @@ type edgeBefore struct {
 	used  bool
 }
 
-// recsOf returns the record the batch stores for id (nil: deleted), and
-// whether it stores one; nothing for a nil job.
-func (j *job) recsOf(id graph.TraceID) (*store.Record, bool) {
-	if j == nil {
-		return nil, false
+// facts decodes the trace of a stored record.
+func facts(rec *store.Record) (*graph.Trace, error) {
+	t, err := graph.DecodeTrace(rec.Facts)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
 	}
-	r, ok := j.recs[id]
-	return r, ok
+	return t, nil
 }
 
-// orderOf returns the traces whose records the batch stores, in order.
-func (j *job) orderOf() []graph.TraceID {
-	if j == nil {
-		return nil
+// reevaluate evaluates the trace t of a stored record against st: the
+// change that replaces the record, or false when its result stays.
+func (a *analyser) reevaluate(rec *store.Record, t *graph.Trace, st *analysis.State) (store.Change, bool) {
+	r := a.eval.Evaluate(t, st)
+	if reflect.DeepEqual(&r, rec.Result) {
+		return store.Change{}, false
 	}
-	return j.order
+	return store.Change{Old: rec, New: &store.Record{TraceID: rec.TraceID, Start: r.Start, Window: r.Window, API: r.API,
+		Seq: rec.Seq, Result: &r, Facts: rec.Facts, Edges: rec.Edges}}, true
 }
 
 // settle checks, once a batch is stored and none is in flight, the
@@ -559,9 +558,9 @@ func (a *analyser) settle(ctx context.Context) error {
 		var recs []*store.Record
 		var traces []*graph.Trace
 		err := a.p.st.WindowRecords(ctx, w, nil, func(rec *store.Record) error {
-			t, err := graph.DecodeTrace(rec.Facts)
+			t, err := facts(rec)
 			if err != nil {
-				return fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
+				return err
 			}
 			st.Add(t, 1)
 			recs, traces = append(recs, rec), append(traces, t)
@@ -583,12 +582,9 @@ func (a *analyser) settle(ctx context.Context) error {
 			// evaluate them again, in the batch that stores the state.
 			var changes []store.Change
 			for i, rec := range recs {
-				r := a.eval.Evaluate(traces[i], st)
-				if reflect.DeepEqual(&r, rec.Result) {
-					continue
+				if c, ok := a.reevaluate(rec, traces[i], st); ok {
+					changes = append(changes, c)
 				}
-				changes = append(changes, store.Change{Old: rec, New: &store.Record{TraceID: rec.TraceID, Start: r.Start,
-					Window: r.Window, API: r.API, Seq: rec.Seq, Result: &r, Facts: rec.Facts, Edges: rec.Edges}})
 			}
 			if err := a.p.st.Apply(ctx, store.Batch{Changes: changes, States: map[int64]*analysis.State{w: st}}); err != nil {
 				return err
@@ -626,9 +622,9 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 	if !exact {
 		st = analysis.NewState()
 		err := a.p.st.WindowRecords(ctx, w, nil, func(rec *store.Record) error {
-			t, err := graph.DecodeTrace(rec.Facts)
+			t, err := facts(rec)
 			if err != nil {
-				return fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
+				return err
 			}
 			st.Add(t, 1)
 			return nil
