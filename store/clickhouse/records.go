@@ -461,16 +461,15 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	q := `SELECT ` + readColumns + ` FROM (SELECT ` + readColumns + `, deleted FROM records FINAL WHERE win = ` + itoa(w) +
 		`) WHERE deleted = 0 AND start >= ` + itoa(s.retentionFloor(ctx))
 	if len(edges) > 0 {
-		done, err := s.windowEdgeRecords(ctx, w, edges, fn)
+		want := slices.Clone(edges)
+		slices.Sort(want)
+		uses := `hasAny(edges, [` + edgeList(want) + `])`
+		done, err := s.windowEdgeRecords(ctx, w, want, uses, fn)
 		if done || err != nil {
 			return err
 		}
 		// Most of the window uses them: one read of it, filtered.
-		lits := make([]string, 0, len(edges))
-		for _, e := range edges {
-			lits = append(lits, "toUInt64("+utoa(e)+")")
-		}
-		q += ` AND hasAny(edges, [` + strings.Join(lits, ", ") + `])`
+		q += ` AND ` + uses
 	}
 	var cbErr error
 	err := s.query(ctx, "read window records", q, func(r driver.Rows) error {
@@ -490,22 +489,18 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	return err
 }
 
-// windowEdgeRecords is WindowRecords with edges, for a few traces: the
-// traces with a row of the window that uses one of edges (any version:
-// only trace_id and edges are read, no FINAL), then their latest records
-// (Records), kept when they are still in the window and use one. With
-// more than Store.edgeReadMax traces it reads nothing more and says not done:
-// the window is read whole.
-func (s *Store) windowEdgeRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) (done bool, err error) {
-	want := slices.Clone(edges)
-	slices.Sort(want)
-	lits := make([]string, 0, len(want))
-	for _, e := range want {
-		lits = append(lits, "toUInt64("+utoa(e)+")")
-	}
+// windowEdgeRecords is WindowRecords with edges (want, sorted; uses, the
+// condition on a row that uses one), for a few traces: the traces with a
+// row of the window that uses one (any version: only trace_id and edges
+// are read, no FINAL), then their latest records (Records), kept when they
+// are still in the window and use one. With more than Store.edgeReadMax
+// traces it reads nothing more and says not done: the window is read
+// whole.
+func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, uses string,
+	fn func(*store.Record) error) (done bool, err error) {
 	var ids []graph.TraceID
 	err = s.query(ctx, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+
-		` AND hasAny(edges, [`+strings.Join(lits, ", ")+`]) LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
+		` AND `+uses+` LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
 		var id graph.TraceID
 		if err := r.Scan(&id); err != nil {
 			return err
@@ -529,6 +524,15 @@ func (s *Store) windowEdgeRecords(ctx context.Context, w int64, edges []uint64, 
 		}
 	}
 	return true, nil
+}
+
+// edgeList returns EdgeKeys as a comma-separated list of UInt64 literals.
+func edgeList(edges []uint64) string {
+	lits := make([]string, len(edges))
+	for i, e := range edges {
+		lits[i] = "toUInt64(" + utoa(e) + ")"
+	}
+	return strings.Join(lits, ", ")
 }
 
 // edgeReadMax is the most traces WindowRecords reads one by one (by

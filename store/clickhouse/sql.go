@@ -56,7 +56,6 @@ func quoteID(b *strings.Builder, id graph.TraceID) {
 	b.WriteByte('\'')
 }
 
-// idList returns ids as a comma-separated list of literals.
 // idsTable is the external table withIDs sends.
 const idsTable = "_ids"
 
@@ -76,6 +75,7 @@ func (s *Store) withIDs(ctx context.Context, ids []graph.TraceID) (context.Conte
 	return ch.Context(ctx, ch.WithExternalTable(t)), nil
 }
 
+// idList returns ids as a comma-separated list of literals.
 func idList(ids []graph.TraceID) string {
 	var b strings.Builder
 	b.Grow(len(ids) * 68)
