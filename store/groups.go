@@ -47,3 +47,24 @@ func (g *TraceGroups) Group(spans []graph.Span) {
 		g.Ends[k]++
 	}
 }
+
+// First returns the index in spans of group k's first span.
+func (g *TraceGroups) First(k int) int {
+	return int(g.Order[g.start(k)])
+}
+
+// Trace appends the spans of group k (in arrival order) to dst.
+func (g *TraceGroups) Trace(k int, spans, dst []graph.Span) []graph.Span {
+	for _, i := range g.Order[g.start(k):g.Ends[k]] {
+		dst = append(dst, spans[i])
+	}
+	return dst
+}
+
+// start returns where group k starts in Order.
+func (g *TraceGroups) start(k int) int32 {
+	if k == 0 {
+		return 0
+	}
+	return g.Ends[k-1]
+}

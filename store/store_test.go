@@ -23,6 +23,14 @@ func TestTraceGroups(t *testing.T) {
 	if want := []int32{3, 5, 6}; !slices.Equal(g.Ends, want) {
 		t.Fatalf("ends %v, want %v", g.Ends, want)
 	}
+	for k, want := range [][]graph.Span{{sp(3, 1), sp(3, 3), sp(3, 6)}, {sp(1, 2), sp(1, 5)}, {sp(2, 4)}} {
+		if got := g.Trace(k, spans, nil); !slices.Equal(got, want) {
+			t.Fatalf("trace %d: %v, want %v", k, got, want)
+		}
+		if first := spans[g.First(k)]; first != want[0] {
+			t.Fatalf("trace %d starts with %v, want %v", k, first, want[0])
+		}
+	}
 	g.Group(spans[3:5])
 	if !slices.Equal(g.Order, []int32{0, 1}) || !slices.Equal(g.Ends, []int32{1, 2}) {
 		t.Fatalf("reused: order %v ends %v", g.Order, g.Ends)

@@ -60,23 +60,16 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	ids[0] = logID[:]
 	ends := make([]int, 0, 1+len(g.Ends))
 	buf := append(w.buf[:0], logMarker)
-	lo := int32(0)
-	for _, hi := range g.Ends {
-		id := &spans[g.Order[lo]].TraceID
+	for k := range g.Ends {
+		id := &spans[g.First(k)].TraceID
 		buf = append(buf, id[:]...)
 		ids = append(ids, id[:])
-		lo = hi
 	}
 	ends = append(ends, len(buf))
-	lo = 0
-	for _, hi := range g.Ends {
-		w.group = w.group[:0]
-		for _, i := range g.Order[lo:hi] {
-			w.group = append(w.group, spans[i])
-		}
+	for k := range g.Ends {
+		w.group = g.Trace(k, spans, w.group[:0])
 		buf = w.enc.AppendSpans(buf, w.group)
 		ends = append(ends, len(buf))
-		lo = hi
 	}
 	// The data column takes substrings of one string, without an
 	// allocation per row.

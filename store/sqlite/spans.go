@@ -78,22 +78,18 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	args := make([]any, 0, 4*rowsPerInsert)
 	buf := p.buf[:0]
 	group := make([]graph.Span, 0, 64)
-	lo := int32(0)
-	for _, hi := range p.groups.Ends {
-		group = group[:0]
-		for _, i := range p.groups.Order[lo:hi] {
-			group = append(group, spans[i])
-		}
+	for k := range p.groups.Ends {
+		group = p.groups.Trace(k, spans, group[:0])
 		start := len(buf)
 		buf = p.enc.AppendSpans(buf, group)
-		args = append(args, spans[p.groups.Order[lo]].TraceID[:], int64(seq), int(hi-lo), buf[start:len(buf):len(buf)])
+		// The id from the caller's spans: group is reused.
+		args = append(args, spans[p.groups.First(k)].TraceID[:], int64(seq), len(group), buf[start:len(buf):len(buf)])
 		if len(args) == cap(args) {
 			if _, err := many.ExecContext(ctx, args...); err != nil {
 				return 0, unavailable(ctx, "write spans", err)
 			}
 			args = args[:0]
 		}
-		lo = hi
 	}
 	for i := 0; i < len(args); i += 4 {
 		if _, err := one.ExecContext(ctx, args[i:i+4]...); err != nil {
