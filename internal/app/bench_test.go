@@ -21,8 +21,8 @@ import (
 )
 
 // benchRequests simulates n traces of a 12-service mesh starting at start
-// and returns them as OTLP/HTTP protobuf bodies of about 1,000 spans, as a
-// collector batches them.
+// and returns them as OTLP/HTTP protobuf bodies of about 600 spans times
+// scale (pieces of 64 concurrent traces, exported service by service).
 func benchRequests(b *testing.B, n int, start time.Time, scale int) (bodies [][]byte, spans int) {
 	sc := sim.Mesh(sim.MeshConfig{Seed: 3, APIs: 3, Depth: 6, Fanout: 2, GRPC: 0.3, FailOpen: 0.2, ErrorRate: 0.01,
 		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
@@ -83,9 +83,10 @@ func BenchmarkEndToEndHTTP(b *testing.B) {
 var benchDBs struct {
 	sync.Mutex
 	server *url.URL
-	names  map[string]string // benchmark → database name
-	dsns   map[string]string
+	dbs    map[string]benchDB // by benchmark
 }
+
+type benchDB struct{ name, dsn string }
 
 // benchDatabase returns the DSN of b's database (it skips b without a
 // server).
@@ -93,14 +94,14 @@ func benchDatabase(b *testing.B) string {
 	u := chtest.Server(b)
 	benchDBs.Lock()
 	defer benchDBs.Unlock()
-	if dsn, ok := benchDBs.dsns[b.Name()]; ok {
-		return dsn
+	if db, ok := benchDBs.dbs[b.Name()]; ok {
+		return db.dsn
 	}
-	if benchDBs.names == nil {
-		benchDBs.names, benchDBs.dsns = map[string]string{}, map[string]string{}
+	if benchDBs.dbs == nil {
+		benchDBs.dbs = map[string]benchDB{}
 	}
 	name, dsn := chtest.NewDatabase(u)
-	benchDBs.server, benchDBs.names[b.Name()], benchDBs.dsns[b.Name()] = u, name, dsn
+	benchDBs.server, benchDBs.dbs[b.Name()] = u, benchDB{name, dsn}
 	return dsn
 }
 
@@ -109,13 +110,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv("STORMRADIUS_BENCH_KEEP") != "" {
 		// Measuring run after run: a drop would slow the next run's
 		// inserts (see benchDBs). Drop them later.
-		for _, name := range benchDBs.names {
-			fmt.Fprintln(os.Stderr, "kept database", name)
+		for _, db := range benchDBs.dbs {
+			fmt.Fprintln(os.Stderr, "kept database", db.name)
 		}
 		os.Exit(code)
 	}
-	for _, name := range benchDBs.names {
-		if err := chtest.Drop(benchDBs.server, name); err != nil {
+	for _, db := range benchDBs.dbs {
+		if err := chtest.Drop(benchDBs.server, db.name); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = max(code, 1)
 		}
