@@ -30,6 +30,20 @@ const (
 	// DefaultShutdownTimeout is how long Serve lets in-flight requests
 	// finish once its context is done.
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMinBodyRate is the slowest an HTTP body may arrive, in bytes a
+	// second over each DefaultBodyRateWindow: 1 KiB/s, far below any link
+	// an exporter runs on (a 20 MiB body at that rate would take hours),
+	// and far above a client holding a connection open byte by byte.
+	DefaultMinBodyRate = 1 << 10
+	// DefaultBodyRateWindow is the window MinBodyRate is measured over, and
+	// so the longest a body may stall.
+	DefaultBodyRateWindow = 5 * time.Second
+	// DefaultBodyTimeout bounds the time to receive a whole HTTP body. The
+	// Collector's otlp_http exporter gives a whole request 30 s by default.
+	DefaultBodyTimeout = time.Minute
+	// defaultBodyBufferFactor sets BodyBufferBytes' default: 8 ×
+	// MaxBodyBytes (160 MiB by default).
+	defaultBodyBufferFactor = 8
 )
 
 // TracesPath is the OTLP/HTTP path of trace requests.
@@ -59,9 +73,25 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxInflightRequests bounds the requests being decoded and stored at
 	// once, across both protocols; a request that finds them all busy waits
-	// up to a second, then is refused with 503 / UNAVAILABLE. Default
-	// DefaultMaxInflightRequests.
+	// up to a second, then is refused with 503 / UNAVAILABLE. An HTTP
+	// request takes its slot only once its body has arrived, so that
+	// clients that send slowly hold none. Default DefaultMaxInflightRequests.
 	MaxInflightRequests int
+	// MinBodyRate is the slowest an HTTP body may arrive, in bytes a second
+	// over each BodyRateWindow; BodyTimeout bounds the whole body. A body
+	// slower than either is answered 408 and its connection closed. Default
+	// DefaultMinBodyRate; negative turns the rate check off.
+	MinBodyRate int64
+	// BodyRateWindow is the window MinBodyRate is measured over. Default
+	// DefaultBodyRateWindow.
+	BodyRateWindow time.Duration
+	// BodyTimeout bounds the time to receive a whole HTTP body. Default
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// BodyBufferBytes bounds the bytes of HTTP bodies received and not yet
+	// answered, across requests; a request whose body would take them past
+	// it is answered 503 (retry). Default 8 × MaxBodyBytes.
+	BodyBufferBytes int64
 	// RetryAfter is the delay suggested to refused clients (HTTP
 	// Retry-After, rounded up to whole seconds; gRPC RetryInfo). Default
 	// DefaultRetryAfter.
@@ -113,6 +143,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = DefaultMinBodyRate
+	}
+	if c.BodyRateWindow == 0 {
+		c.BodyRateWindow = DefaultBodyRateWindow
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.BodyBufferBytes == 0 {
+		c.BodyBufferBytes = defaultBodyBufferFactor * c.MaxBodyBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,6 +171,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ShutdownTimeout %v is negative", c.ShutdownTimeout))
+	}
+	if c.BodyRateWindow < 0 {
+		errs = append(errs, fmt.Errorf("BodyRateWindow %v is negative", c.BodyRateWindow))
+	}
+	if c.BodyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("BodyTimeout %v is negative", c.BodyTimeout))
+	}
+	if c.BodyBufferBytes < c.MaxBodyBytes+1 && c.MaxBodyBytes > 0 {
+		// A body of MaxBodyBytes (and the byte that tells its end) must fit.
+		errs = append(errs, fmt.Errorf("BodyBufferBytes %d is less than MaxBodyBytes+1 (%d)", c.BodyBufferBytes, c.MaxBodyBytes+1))
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("TLSCertFile and TLSKeyFile go together: set both or neither"))

@@ -1,14 +1,10 @@
 package otlp
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/stormradius/stormradius/graph"
@@ -18,14 +14,16 @@ import (
 
 // work is what one in-flight request needs, pooled so that a steady stream
 // of requests reuses it: a Decoder (with its intern table, warm after the
-// first requests), the span slice it fills, and for HTTP the body buffer
-// and a gzip reader.
+// first requests), the span slice it fills, and for HTTP the body as sent,
+// its share of the body budget, the decompressed body and the
+// decompressors.
 type work struct {
-	dec   *ingest.Decoder
-	spans []graph.Span
-	body  []byte
-	br    *bufio.Reader // gzip reads byte by byte: buffer the body once per work, not per request
-	gz    *gzip.Reader
+	dec      *ingest.Decoder
+	spans    []graph.Span
+	raw      []byte // the HTTP body as sent
+	reserved int64  // bytes of the body budget raw holds
+	body     []byte // the HTTP body decompressed
+	unz      decoders
 }
 
 func (s *Server) getWork() *work {
@@ -43,6 +41,11 @@ func (s *Server) putWork(w *work) {
 	clear(w.spans[:cap(w.spans)])
 	w.spans = w.spans[:0]
 	w.body = w.body[:0]
+	w.raw = w.raw[:0]
+	if w.reserved > 0 {
+		s.budget.release(w.reserved)
+		w.reserved = 0
+	}
 	s.works.Put(w)
 }
 
@@ -172,9 +175,6 @@ func (s *Server) consume(ctx context.Context, p protocol, w *work, start time.Ti
 		}
 	}
 	m.duration[p].Observe(time.Since(start).Seconds())
-	if o.fail != failNone {
-		s.logFailure(p, &o)
-	}
 	return o
 }
 
@@ -221,28 +221,3 @@ func (f failure) clientMessage() string {
 
 // busyMessage is what a client refused by admission control is told.
 const busyMessage = "stormradius is busy: too many requests in flight, retry later"
-
-// logFailure logs a failed store, at most once per second per kind:
-// under backpressure every request fails the same way, and the metrics
-// already count each one.
-func (s *Server) logFailure(p protocol, o *outcome) {
-	if !s.logLimit[o.fail].allow(time.Now()) {
-		return
-	}
-	level := slog.LevelWarn
-	if o.fail == failInternal {
-		level = slog.LevelError
-	}
-	s.log.Log(context.Background(), level, "otlp: spans not stored",
-		"protocol", protocolNames[p], "spans", o.received-o.permanentRejects(),
-		"reason", reasonNames[o.fail.reason()], "err", o.err)
-}
-
-// rateLimit lets one event through per second.
-type rateLimit struct{ next atomic.Int64 }
-
-func (r *rateLimit) allow(now time.Time) bool {
-	n := now.UnixNano()
-	next := r.next.Load()
-	return n >= next && r.next.CompareAndSwap(next, n+int64(time.Second))
-}

@@ -3,6 +3,7 @@ package otlp
 import (
 	"context"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -11,14 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	// The Collector's otlp exporter compresses with gzip by default: the
-	// server must know the codec (grpc registers it process-wide).
-	_ "google.golang.org/grpc/encoding/gzip"
 )
 
 // The OTLP TraceService, registered by hand (grpcServiceDesc) rather than
@@ -94,11 +93,12 @@ func (c grpcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (grpcCodec) Name() string { return "proto" }
 
-// grpcExportHandler is the MethodDesc handler of Export.
+// grpcExportHandler is the MethodDesc handler of Export. grpc receives and
+// decompresses the message in dec, and answers its failures there itself.
 func grpcExportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 	req := &grpcRequest{}
 	if err := dec(req); err != nil {
-		return nil, err
+		return nil, grpcRecvError(ctx, err)
 	}
 	defer req.free()
 	if interceptor == nil {
@@ -108,6 +108,19 @@ func grpcExportHandler(srv any, ctx context.Context, dec func(any) error, interc
 	return interceptor(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 		return srv.(grpcExporter).Export(ctx, req.(*grpcRequest))
 	})
+}
+
+// grpcRecvError notes why grpc refused to receive a request message (it
+// has answered already: see grpcCompressors for why a message that does
+// not decompress gets this far).
+func grpcRecvError(ctx context.Context, err error) error {
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		noteRefusal(ctx, refTooLarge)
+	case codes.Canceled, codes.DeadlineExceeded:
+		noteRefusal(ctx, refCanceled)
+	}
+	return err
 }
 
 // grpcService is the OTLP TraceService.
@@ -125,37 +138,49 @@ func (g *grpcService) Export(ctx context.Context, req *grpcRequest) (resp ptrace
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("otlp: panic in gRPC Export", "panic", r, "stack", string(debug.Stack()))
+			noteRefusal(ctx, refInternal)
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
 	w := s.getWork()
 	defer s.putWork(w)
 
-	// Decoded before admission, as grpc decodes a message before any
+	// Decoded before admission, as grpc receives a message before any
 	// handler runs: a refused request's spans are counted, and a request
-	// that does not decode gets grpc's own answer to an undecodable
-	// message (INTERNAL), whatever the load.
+	// that does not decode is answered INVALID_ARGUMENT (OTLP: a
+	// malformed request; not retried), whatever the load.
 	start := time.Now()
-	spans, err := w.dec.AppendRequest(w.spans[:0], req.bytes(), false)
+	msg := req.bytes()
+	if err := decompressFailure(msg); err != nil {
+		req.free()
+		noteRefusal(ctx, refMalformed)
+		return resp, status.Errorf(codes.InvalidArgument, "cannot decompress the message: %v", err)
+	}
+	spans, err := w.dec.AppendRequest(w.spans[:0], msg, false)
 	req.free()
 	if err != nil {
-		return resp, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+		noteRefusal(ctx, refMalformed)
+		return resp, status.Errorf(codes.InvalidArgument, "cannot decode the message as an OTLP protobuf ExportTraceServiceRequest: %v", err)
 	}
 	w.spans = spans
 
 	if !s.acquire(ctx) {
 		if ctx.Err() != nil {
+			noteRefusal(ctx, refCanceled)
 			return resp, status.FromContextError(ctx.Err()).Err()
 		}
 		if n := len(w.spans); n > 0 {
 			s.metrics.rejected[protoGRPC][reasonBusy].Add(float64(n))
 		}
+		noteRefusal(ctx, refBusy)
 		return resp, s.unavailableStatus(busyMessage)
 	}
 	defer s.release()
 
 	o := s.consume(ctx, protoGRPC, w, start)
-
+	if o.fail != failNone {
+		noteRefusal(ctx, o.fail.refusal(), "spans", len(w.spans), "err", o.err)
+	}
 	switch o.fail {
 	case failNone:
 	case failBackpressure, failUnavailable:
@@ -192,25 +217,98 @@ func (s *Server) tapAuth(ctx context.Context, info *tap.Info) (context.Context, 
 	}
 	if !s.auth.allow(h) {
 		// Refused before the stats handler sees the RPC: count it here.
+		const msg = "missing or invalid bearer token"
 		s.metrics.grpcRequest(codes.Unauthenticated)
-		return ctx, status.Error(codes.Unauthenticated, "missing or invalid bearer token")
+		s.refused(protoGRPC, refUnauthenticated, codes.Unauthenticated.String(), msg, func() []any {
+			return []any{"method", clip(info.FullMethodName), "user_agent", clip(firstHeader(info.Header.Get("user-agent")))}
+		})
+		return ctx, status.Error(codes.Unauthenticated, msg)
 	}
 	return ctx, nil
 }
 
+func firstHeader(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// rpcNote is where an RPC's handler notes why it refused the request, for
+// grpcStats to count and log once grpc has answered. An RPC grpc answers
+// itself (an unknown method or grpc-encoding) has no note: its status code
+// says why.
+type rpcNote struct {
+	why      refusal
+	set      bool
+	attrs    []any
+	encoding string // the request's grpc-encoding
+}
+
+type rpcNoteKey struct{}
+
+// noteRefusal notes why the RPC of ctx is refused.
+func noteRefusal(ctx context.Context, why refusal, attrs ...any) {
+	if n, ok := ctx.Value(rpcNoteKey{}).(*rpcNote); ok {
+		n.why, n.set, n.attrs = why, true, attrs
+	}
+}
+
 // grpcStats counts finished RPCs by status code, including those grpc
 // answers itself before Export runs (a message it cannot decode, or one
-// too large).
-type grpcStats struct{ m *metrics }
+// too large), and counts and logs every refused one by reason.
+type grpcStats struct{ s *Server }
 
-func (g grpcStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (g grpcStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcNoteKey{}, &rpcNote{})
+}
 func (g grpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
 	return ctx
 }
 func (g grpcStats) HandleConn(context.Context, stats.ConnStats) {}
 
-func (g grpcStats) HandleRPC(_ context.Context, rs stats.RPCStats) {
-	if end, ok := rs.(*stats.End); ok {
-		g.m.grpcRequest(status.Code(end.Error))
+func (g grpcStats) HandleRPC(ctx context.Context, rs stats.RPCStats) {
+	note, _ := ctx.Value(rpcNoteKey{}).(*rpcNote)
+	if h, ok := rs.(*stats.InHeader); ok && note != nil {
+		note.encoding = h.Compression
 	}
+	end, ok := rs.(*stats.End)
+	if !ok {
+		return
+	}
+	st := status.Convert(end.Error)
+	g.s.metrics.grpcRequest(st.Code())
+	if st.Code() == codes.OK {
+		return
+	}
+	var why refusal
+	switch {
+	case note != nil && note.set:
+		why = note.why
+	case st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "grpc-encoding"):
+		why = refEncoding
+	case st.Code() == codes.Unimplemented:
+		why = refNotFound
+	case st.Code() == codes.ResourceExhausted:
+		why = refTooLarge
+	case st.Code() == codes.Canceled, st.Code() == codes.DeadlineExceeded:
+		why = refCanceled
+	case st.Code() == codes.InvalidArgument:
+		why = refMalformed
+	default:
+		why = refInternal
+	}
+	g.s.refused(protoGRPC, why, st.Code().String(), st.Message(), func() []any {
+		var attrs []any
+		if note != nil {
+			attrs = append(note.attrs, "grpc_encoding", clip(note.encoding))
+		}
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			attrs = append(attrs, "user_agent", clip(firstHeader(md.Get("user-agent"))))
+		}
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			attrs = append(attrs, "remote", p.Addr.String())
+		}
+		return attrs
+	})
 }

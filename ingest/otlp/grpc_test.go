@@ -162,11 +162,12 @@ func TestGRPCBadMessages(t *testing.T) {
 	conn := dialGRPC(t, s)
 	const method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
-	// Not protobuf: grpc answers INTERNAL before Export runs.
+	// Not protobuf: a malformed request, INVALID_ARGUMENT as OTLP asks
+	// (not INTERNAL, a server fault).
 	var out []byte
 	err := conn.Invoke(context.Background(), method, []byte("\xff\xff\xff\xff garbage"), &out, grpc.ForceCodecV2(rawCodec{}))
-	if code := status.Code(err); code != codes.Internal {
-		t.Errorf("garbage: code %v (%v), want Internal", code, err)
+	if code := status.Code(err); code != codes.InvalidArgument {
+		t.Errorf("garbage: code %v (%v), want InvalidArgument", code, err)
 	}
 	// Over MaxBodyBytes once decompressed (the client sends it gzipped).
 	big := protoBody(t, testTraces(1, 2000))
@@ -178,8 +179,10 @@ func TestGRPCBadMessages(t *testing.T) {
 		t.Errorf("Consume called for bad messages")
 	}
 	// Counted, although Export never saw them.
-	waitMetric(t, reg, 1, "stormradius_otlp_requests_total", "protocol", "grpc", "status", "Internal")
+	waitMetric(t, reg, 1, "stormradius_otlp_requests_total", "protocol", "grpc", "status", "InvalidArgument")
 	waitMetric(t, reg, 1, "stormradius_otlp_requests_total", "protocol", "grpc", "status", "ResourceExhausted")
+	waitMetric(t, reg, 1, "stormradius_otlp_requests_refused_total", "protocol", "grpc", "reason", "malformed")
+	waitMetric(t, reg, 1, "stormradius_otlp_requests_refused_total", "protocol", "grpc", "reason", "too_large")
 	// The connection still works.
 	if _, err := export(t, ptraceotlp.NewGRPCClient(conn), context.Background(),
 		ptraceotlp.NewExportRequestFromTraces(testTraces(2, 3))); err != nil || len(rec.taken()) != 3 {
@@ -321,8 +324,8 @@ func TestGRPCRawRequests(t *testing.T) {
 			rec.reset()
 			var out []byte
 			err := conn.Invoke(context.Background(), grpcExportPath, deepReq, &out, grpc.ForceCodecV2(rawCodec{}))
-			if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "nested deeper than 100") {
-				t.Fatalf("got %v, want INTERNAL about the nesting", err)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "nested deeper than 100") {
+				t.Fatalf("got %v, want INVALID_ARGUMENT about the nesting", err)
 			}
 			if rec.consumed() != 0 {
 				t.Fatal("Consume called for a request nested too deep")

@@ -46,7 +46,7 @@ var reasonNames = [nReasons]string{
 // counters bound up front so that counting a request allocates nothing.
 var httpStatuses = [...]int{
 	http.StatusOK, http.StatusBadRequest, http.StatusUnauthorized,
-	http.StatusNotFound, http.StatusMethodNotAllowed,
+	http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusRequestTimeout,
 	http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
 	http.StatusInternalServerError, http.StatusServiceUnavailable,
 }
@@ -61,6 +61,8 @@ type metrics struct {
 	accepted [nProtocols]prometheus.Counter
 	rejected [nProtocols][nReasons]prometheus.Counter
 	duration [nProtocols]prometheus.Observer
+
+	refused [nProtocols][nRefusals]prometheus.Counter
 
 	requests   *prometheus.CounterVec
 	httpStatus [len(httpStatuses)]prometheus.Counter
@@ -87,6 +89,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "stormradius_otlp_requests_total",
 		Help: "OTLP export requests answered, by protocol and status (HTTP status code, or gRPC status code name).",
 	}, []string{"protocol", "status"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stormradius_otlp_requests_refused_total",
+		Help: "OTLP export requests answered with an error, by protocol and reason: unauthenticated, not_found, " +
+			"method_not_allowed, unsupported_media_type, unsupported_encoding, too_large, malformed (the sender drops these); " +
+			"slow_body; busy, backpressure, unavailable (the sender retries); canceled; internal.",
+	}, []string{"protocol", "reason"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "stormradius_otlp_request_duration_seconds",
 		Help: "Time to decode an OTLP request and store its spans (until Consume returned), by protocol.",
@@ -100,6 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		accepted = register(reg, accepted, &errs)
 		rejected = register(reg, rejected, &errs)
 		requests = register(reg, requests, &errs)
+		refused = register(reg, refused, &errs)
 		duration = register(reg, duration, &errs)
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("otlp: register metrics: %w", err)
@@ -115,6 +124,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			m.rejected[p][r] = rejected.WithLabelValues(name, reasonNames[r])
 		}
 		m.duration[p] = duration.WithLabelValues(name)
+		for r := range nRefusals {
+			m.refused[p][r] = refused.WithLabelValues(name, refusalNames[r])
+		}
 	}
 	for i, s := range httpStatuses {
 		m.httpStatus[i] = requests.WithLabelValues("http", strconv.Itoa(s))

@@ -35,9 +35,10 @@ type Server struct {
 	auth     *tokens
 	tls      *tls.Config
 
-	slots    chan struct{} // MaxInflightRequests admission tokens
-	works    sync.Pool     // *work
-	logLimit [failInternal + 1]rateLimit
+	slots     chan struct{} // MaxInflightRequests admission tokens
+	budget    bodyBudget    // BodyBufferBytes
+	works     sync.Pool     // *work
+	refuseLog [nProtocols][nRefusals]rateLimit
 
 	grpc *grpc.Server
 	http *http.Server
@@ -78,6 +79,7 @@ func New(cfg Config, consumer store.Consumer) (*Server, error) {
 		auth:     newTokens(cfg.BearerTokens),
 		tls:      tlsCfg,
 		slots:    make(chan struct{}, cfg.MaxInflightRequests),
+		budget:   bodyBudget{max: cfg.BodyBufferBytes},
 		errc:     make(chan error, 2),
 	}
 
@@ -89,7 +91,7 @@ func New(cfg Config, consumer store.Consumer) (*Server, error) {
 		// requests beyond this wait for a stream rather than pile up
 		// decoded in memory.
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxInflightRequests)),
-		grpc.StatsHandler(grpcStats{m: m}),
+		grpc.StatsHandler(grpcStats{s: s}),
 	}
 	if s.auth != nil {
 		opts = append(opts, grpc.InTapHandle(s.tapAuth))

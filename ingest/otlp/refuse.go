@@ -1,0 +1,97 @@
+package otlp
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// refusal is why a request was answered with an error: a label value of
+// stormradius_otlp_requests_refused_total. A sender drops what is refused
+// for good (every reason but busy, backpressure, unavailable and slow_body
+// — and the Collector drops a 408 too), so each refusal is counted and
+// logged here: a sender's permanent error is never silent on our side.
+type refusal uint8
+
+const (
+	refUnauthenticated refusal = iota // no or wrong bearer token
+	refNotFound                       // HTTP path not /v1/traces; gRPC method unknown
+	refMethod                         // HTTP method not POST
+	refMediaType                      // HTTP Content-Type not protobuf or JSON
+	refEncoding                       // Content-Encoding / grpc-encoding not read
+	refTooLarge                       // over MaxBodyBytes, as sent or decompressed
+	refMalformed                      // cannot be read, decompressed or decoded
+	refSlowBody                       // HTTP body under MinBodyRate or over BodyTimeout
+	refBusy                           // no admission slot, or the body budget is full
+	refBackpressure                   // the pipeline refused (ErrBackpressure)
+	refUnavailable                    // the store is down or closing
+	refCanceled                       // the client gave up
+	refInternal                       // storing failed otherwise
+	nRefusals
+)
+
+var refusalNames = [nRefusals]string{
+	"unauthenticated", "not_found", "method_not_allowed", "unsupported_media_type",
+	"unsupported_encoding", "too_large", "malformed", "slow_body", "busy",
+	"backpressure", "unavailable", "canceled", "internal",
+}
+
+// refusalOf returns the refusal of a failure to store.
+func (f failure) refusal() refusal {
+	switch f {
+	case failBackpressure:
+		return refBackpressure
+	case failUnavailable:
+		return refUnavailable
+	case failCanceled:
+		return refCanceled
+	}
+	return refInternal
+}
+
+// refused counts a refused request and logs it, at most once per second
+// per protocol and reason, with the number of like refusals the log left
+// out since. attrs, called only when the refusal is logged, say what the
+// client sent (never a token).
+func (s *Server) refused(p protocol, why refusal, answer string, msg string, attrs func() []any) {
+	s.metrics.refused[p][why].Inc()
+	lim := &s.refuseLog[p][why]
+	skipped, ok := lim.allow(time.Now())
+	if !ok {
+		return
+	}
+	level := slog.LevelWarn
+	switch why {
+	case refInternal:
+		level = slog.LevelError
+	case refCanceled:
+		level = slog.LevelInfo
+	}
+	args := []any{"protocol", protocolNames[p], "reason", refusalNames[why], "answer", answer, "message", msg}
+	if attrs != nil {
+		args = append(args, attrs()...)
+	}
+	if skipped > 0 {
+		args = append(args, "like_refusals_not_logged", skipped)
+	}
+	s.log.Log(context.Background(), level, "otlp: request refused", args...)
+}
+
+// rateLimit lets one event through per second, and counts the others.
+type rateLimit struct {
+	next    atomic.Int64
+	skipped atomic.Int64
+}
+
+// allow reports whether an event at now is let through, and how many were
+// not since the last one that was.
+func (r *rateLimit) allow(now time.Time) (skipped int64, ok bool) {
+	n := now.UnixNano()
+	next := r.next.Load()
+	if n >= next && r.next.CompareAndSwap(next, n+int64(time.Second)) {
+		return r.skipped.Swap(0), true
+	}
+	r.skipped.Add(1)
+	return 0, false
+}
