@@ -8,8 +8,45 @@
 // Protobuf requests, over HTTP and over gRPC, reach the ingest.Decoder as
 // their bytes and are decoded straight into spans, without pdata's object
 // model: the gRPC server's codec hands the Export request over undecoded
-// (gzip, which the Collector sends by default, is undone by grpc first).
-// pdata decodes OTLP/JSON and builds the answers.
+// (decompressed by grpc first). pdata decodes OTLP/JSON and builds the
+// answers.
+//
+// # Compression
+//
+// Every compression the Collector's exporters send is read, under the
+// names and in the formats they use (confighttp, configgrpc):
+//
+//	HTTP Content-Encoding           format
+//	gzip, x-gzip                    gzip (members may be concatenated)
+//	zstd                            zstd frames (windows up to 32 MiB)
+//	snappy                          snappy's block format, or its framing format
+//	                                (older collectors framed it; told apart by the
+//	                                framing format's stream identifier)
+//	x-snappy-framed                 snappy's framing format (or a block)
+//	deflate, zlib                   zlib (RFC 1950), as the Collector sends "deflate";
+//	                                a raw deflate stream too
+//	lz4                             LZ4 frames
+//	identity, none                  as is
+//
+//	gRPC grpc-encoding              gzip, zstd, snappy (framing format)
+//
+// A body is bounded by MaxBodyBytes both as sent and decompressed: a
+// decompression bomb is cut off at the limit and answered 413 /
+// RESOURCE_EXHAUSTED, its memory that of the limit.
+//
+// # Slow clients
+//
+// An HTTP request's body is read before the request takes one of the
+// MaxInflightRequests slots, so a client that sends slowly, or not at all,
+// holds none: each body must arrive at MinBodyRate over every
+// BodyRateWindow (1 KiB/s over 5 s by default) and whole within BodyTimeout
+// (1 min), else it is answered 408 and its connection closed; the bodies
+// being received hold at most BodyBufferBytes (8 × MaxBodyBytes) of memory,
+// grown with what arrives, never with what Content-Length announces, and a
+// request that would pass it is answered 503 (retried). Headers are bounded
+// by the server's ReadHeaderTimeout (10 s). grpc receives a gRPC message
+// before Export runs, so a slow gRPC sender holds no slot either (HTTP/2
+// flow control bounds what each stream buffers).
 //
 // # Rejected spans
 //
@@ -25,8 +62,9 @@
 //     whole trace to January 1970.
 //
 // A span with a wrong-length id makes the whole request undecodable (400 /
-// INTERNAL, see below), as it is for pdata and the Collector. Self-parents, missing parents and end times before start times
-// are kept: trace assembly handles them (SPEC §3).
+// INVALID_ARGUMENT, see below), as it is for pdata and the Collector.
+// Self-parents, missing parents and end times before start times are kept:
+// trace assembly handles them (SPEC §3).
 //
 // # Answers
 //
@@ -38,11 +76,14 @@
 //	receiver busy (MaxInflightRequests)  503 + Retry-After              UNAVAILABLE + RetryInfo
 //	Consume: the caller gave up          503                            CANCELLED / DEADLINE_EXCEEDED
 //	Consume: any other error             500                            INTERNAL
-//	undecodable body                     400                            INTERNAL (as grpc's own answer)
+//	undecodable or undecompressable      400                            INVALID_ARGUMENT
 //	body or message too large            413                            RESOURCE_EXHAUSTED (grpc's own)
+//	body slower than MinBodyRate or      408 + Connection: close        -
+//	  BodyTimeout
+//	body budget full (BodyBufferBytes)   503 + Retry-After              -
 //	missing or wrong bearer token        401 + WWW-Authenticate         UNAUTHENTICATED
-//	Content-Type not protobuf or JSON,   415                            -
-//	  Content-Encoding not gzip/identity
+//	Content-Type not protobuf or JSON    415 + Accept-Post              -
+//	Content-Encoding not read            415 + Accept-Encoding          UNIMPLEMENTED (grpc's own)
 //	method not POST                      405 + Allow: POST              -
 //	path not /v1/traces                  404                            UNIMPLEMENTED (grpc's own)
 //
@@ -52,12 +93,18 @@
 // are a google.rpc.Status in the request's content type (JSON when the
 // content type is not one of the two), as OTLP/HTTP specifies.
 //
-// A gRPC request is decoded before admission control, as grpc-go decodes
-// messages before any handler runs, and one that does not decode is
-// answered INTERNAL ("grpc: failed to unmarshal the received message: ..."),
-// grpc's own answer to a message it cannot decode; the Collector's own
-// receiver answers the same way, and its exporter does not retry INTERNAL,
-// which is what malformed data needs.
+// A gRPC request is decoded before admission control, as grpc-go receives
+// messages before any handler runs, and one that does not decode or
+// decompress is answered INVALID_ARGUMENT, OTLP's answer to a malformed
+// request (grpc's own answer would be INTERNAL, a server fault to every
+// dashboard); the Collector's exporter does not retry it, which is what
+// malformed data needs.
+//
+// Every refused request (every answer but 200 / OK) is counted by reason
+// and logged, at most once a second per protocol and reason, with what the
+// client sent (remote address, user agent, content type and encoding, never
+// a token) and how many like refusals the log left out: what a sender
+// drops for good is never silent here.
 //
 // # Metrics
 //
@@ -72,6 +119,14 @@
 //	                                                  (retryable); canceled; internal
 //	stormradius_otlp_requests_total{status}           answers: HTTP status code, or gRPC
 //	                                                  code name (OK, Unavailable, ...)
+//	stormradius_otlp_requests_refused_total{reason}   requests answered with an error:
+//	                                                  unauthenticated, not_found,
+//	                                                  method_not_allowed,
+//	                                                  unsupported_media_type,
+//	                                                  unsupported_encoding, too_large,
+//	                                                  malformed, slow_body, busy,
+//	                                                  backpressure, unavailable,
+//	                                                  canceled, internal
 //	stormradius_otlp_request_duration_seconds         histogram: decode + Consume
 //
 // Spans of a request refused before its body was read or decoded (HTTP:
@@ -80,12 +135,12 @@
 //
 // # Memory
 //
-// At most MaxInflightRequests requests are stored at once, each holding one
-// body of at most MaxBodyBytes (after decompression: a gzip bomb is cut off
-// at the limit and answered 413, RESOURCE_EXHAUSTED over gRPC) and its
-// decoded spans; HTTP requests are read and decoded under that bound too,
-// gRPC ones just before it (grpc holds at most MaxInflightRequests streams
-// per connection). Decoders, span slices, body buffers and gzip readers are
-// pooled, and protobuf is decoded without pdata: a steady stream of requests
-// allocates next to nothing per span.
+// At most MaxInflightRequests requests are decompressed, decoded and stored
+// at once, each holding one body of at most MaxBodyBytes (after
+// decompression) and its decoded spans; HTTP bodies being received hold at
+// most BodyBufferBytes more; gRPC requests are decoded just before the
+// bound (grpc holds at most MaxInflightRequests streams per connection).
+// Decoders, span slices, body buffers and decompressors are pooled, and
+// protobuf is decoded without pdata: a steady stream of requests allocates
+// next to nothing per span.
 package otlp
