@@ -75,7 +75,8 @@ func (s *Server) readRaw(w *work, rw http.ResponseWriter, r *http.Request) ([]by
 	// MaxBytesReader also tells the server to close the connection rather
 	// than read the rest of an oversized body.
 	src := http.MaxBytesReader(rw, r.Body, limit)
-	p := s.newPace(rw)
+	p := &w.pace
+	s.startPace(p, rw)
 	defer p.stop()
 
 	buf := w.raw[:0]
@@ -139,9 +140,10 @@ type pace struct {
 	disabled bool      // the connection has no read deadline (a handler mounted elsewhere)
 }
 
-func (s *Server) newPace(rw http.ResponseWriter) *pace {
+// startPace starts p on the body of the request rw answers.
+func (s *Server) startPace(p *pace, rw http.ResponseWriter) {
 	now := time.Now()
-	p := &pace{
+	*p = pace{
 		rc:     http.NewResponseController(rw),
 		window: s.cfg.BodyRateWindow,
 		perWin: int64(float64(s.cfg.MinBodyRate) * s.cfg.BodyRateWindow.Seconds()),
@@ -152,7 +154,6 @@ func (s *Server) newPace(rw http.ResponseWriter) *pace {
 		p.winEnd, p.perWin = p.end, math.MaxInt64
 	}
 	p.arm()
-	return p
 }
 
 // arm sets the read deadline to the end of the current window, or the
@@ -186,6 +187,7 @@ func (p *pace) stop() {
 	if !p.disabled {
 		_ = p.rc.SetReadDeadline(time.Time{})
 	}
+	p.rc = nil
 }
 
 // decompress returns raw decompressed by c into w.body, or raw itself for

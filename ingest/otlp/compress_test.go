@@ -458,3 +458,31 @@ func TestRefusalsLogged(t *testing.T) {
 		t.Errorf("gRPC refusal logged %d times:\n%s", len(l), logs)
 	}
 }
+
+// FuzzDecompress: whatever a client sends under any Content-Encoding, the
+// receiver's decompression neither panics nor returns more than the limit,
+// and what it returns for a valid body is that body.
+func FuzzDecompress(f *testing.F) {
+	plain := protoBody(f, testTraces(1, 5))
+	for c := range nCodings {
+		f.Add(uint8(c), plain)
+	}
+	for _, cc := range httpCodings {
+		f.Add(uint8(0), cc.compress(f, plain))
+		for c := range nCodings {
+			f.Add(uint8(c), cc.compress(f, plain))
+		}
+	}
+	const limit = 64 << 10
+	w := &work{}
+	f.Fuzz(func(t *testing.T, c uint8, raw []byte) {
+		cd := coding(c % uint8(nCodings))
+		out, err := w.decompress(cd, raw, limit)
+		if err == nil && len(out) > limit {
+			t.Fatalf("%s: %d bytes past the limit", codingNames[cd], len(out))
+		}
+		if cd == codingIdentity && (err != nil || !bytes.Equal(out, raw)) {
+			t.Fatalf("identity changed the body")
+		}
+	})
+}

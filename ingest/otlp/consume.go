@@ -24,6 +24,7 @@ type work struct {
 	reserved int64  // bytes of the body budget raw holds
 	body     []byte // the HTTP body decompressed
 	unz      decoders
+	pace     pace // the HTTP body's rate and time limit
 }
 
 func (s *Server) getWork() *work {
