@@ -29,7 +29,11 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers")
-	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, compressed or not")
+	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, as sent and decompressed")
+	maxReqs := fs.Int("max-inflight-requests", otlp.DefaultMaxInflightRequests, "OTLP requests decoded and stored at once, both protocols (more wait up to 1 s, then get 503)")
+	minRate := fs.Int64("min-body-rate", otlp.DefaultMinBodyRate, "slowest an OTLP/HTTP body may arrive, bytes/s over 5 s (slower: 408, disconnected; -1: no check)")
+	bodyTimeout := fs.Duration("body-timeout", otlp.DefaultBodyTimeout, "longest an OTLP/HTTP body may take to arrive")
+	bodyBuffer := fs.Int64("body-buffer-bytes", 0, "memory for OTLP/HTTP bodies being received, all requests (beyond: 503; default 8 × --max-body-bytes)")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
@@ -52,7 +56,11 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 			errs = append(errs, fmt.Errorf("--window %v is negative", *window))
 		}
 		c.OTLP = otlp.Config{GRPCAddr: *grpcAddr, HTTPAddr: *httpOTLP, DisableGRPC: off(*grpcAddr), DisableHTTP: off(*httpOTLP),
-			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody, ClaimHeader: *claimHeader}
+			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody, ClaimHeader: *claimHeader,
+			MaxInflightRequests: *maxReqs, MinBodyRate: *minRate, BodyTimeout: *bodyTimeout, BodyBufferBytes: *bodyBuffer}
+		if *maxReqs <= 0 || *bodyTimeout <= 0 || *bodyBuffer < 0 || *minRate == 0 {
+			errs = append(errs, errors.New("--max-inflight-requests and --body-timeout must be positive, --body-buffer-bytes not negative, --min-body-rate not 0"))
+		}
 		if !off(*httpAddr) {
 			c.HTTPAddr = *httpAddr
 		}
