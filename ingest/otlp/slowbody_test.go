@@ -135,8 +135,10 @@ func TestSlowBodiesHoldNoSlots(t *testing.T) {
 	if answered.Load() < 40 || late.Load() > 0 || unanswered.Load() > 0 {
 		t.Errorf("slow bodies: %d answered 408 in time, %d late, %d otherwise", answered.Load(), late.Load(), unanswered.Load())
 	}
-	if n := metricValue(t, reg, "stormradius_otlp_requests_refused_total", "protocol", "http", "reason", "slow_body"); n != float64(answered.Load()) {
-		t.Errorf("refused slow_body = %v, want %d", n, answered.Load())
+	// Clients stopped mid-wait may be answered after they stopped
+	// listening: those count too.
+	if n := metricValue(t, reg, "stormradius_otlp_requests_refused_total", "protocol", "http", "reason", "slow_body"); n < float64(answered.Load()) || n > float64(answered.Load()+40) {
+		t.Errorf("refused slow_body = %v, want %d to %d", n, answered.Load(), answered.Load()+40)
 	}
 }
 
