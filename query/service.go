@@ -87,37 +87,46 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 	if step < time.Minute || step%time.Minute != 0 {
 		return nil, fmt.Errorf("%w: step %v: want whole minutes, at least 1m", ErrBadRequest, step)
 	}
-	n := (q.To - q.From + int64(step) - 1) / int64(step)
+	if q.To <= q.From {
+		return nil, fmt.Errorf("%w: the range ends before it starts", ErrBadRequest)
+	}
+	n := Span(q) / uint64(step)
+	if Span(q)%uint64(step) != 0 {
+		n++
+	}
 	if n > MaxPoints {
 		return nil, fmt.Errorf("%w: %d points (at most %d): use a larger step", ErrBadRequest, n, MaxPoints)
 	}
 	// A step counts the traces that started in its minutes (a minute that
-	// began before from is not in the range): align from to the minute.
-	if r := q.From % int64(time.Minute); r != 0 {
-		q.From += int64(time.Minute) - r
-		if r < 0 {
-			q.From -= int64(time.Minute)
-		}
-	}
-	if q.From >= q.To {
+	// began before from is not in the range): from is the range's first
+	// whole minute.
+	lo, hi := q.MinuteRange()
+	if lo >= hi {
 		return nil, fmt.Errorf("%w: the range holds no whole minute", ErrBadRequest)
 	}
+	q.From = lo * int64(time.Minute) // lo < hi: its start is an int64
 	out := &Series{API: api, Step: int64(step / time.Second), Points: []Point{}}
 	var aggs []*analysis.APIAgg
 	if sr, ok := s.Store.(store.SeriesReader); ok {
 		var err error
-		if aggs, err = sr.APISeries(ctx, store.Query{From: q.From, To: q.To, API: api}, int64(step/time.Minute)); err != nil {
+		if aggs, err = sr.APISeries(ctx, store.Query{From: store.Bound(q.From), To: q.To, API: api}, int64(step/time.Minute)); err != nil {
 			return nil, err
 		}
 	}
-	for i, t := 0, q.From; t < q.To; i, t = i+1, t+int64(step) {
+	// Steps are counted, not added up to To: near the end of int64 time
+	// t+step would wrap around.
+	for i, t := 0, q.From; ; i++ {
+		end := q.To
+		if uint64(q.To-t) > uint64(step) {
+			end = t + int64(step)
+		}
 		var a *analysis.APIAgg
 		if aggs != nil {
 			if i < len(aggs) {
 				a = aggs[i]
 			}
 		} else {
-			rep, err := s.Store.Report(ctx, store.Query{From: t, To: min(t+int64(step), q.To), API: api})
+			rep, err := s.Store.Report(ctx, store.Query{From: store.Bound(t), To: store.Bound(end), API: api})
 			if err != nil {
 				return nil, err
 			}
@@ -133,9 +142,18 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 			p.Suppressed, p.Spurious = a.Suppressed, a.Counterfactual-a.Hops
 		}
 		out.Points = append(out.Points, p)
+		if end == q.To {
+			break
+		}
+		t = end
 	}
 	return out, nil
 }
+
+// Span returns the length of q's range in nanoseconds, To after From: as
+// an uint64, since from the first to the last instant of int64 time it is
+// more than an int64 holds.
+func Span(q store.Query) uint64 { return uint64(q.To - q.From) }
 
 // GraphAnswer is a root API's call graph over a range, with the owners of
 // its failures (the UI highlights them and the storm path above them).

@@ -291,7 +291,7 @@ func (s *server) radius(r *http.Request) (any, error) {
 		}
 	} else {
 		// About 60 points, whole minutes.
-		step = max(time.Minute, time.Duration(q.To-q.From)/60/time.Minute*time.Minute)
+		step = max(time.Minute, time.Duration(query.Span(q)/60)/time.Minute*time.Minute)
 	}
 	return s.svc.Series(r.Context(), api, q, step)
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/stormradius/stormradius/internal/timerange"
 )
 
 // operation documents one route in the OpenAPI document.
@@ -24,11 +26,11 @@ type param struct {
 }
 
 var (
-	pFrom     = param{"from", "query", "start of the range: RFC 3339, unix seconds or now-DURATION (default: an hour before to)", false, "string"}
-	pTo       = param{"to", "query", "end of the range, exclusive: RFC 3339, unix seconds or now-DURATION (default: now)", false, "string"}
+	pFrom     = param{"from", "query", "start of the range: RFC 3339, unix seconds or now±DURATION, within " + timerange.RangeText + " (default: an hour before to)", false, "string"}
+	pTo       = param{"to", "query", "end of the range, exclusive, after from: RFC 3339, unix seconds or now±DURATION, within " + timerange.RangeText + " (default: now)", false, "string"}
 	pAPI      = param{"api", "query", `the root API, "service operation" (operation names contain slashes)`, true, "string"}
 	pAPIOpt   = param{"api", "query", `only incidents that affected this root API`, false, "string"}
-	pStep     = param{"step", "query", "series step: a duration (5m) or seconds, whole minutes (default: about 60 points)", false, "string"}
+	pStep     = param{"step", "query", "series step: a duration (5m) or seconds, whole minutes, at most 2000 points (default: about 60 points)", false, "string"}
 	pLimit    = param{"limit", "query", "at most this many incidents, newest first (default and maximum 500)", false, "integer"}
 	pIncident = param{"id", "path", "the incident id (from /api/v1/incidents)", true, "string"}
 	pTrace    = param{"traceID", "path", "the trace id, 32 hex digits", true, "string"}
@@ -107,7 +109,7 @@ func (s *server) openAPIDoc() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{"title": "stormradius", "version": "1",
-			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339 or unix seconds; ranges default to the last hour."},
+			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339, unix seconds or now±DURATION, from " + timerange.RangeText + " (what int64 unix nanoseconds hold; others are a 400); ranges default to the last hour."},
 		"paths":      paths,
 		"components": components(),
 		"security":   security(len(s.tokens) > 0),
