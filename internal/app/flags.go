@@ -55,7 +55,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
 	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
-	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "Kafka message encoding: otlp_proto or otlp_json")
+	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
