@@ -199,8 +199,8 @@ func (s *server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
+		sum := sha256.Sum256([]byte(tok))
 		match := 0
 		for _, t := range s.tokens {
 			match |= subtle.ConstantTimeCompare(sum[:], t[:])
@@ -212,6 +212,18 @@ func (s *server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken returns the token of "Bearer <token>". The scheme is
+// case-insensitive (RFC 7235 §2.1), as the OTLP receivers take it: "bearer"
+// and "BEARER" are the same scheme.
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme):])
+	return tok, tok != ""
 }
 
 // cors answers cross-origin requests from the configured origins only.
