@@ -78,8 +78,11 @@ type Series struct {
 
 // Series returns api's figures per step over q's range (a step of whole
 // minutes, from the first whole minute of the range). Steps with no trace
-// are points of zeros. Read in one pass where the store can
-// (SeriesReader), step by step otherwise.
+// are points of zeros: a root API the store knows but the range does not
+// hold is a series of zeros. One the store holds no trace of at all (in
+// what it keeps) is ErrNotFound, as a typo must not look like a quiet API.
+// Read in one pass where the store can (SeriesReader), step by step
+// otherwise.
 func (s *Service) Series(ctx context.Context, api string, q store.Query, step time.Duration) (*Series, error) {
 	if q.From == 0 || q.To == 0 {
 		return nil, fmt.Errorf("%w: a series needs from and to", ErrBadRequest)
@@ -113,6 +116,7 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 			return nil, err
 		}
 	}
+	traces := int64(0)
 	// Steps are counted, not added up to To: near the end of int64 time
 	// t+step would wrap around.
 	for i, t := 0, q.From; ; i++ {
@@ -140,6 +144,7 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 				p.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
 			}
 			p.Suppressed, p.Spurious = a.Suppressed, a.Counterfactual-a.Hops
+			traces += a.Traces
 		}
 		out.Points = append(out.Points, p)
 		if end == q.To {
@@ -147,7 +152,26 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 		}
 		t = end
 	}
+	if traces == 0 {
+		// Only then: asking the whole store costs more than the range.
+		if err := s.known(ctx, api); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// known returns ErrNotFound when the store holds no trace of root API api
+// in any range it keeps.
+func (s *Service) known(ctx context.Context, api string) error {
+	rep, err := s.Store.Report(ctx, store.Query{API: api})
+	if err != nil {
+		return err
+	}
+	if rep.APIs[api] == nil {
+		return fmt.Errorf("%w: no traces of root API %q in the store", ErrNotFound, api)
+	}
+	return nil
 }
 
 // Span returns the length of q's range in nanoseconds, To after From: as

@@ -41,7 +41,8 @@ var (
 		description: "Every root API with traces in the range, each row the SPEC §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
 		params:      []param{pFrom, pTo}, ok: "APIList"}
 	opRadius = operation{id: "radiusSeries", summary: "A root API's storm radius over time",
-		params: []param{pAPI, pFrom, pTo, pStep}, ok: "Series"}
+		description: "Steps without traces are zeros: a root API with no trace in the range is a series of zeros. An API the store holds no trace of at all (within its retention) is a 404, as /graph and /gate answer for an API without traces in their range.",
+		params:      []param{pAPI, pFrom, pTo, pStep}, ok: "Series", statuses: []int{404}}
 	opGraph = operation{id: "callGraph", summary: "A root API's call graph with per-edge retries, claims and fail-open state, and the owners of its failures",
 		params: []param{pAPI, pFrom, pTo}, ok: "Graph", statuses: []int{404}}
 	opFleet = operation{id: "fleet", summary: "Fleet-wide radius figures",
