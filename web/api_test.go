@@ -322,6 +322,18 @@ func TestErrors(t *testing.T) {
 				t.Errorf("GET %s: %d %s; want %d with %q", c.path, code, b, c.status, c.msg)
 			}
 		}
+		// Whole messages, each said once.
+		for path, msg := range map[string]string{
+			"/api/v1/incidents/not-an-id":             `not found: "not-an-id" is not an incident id`,
+			"/api/v1/incidents/29000000-abcdefabcdef": `not found: no incident 29000000-abcdefabcdef`,
+			"/api/v1/incidents/x-abcdefabcdef":        `not found: "x-abcdefabcdef" is not an incident id`,
+		} {
+			code, b := get(t, srv, path, "")
+			var e struct{ Error string }
+			if code != 404 || json.Unmarshal(b, &e) != nil || e.Error != msg {
+				t.Errorf("GET %s: %d %s; want 404 with exactly %q", path, code, b, msg)
+			}
+		}
 		for _, c := range []struct {
 			body   string
 			status int
