@@ -41,6 +41,11 @@ var rollout = sync.OnceValues(func() ([][]graph.Span, *analysis.Document) {
 // a server.
 func stores(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	traces, _ := rollout()
+	storesWith(t, traces, fn)
+}
+
+// storesWith runs fn against each store loaded with traces.
+func storesWith(t *testing.T, traces [][]graph.Span, fn func(t *testing.T, st store.Store)) {
 	open := map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
 			st, err := storeurl.Open(context.Background(), storeurl.Options{Data: t.TempDir(), Window: fixture.Window})

@@ -73,8 +73,8 @@ var (
 			{"always_200", "query", "true: answer 200 whatever the decision (read pass from the body; for an Argo Rollouts web metric)", false, "boolean"},
 			pFrom, pTo},
 		ok: "GateDecision", statuses: []int{404, 412}}
-	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook: the parameters in the payload's metadata",
-		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters as strings (query parameters win). 200 pass, 412 fail.`,
+	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook or an Argo Rollouts web metric (POST, jsonBody): the parameters in the payload's metadata",
+		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters, as strings (numbers and booleans are taken too; query parameters win). A POST body carries names with spaces (every root API) that a URL built by substitution cannot. 200 pass, 412 fail; with always_200=true, 200 and pass in the body.`,
 		body:        "FlaggerWebhook", ok: "GateDecision", statuses: []int{404, 412, 413}}
 	opOpenAPI = operation{id: "openapi", summary: "This document", ok: "OpenAPI"}
 )
@@ -216,8 +216,9 @@ func components() map[string]any {
 			"GateDecision": obj("the gate's decision", map[string]any{"pass": boolean, "reasons": arr(str), "api": str,
 				"candidate": figures, "baseline": figures, "thresholds": map[string]any{"type": "object"}}, "pass", "reasons"),
 			"OpenAPI": map[string]any{"type": "object"},
-			"FlaggerWebhook": obj("a Flagger webhook payload", map[string]any{"name": str, "namespace": str, "phase": str,
-				"metadata": map[string]any{"type": "object", "additionalProperties": str}}),
+			"FlaggerWebhook": obj("a Flagger webhook payload, or an Argo Rollouts web metric's jsonBody of the same shape", map[string]any{"name": str, "namespace": str, "phase": str,
+				"metadata": map[string]any{"type": "object", "description": "GET /api/v1/gate's parameters",
+					"additionalProperties": map[string]any{"oneOf": []any{str, map[string]any{"type": "number"}, map[string]any{"type": "boolean"}}}}}),
 		},
 		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 	}
