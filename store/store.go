@@ -104,9 +104,10 @@ type Query struct {
 	API      string
 }
 
-// MinuteRange returns the minutes the query covers: [lo, hi). Any From and
-// To are taken, to the ends of int64: the first and last minutes then
-// start beyond them, so nothing here multiplies a minute back.
+// MinuteRange returns the minutes the query covers: [lo, hi). From and To
+// may be anything to the ends of int64, where a partial minute starts
+// beyond what an int64 holds: rounding up reads the remainder instead of
+// multiplying the minute back.
 func (q Query) MinuteRange() (lo, hi int64) {
 	lo, hi = -1<<62, 1<<62
 	if q.From != 0 {
