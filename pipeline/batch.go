@@ -555,7 +555,8 @@ const (
 	recResult byte = 3 // the start minute (8 bytes), then the result
 )
 
-// openSpill creates a spill file in dir (os.TempDir() when empty).
+// openSpill creates a spill file in dir (os.TempDir() when empty): 0600,
+// as os.CreateTemp makes it, for it holds the spans.
 func openSpill(dir string) (*spill, error) {
 	f, err := os.CreateTemp(dir, "stormradius-spill-*")
 	if err != nil {

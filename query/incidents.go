@@ -48,12 +48,19 @@ func (s *Service) Incident(ctx context.Context, id string) (*analysis.IncidentDo
 	d, err := store.FindIncident(ctx, s.Store, id, s.Config)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return nil, notFound{err}
 	case errors.Is(err, store.ErrNoIncidents):
 		return nil, fmt.Errorf("%w: no incident %s (%v)", ErrNotFound, id, err)
 	}
 	return d, err
 }
+
+// notFound is a store's ErrNotFound as this package's: its message alone
+// (it already begins "not found"), and both sentinels for errors.Is.
+type notFound struct{ err error }
+
+func (e notFound) Error() string   { return e.err.Error() }
+func (e notFound) Unwrap() []error { return []error{ErrNotFound, e.err} }
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -21,15 +22,17 @@ func badParam(name, format string, a ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrBadRequest, name, fmt.Sprintf(format, a...))
 }
 
-// ParseRange reads from and to (RFC 3339, unix seconds or now-DURATION),
-// by default the last hour before now.
+// ParseRange reads from and to (RFC 3339, unix seconds or now-DURATION,
+// within timerange.Min … timerange.Max), by default the last hour before
+// now; to must be after from.
 func ParseRange(v url.Values, now time.Time) (store.Query, error) {
 	q := store.Query{From: now.Add(-DefaultRange).UnixNano(), To: now.UnixNano()}
-	fromSet := false
+	fromSet, toSet := false, false
 	for _, p := range []struct {
 		name string
 		dst  *int64
-	}{{"from", &q.From}, {"to", &q.To}} {
+		set  *bool
+	}{{"from", &q.From, &fromSet}, {"to", &q.To, &toSet}} {
 		s := v.Get(p.name)
 		if s == "" {
 			continue
@@ -38,15 +41,22 @@ func ParseRange(v url.Values, now time.Time) (store.Query, error) {
 		if err != nil {
 			return q, badParam(p.name, "%v", err)
 		}
-		*p.dst = t
-		fromSet = fromSet || p.name == "from"
+		*p.dst, *p.set = t, true
 	}
-	if !fromSet && v.Get("to") != "" {
-		q.From = q.To - int64(DefaultRange) // an hour before the given end
+	if !fromSet && toSet {
+		// An hour before the given end, or from the first instant.
+		q.From = math.MinInt64
+		if q.To > math.MinInt64+int64(DefaultRange) {
+			q.From = q.To - int64(DefaultRange)
+		}
+	}
+	if q.To <= q.From && !toSet {
+		return q, badParam("to", "must be after from (to is now when not given)")
 	}
 	if q.To <= q.From {
 		return q, badParam("to", "must be after from")
 	}
+	q.From, q.To = store.Bound(q.From), store.Bound(q.To)
 	return q, nil
 }
 
@@ -100,7 +110,8 @@ func ParseGate(v url.Values, now time.Time) (GateRequest, error) {
 	return req, req.Validate()
 }
 
-// ParseWindow reads a window "FROM/TO", each end as from and to take.
+// ParseWindow reads a window "FROM/TO", each end as from and to take; it
+// must not end before it starts.
 func ParseWindow(s string, now time.Time) (store.Query, error) {
 	from, to, ok := strings.Cut(s, "/")
 	if !ok {
@@ -117,6 +128,7 @@ func ParseWindow(s string, now time.Time) (store.Query, error) {
 	if q.To <= q.From {
 		return q, fmt.Errorf("%q: the window ends before it starts", s)
 	}
+	q.From, q.To = store.Bound(q.From), store.Bound(q.To)
 	return q, nil
 }
 

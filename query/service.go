@@ -78,8 +78,11 @@ type Series struct {
 
 // Series returns api's figures per step over q's range (a step of whole
 // minutes, from the first whole minute of the range). Steps with no trace
-// are points of zeros. Read in one pass where the store can
-// (SeriesReader), step by step otherwise.
+// are points of zeros: a root API the store knows but the range does not
+// hold is a series of zeros. One the store holds no trace of at all (in
+// what it keeps) is ErrNotFound, as a typo must not look like a quiet API.
+// Read in one pass where the store can (SeriesReader), step by step
+// otherwise.
 func (s *Service) Series(ctx context.Context, api string, q store.Query, step time.Duration) (*Series, error) {
 	if q.From == 0 || q.To == 0 {
 		return nil, fmt.Errorf("%w: a series needs from and to", ErrBadRequest)
@@ -87,37 +90,47 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 	if step < time.Minute || step%time.Minute != 0 {
 		return nil, fmt.Errorf("%w: step %v: want whole minutes, at least 1m", ErrBadRequest, step)
 	}
-	n := (q.To - q.From + int64(step) - 1) / int64(step)
+	if q.To <= q.From {
+		return nil, fmt.Errorf("%w: the range ends before it starts", ErrBadRequest)
+	}
+	n := Span(q) / uint64(step)
+	if Span(q)%uint64(step) != 0 {
+		n++
+	}
 	if n > MaxPoints {
 		return nil, fmt.Errorf("%w: %d points (at most %d): use a larger step", ErrBadRequest, n, MaxPoints)
 	}
 	// A step counts the traces that started in its minutes (a minute that
-	// began before from is not in the range): align from to the minute.
-	if r := q.From % int64(time.Minute); r != 0 {
-		q.From += int64(time.Minute) - r
-		if r < 0 {
-			q.From -= int64(time.Minute)
-		}
-	}
-	if q.From >= q.To {
+	// began before from is not in the range): from is the range's first
+	// whole minute.
+	lo, hi := q.MinuteRange()
+	if lo >= hi {
 		return nil, fmt.Errorf("%w: the range holds no whole minute", ErrBadRequest)
 	}
+	q.From = lo * int64(time.Minute) // lo < hi: its start is an int64
 	out := &Series{API: api, Step: int64(step / time.Second), Points: []Point{}}
 	var aggs []*analysis.APIAgg
 	if sr, ok := s.Store.(store.SeriesReader); ok {
 		var err error
-		if aggs, err = sr.APISeries(ctx, store.Query{From: q.From, To: q.To, API: api}, int64(step/time.Minute)); err != nil {
+		if aggs, err = sr.APISeries(ctx, store.Query{From: store.Bound(q.From), To: q.To, API: api}, int64(step/time.Minute)); err != nil {
 			return nil, err
 		}
 	}
-	for i, t := 0, q.From; t < q.To; i, t = i+1, t+int64(step) {
+	traces := int64(0)
+	// Steps are counted, not added up to To: near the end of int64 time
+	// t+step would wrap around.
+	for i, t := 0, q.From; ; i++ {
+		end := q.To
+		if uint64(q.To-t) > uint64(step) {
+			end = t + int64(step)
+		}
 		var a *analysis.APIAgg
 		if aggs != nil {
 			if i < len(aggs) {
 				a = aggs[i]
 			}
 		} else {
-			rep, err := s.Store.Report(ctx, store.Query{From: t, To: min(t+int64(step), q.To), API: api})
+			rep, err := s.Store.Report(ctx, store.Query{From: store.Bound(t), To: store.Bound(end), API: api})
 			if err != nil {
 				return nil, err
 			}
@@ -131,11 +144,40 @@ func (s *Service) Series(ctx context.Context, api string, q store.Query, step ti
 				p.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
 			}
 			p.Suppressed, p.Spurious = a.Suppressed, a.Counterfactual-a.Hops
+			traces += a.Traces
 		}
 		out.Points = append(out.Points, p)
+		if end == q.To {
+			break
+		}
+		t = end
+	}
+	if traces == 0 {
+		// Only then: asking the whole store costs more than the range.
+		if err := s.known(ctx, api); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
+
+// known returns ErrNotFound when the store holds no trace of root API api
+// in any range it keeps.
+func (s *Service) known(ctx context.Context, api string) error {
+	rep, err := s.Store.Report(ctx, store.Query{API: api})
+	if err != nil {
+		return err
+	}
+	if rep.APIs[api] == nil {
+		return fmt.Errorf("%w: no traces of root API %q in the store", ErrNotFound, api)
+	}
+	return nil
+}
+
+// Span returns the length of q's range in nanoseconds, To after From: as
+// an uint64, since from the first to the last instant of int64 time it is
+// more than an int64 holds.
+func Span(q store.Query) uint64 { return uint64(q.To - q.From) }
 
 // GraphAnswer is a root API's call graph over a range, with the owners of
 // its failures (the UI highlights them and the storm path above them).

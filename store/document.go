@@ -83,11 +83,19 @@ func WindowRange(q Query, window time.Duration) (lo, hi int64) {
 		return 1, 0
 	}
 	lo, hi = math.MinInt64, math.MaxInt64
+	m := int64(time.Minute)
 	if q.From != 0 {
-		lo = analysis.WindowOf(mlo*int64(time.Minute), window)
+		// From's minute starts at or after From: it is an int64.
+		lo = analysis.WindowOf(mlo*m, window)
 	}
 	if q.To != 0 {
-		hi = analysis.WindowOf(mhi*int64(time.Minute)-1, window)
+		// The last nanosecond of the last minute, which for the last
+		// minute of int64 is past its end.
+		last := int64(math.MaxInt64)
+		if mhi-1 < math.MaxInt64/m {
+			last = mhi*m - 1
+		}
+		hi = analysis.WindowOf(last, window)
 	}
 	return lo, hi
 }

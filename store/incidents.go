@@ -99,8 +99,7 @@ func FindIncident(ctx context.Context, r Reader, id string, cfg analysis.Config)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not an incident id", ErrNotFound, id)
 	}
-	m := int64(time.Minute)
-	spans, err := detectAround(ctx, ir, Query{From: first * m, To: (first + 1) * m}, cfg.Incidents.Resolved())
+	spans, err := detectAround(ctx, ir, Query{From: MinuteStart(first), To: MinuteStart(first + 1)}, cfg.Incidents.Resolved())
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +121,7 @@ func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysi
 	if q.From == 0 {
 		lo = hi - maxSpan
 	}
-	m := int64(time.Minute)
-	last, ok, err := ir.LastMinute(ctx, Query{From: (lo - maxSpan) * m})
+	last, ok, err := ir.LastMinute(ctx, Query{From: MinuteStart(lo - maxSpan)})
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -135,7 +133,7 @@ func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysi
 	back, fwd := rules.QuietMinutes+60, rules.QuietMinutes+60
 	for {
 		rlo, rhi := lo-back, min(now, hi+fwd)
-		hot, err := ir.HotMinutes(ctx, Query{From: rlo * m, To: rhi * m}, rules.MinOwned, rules.MinRate)
+		hot, err := ir.HotMinutes(ctx, Query{From: MinuteStart(rlo), To: MinuteStart(rhi)}, rules.MinOwned, rules.MinRate)
 		if err != nil {
 			return nil, err
 		}
@@ -163,8 +161,7 @@ func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysi
 // minutes, the call graphs of its windows and, with examples, up to
 // analysis.MaxExamples example traces.
 func incidentFigures(ctx context.Context, r Reader, ir IncidentReader, s analysis.IncidentSpan, cfg analysis.Config, examples bool) (analysis.IncidentDoc, error) {
-	m := int64(time.Minute)
-	q := Query{From: s.First * m, To: (s.Last + 1) * m}
+	q := Query{From: MinuteStart(s.First), To: MinuteStart(s.Last + 1)}
 	rep, err := r.Report(ctx, q)
 	if err != nil {
 		return analysis.IncidentDoc{}, err

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"math"
 	"slices"
 	"time"
 
@@ -103,22 +104,51 @@ type Query struct {
 	API      string
 }
 
-// MinuteRange returns the minutes the query covers: [lo, hi).
+// MinuteRange returns the minutes the query covers: [lo, hi). From and To
+// may be anything to the ends of int64, where a partial minute starts
+// beyond what an int64 holds: rounding up reads the remainder instead of
+// multiplying the minute back.
 func (q Query) MinuteRange() (lo, hi int64) {
 	lo, hi = -1<<62, 1<<62
 	if q.From != 0 {
 		lo = MinuteOf(q.From)
-		if lo*int64(time.Minute) < q.From {
+		if q.From%int64(time.Minute) != 0 {
 			lo++ // a minute starting before From is not in the range
 		}
 	}
 	if q.To != 0 {
 		hi = MinuteOf(q.To)
-		if hi*int64(time.Minute) < q.To {
+		if q.To%int64(time.Minute) != 0 {
 			hi++ // a minute starting before To is in the range
 		}
 	}
 	return lo, hi
+}
+
+// Bound returns the instant t (unix nanoseconds) as a Query's From or To.
+// Zero there means unbounded, so the epoch itself becomes the nanosecond
+// before it, which bounds the same minutes: a range ending at the epoch
+// holds nothing rather than everything.
+func Bound(t int64) int64 {
+	if t == 0 {
+		return -1
+	}
+	return t
+}
+
+// MinuteStart returns the first instant of minute m in unix nanoseconds,
+// held to the ends of int64 for the minutes that start beyond them (as a
+// Query's From or To it then bounds the same minutes); never 0, which a
+// Query reads as unbounded (see Bound).
+func MinuteStart(m int64) int64 {
+	const perMinute = int64(time.Minute)
+	switch {
+	case m > math.MaxInt64/perMinute:
+		return math.MaxInt64
+	case m < math.MinInt64/perMinute:
+		return math.MinInt64
+	}
+	return Bound(m * perMinute)
 }
 
 // Contains reports whether a trace starting at unixNano is in the range.

@@ -5,6 +5,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -199,8 +200,8 @@ func (s *server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
+		sum := sha256.Sum256([]byte(tok))
 		match := 0
 		for _, t := range s.tokens {
 			match |= subtle.ConstantTimeCompare(sum[:], t[:])
@@ -212,6 +213,18 @@ func (s *server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken returns the token of "Bearer <token>". The scheme is
+// case-insensitive (RFC 7235 §2.1), as the OTLP receivers take it: "bearer"
+// and "BEARER" are the same scheme.
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme):])
+	return tok, tok != ""
 }
 
 // cors answers cross-origin requests from the configured origins only.
@@ -291,7 +304,7 @@ func (s *server) radius(r *http.Request) (any, error) {
 		}
 	} else {
 		// About 60 points, whole minutes.
-		step = max(time.Minute, time.Duration(q.To-q.From)/60/time.Minute*time.Minute)
+		step = max(time.Minute, time.Duration(query.Span(q)/60)/time.Minute*time.Minute)
 	}
 	return s.svc.Series(r.Context(), api, q, step)
 }
@@ -406,20 +419,26 @@ func (s *server) incident(r *http.Request) (any, error) {
 
 // gate answers GET /api/v1/gate, and POST as a Flagger webhook: Flagger
 // posts {"name", "namespace", "phase", "metadata": {...}}, and the
-// metadata's string values are the same parameters as the query's (the
-// query's win). always_200=true answers 200 whatever the decision, for
-// clients that read pass from the body and take any other status for an
-// error (an Argo Rollouts web metric).
+// metadata's values are the same parameters as the query's (the query's
+// win): strings, as Flagger sends them, or numbers and booleans, which an
+// Argo Rollouts web metric's jsonBody written by hand may hold.
+// always_200=true answers 200 whatever the decision, for clients that read
+// pass from the body and take any other status for an error (an Argo
+// Rollouts web metric).
 func (s *server) gate(r *http.Request) (any, error) {
 	v := r.URL.Query()
 	if r.Method == http.MethodPost {
 		var hook struct {
-			Metadata map[string]string `json:"metadata"`
+			Metadata map[string]json.RawMessage `json:"metadata"`
 		}
 		if err := s.decodeBody(r, &hook, false, "a Flagger webhook payload with the gate's parameters in metadata"); err != nil {
 			return nil, err
 		}
-		for k, val := range hook.Metadata {
+		for k, raw := range hook.Metadata {
+			val, err := metadataValue(raw)
+			if err != nil {
+				return nil, badParam("metadata."+k, "%v", err)
+			}
 			if !v.Has(k) {
 				v.Set(k, val)
 			}
@@ -438,4 +457,24 @@ func (s *server) gate(r *http.Request) (any, error) {
 		return nil, &statusError{http.StatusPreconditionFailed, d}
 	}
 	return d, nil
+}
+
+// metadataValue is a webhook metadata value as a query parameter: a string
+// as it is, a number or a boolean as written.
+func metadataValue(raw json.RawMessage) (string, error) {
+	var x any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&x); err != nil {
+		return "", err
+	}
+	switch x := x.(type) {
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	}
+	return "", fmt.Errorf("%s: want a string, a number or a boolean", raw)
 }

@@ -41,6 +41,11 @@ var rollout = sync.OnceValues(func() ([][]graph.Span, *analysis.Document) {
 // a server.
 func stores(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	traces, _ := rollout()
+	storesWith(t, traces, fn)
+}
+
+// storesWith runs fn against each store loaded with traces.
+func storesWith(t *testing.T, traces [][]graph.Span, fn func(t *testing.T, st store.Store)) {
 	open := map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
 			st, err := storeurl.Open(context.Background(), storeurl.Options{Data: t.TempDir(), Window: fixture.Window})
@@ -320,6 +325,18 @@ func TestErrors(t *testing.T) {
 			var e struct{ Error string }
 			if code != c.status || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error, c.msg) {
 				t.Errorf("GET %s: %d %s; want %d with %q", c.path, code, b, c.status, c.msg)
+			}
+		}
+		// Whole messages, each said once.
+		for path, msg := range map[string]string{
+			"/api/v1/incidents/not-an-id":             `not found: "not-an-id" is not an incident id`,
+			"/api/v1/incidents/29000000-abcdefabcdef": `not found: no incident 29000000-abcdefabcdef`,
+			"/api/v1/incidents/x-abcdefabcdef":        `not found: "x-abcdefabcdef" is not an incident id`,
+		} {
+			code, b := get(t, srv, path, "")
+			var e struct{ Error string }
+			if code != 404 || json.Unmarshal(b, &e) != nil || e.Error != msg {
+				t.Errorf("GET %s: %d %s; want 404 with exactly %q", path, code, b, msg)
 			}
 		}
 		for _, c := range []struct {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -93,6 +94,25 @@ func TestGate(t *testing.T) {
 		}
 		if code, _ := hook(`"max_radius":"2"`); code != 400 {
 			t.Errorf("webhook without api: %d", code)
+		}
+		// Numbers and booleans as written (an Argo Rollouts jsonBody by
+		// hand); anything else a 400 naming the key.
+		if code, d := hook(meta + `"2.0","max_radius_increase":0,"always_200":true`); code != 200 || d.Pass || d.Candidate.MaxRadius != 2 {
+			t.Errorf("webhook with numbers and booleans: %d %+v", code, d)
+		}
+		if code, d := hook(meta + `"2.1","max_radius_increase":0,"max_amplification":2.5`); code != 200 || !d.Pass {
+			t.Errorf("webhook with a fraction: %d %+v", code, d)
+		}
+		for _, bad := range []string{`"max_radius":null`, `"max_radius":[2]`, `"max_radius":{"n":2}`} {
+			resp, err := srv.Client().Post(srv.URL+"/api/v1/gate", "application/json", strings.NewReader(`{"metadata":{"api":"x",`+bad+`}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(b), "metadata.max_radius: ") || !strings.Contains(string(b), "want a string, a number or a boolean") {
+				t.Errorf("webhook %s: %d %s", bad, resp.StatusCode, b)
+			}
 		}
 		// always_200 for clients that read pass (an Argo Rollouts web metric).
 		code, b := get(t, srv, "/api/v1/gate"+q("api", fixture.API, "from", at(10), "to", at(20), "max_radius", "1", "always_200", "true"), "")

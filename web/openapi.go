@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/stormradius/stormradius/internal/timerange"
 )
 
 // operation documents one route in the OpenAPI document.
@@ -24,11 +26,11 @@ type param struct {
 }
 
 var (
-	pFrom     = param{"from", "query", "start of the range: RFC 3339, unix seconds or now-DURATION (default: an hour before to)", false, "string"}
-	pTo       = param{"to", "query", "end of the range, exclusive: RFC 3339, unix seconds or now-DURATION (default: now)", false, "string"}
+	pFrom     = param{"from", "query", "start of the range: RFC 3339, unix seconds or now±DURATION, within " + timerange.RangeText + " (default: an hour before to)", false, "string"}
+	pTo       = param{"to", "query", "end of the range, exclusive, after from: RFC 3339, unix seconds or now±DURATION, within " + timerange.RangeText + " (default: now)", false, "string"}
 	pAPI      = param{"api", "query", `the root API, "service operation" (operation names contain slashes)`, true, "string"}
 	pAPIOpt   = param{"api", "query", `only incidents that affected this root API`, false, "string"}
-	pStep     = param{"step", "query", "series step: a duration (5m) or seconds, whole minutes (default: about 60 points)", false, "string"}
+	pStep     = param{"step", "query", "series step: a duration (5m) or seconds, whole minutes, at most 2000 points (default: about 60 points)", false, "string"}
 	pLimit    = param{"limit", "query", "at most this many incidents, newest first (default and maximum 500)", false, "integer"}
 	pIncident = param{"id", "path", "the incident id (from /api/v1/incidents)", true, "string"}
 	pTrace    = param{"traceID", "path", "the trace id, 32 hex digits", true, "string"}
@@ -39,7 +41,8 @@ var (
 		description: "Every root API with traces in the range, each row the SPEC §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
 		params:      []param{pFrom, pTo}, ok: "APIList"}
 	opRadius = operation{id: "radiusSeries", summary: "A root API's storm radius over time",
-		params: []param{pAPI, pFrom, pTo, pStep}, ok: "Series"}
+		description: "Steps without traces are zeros: a root API with no trace in the range is a series of zeros. An API the store holds no trace of at all (within its retention) is a 404, as /graph and /gate answer for an API without traces in their range.",
+		params:      []param{pAPI, pFrom, pTo, pStep}, ok: "Series", statuses: []int{404}}
 	opGraph = operation{id: "callGraph", summary: "A root API's call graph with per-edge retries, claims and fail-open state, and the owners of its failures",
 		params: []param{pAPI, pFrom, pTo}, ok: "Graph", statuses: []int{404}}
 	opFleet = operation{id: "fleet", summary: "Fleet-wide radius figures",
@@ -70,8 +73,8 @@ var (
 			{"always_200", "query", "true: answer 200 whatever the decision (read pass from the body; for an Argo Rollouts web metric)", false, "boolean"},
 			pFrom, pTo},
 		ok: "GateDecision", statuses: []int{404, 412}}
-	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook: the parameters in the payload's metadata",
-		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters as strings (query parameters win). 200 pass, 412 fail.`,
+	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook or an Argo Rollouts web metric (POST, jsonBody): the parameters in the payload's metadata",
+		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters, as strings (numbers and booleans are taken too; query parameters win). A POST body carries names with spaces (every root API) that a URL built by substitution cannot. 200 pass, 412 fail; with always_200=true, 200 and pass in the body.`,
 		body:        "FlaggerWebhook", ok: "GateDecision", statuses: []int{404, 412, 413}}
 	opOpenAPI = operation{id: "openapi", summary: "This document", ok: "OpenAPI"}
 )
@@ -107,7 +110,7 @@ func (s *server) openAPIDoc() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{"title": "stormradius", "version": "1",
-			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339 or unix seconds; ranges default to the last hour."},
+			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339, unix seconds or now±DURATION, from " + timerange.RangeText + " (what int64 unix nanoseconds hold; others are a 400); ranges default to the last hour."},
 		"paths":      paths,
 		"components": components(),
 		"security":   security(len(s.tokens) > 0),
@@ -213,8 +216,9 @@ func components() map[string]any {
 			"GateDecision": obj("the gate's decision", map[string]any{"pass": boolean, "reasons": arr(str), "api": str,
 				"candidate": figures, "baseline": figures, "thresholds": map[string]any{"type": "object"}}, "pass", "reasons"),
 			"OpenAPI": map[string]any{"type": "object"},
-			"FlaggerWebhook": obj("a Flagger webhook payload", map[string]any{"name": str, "namespace": str, "phase": str,
-				"metadata": map[string]any{"type": "object", "additionalProperties": str}}),
+			"FlaggerWebhook": obj("a Flagger webhook payload, or an Argo Rollouts web metric's jsonBody of the same shape", map[string]any{"name": str, "namespace": str, "phase": str,
+				"metadata": map[string]any{"type": "object", "description": "GET /api/v1/gate's parameters",
+					"additionalProperties": map[string]any{"oneOf": []any{str, map[string]any{"type": "number"}, map[string]any{"type": "boolean"}}}}}),
 		},
 		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 	}

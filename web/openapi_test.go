@@ -120,6 +120,20 @@ func TestAuthCORSGzip(t *testing.T) {
 				t.Errorf("401 without a JSON error: %s", b)
 			}
 		}
+		// The scheme is case-insensitive (RFC 7235), the token is not.
+		for h, status := range map[string]int{"bearer alpha": 200, "BEARER beta": 200, "BeArEr alpha": 200, "Bearer  alpha ": 200,
+			"Bearer ALPHA": 401, "Basic alpha": 401, "Bearer": 401, "Bearer ": 401, "Beareralpha": 401, "alpha": 401} {
+			req, _ := http.NewRequest("GET", srv.URL+"/api/v1/fleet", nil)
+			req.Header.Set("Authorization", h)
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != status {
+				t.Errorf("Authorization: %q: %d, want %d", h, resp.StatusCode, status)
+			}
+		}
 		if code, _ := get(t, srv, "/api/v1/openapi.json", ""); code != 200 {
 			t.Errorf("openapi.json needs a token: %d", code)
 		}

@@ -1,16 +1,19 @@
-// Command ingest is the scaled-out ingester: OTLP gRPC/HTTP and Kafka
-// receivers and the analysis pipeline over a shared ClickHouse store, with
-// /healthz, /readyz and /metrics. Run several behind a load balancer that
-// routes by trace id (or one per Kafka partition set), and cmd/api to
-// serve the results. Every flag also reads STORMRADIUS_<FLAG>.
+// Command ingest is the ingesting side over a ClickHouse store: OTLP
+// gRPC/HTTP and Kafka receivers and the analysis pipeline, with /healthz,
+// /readyz and /metrics on --http; cmd/api serves the REST API and the UI
+// over the same store, as many of them as reads need. Run one analysing
+// instance per store until scale-out exists; a second is refused at start.
+// Every flag also reads STORMRADIUS_<FLAG>.
 //
 //	ingest --store clickhouse://clickhouse:9000/stormradius [--kafka-brokers kafka:9092]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,30 +25,46 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
-	build := app.Flags(fs, "")
+	fs.SetOutput(stderr)
+	build := app.Flags(fs, app.Ingest)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: ingest --store clickhouse://host:9000/db [flags]")
+		fmt.Fprintln(stderr, "usage: ingest --store clickhouse://host:9000/db [flags]")
+		fmt.Fprintln(stderr, "\nReceives OTLP traces (gRPC, HTTP, optionally Kafka) into the store and analyses them;")
+		fmt.Fprintln(stderr, "cmd/api serves the results. One analysing instance per store until scale-out exists:")
+		fmt.Fprintln(stderr, "a second is refused at start.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ingest: unexpected argument %q\n", fs.Arg(0))
+		return 2
 	}
 	if err := flagenv.Apply(fs); err != nil {
-		fmt.Fprintf(os.Stderr, "ingest: %v\n", err)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "ingest: %v\n", err)
+		return 2
 	}
 	cfg, err := build()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "ingest: %v\n", err)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "ingest: %v\n", err)
+		return 2
 	}
 	if cfg.Store.URL == "" {
-		fmt.Fprintln(os.Stderr, "ingest: --store is required (the scaled-out pieces share a ClickHouse store; `stormradius serve` runs on the embedded one)")
-		os.Exit(2)
+		fmt.Fprintln(stderr, "ingest: --store is required (the scaled-out pieces share a ClickHouse store; `stormradius serve` runs on the embedded one)")
+		return 2
 	}
 	if err := app.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "ingest: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "ingest: %v\n", err)
+		return 1
 	}
+	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/timerange"
 	"github.com/stormradius/stormradius/pipeline"
 )
 
@@ -24,7 +25,8 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
 		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest (the collector's")
 		fmt.Fprintln(stderr, "file exporter) or binary protobuf, optionally gzip-compressed; '-' reads stdin.")
-		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1.")
+		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1. --from and --to take")
+		fmt.Fprintln(stderr, "times within "+timerange.RangeText+".")
 		fs.PrintDefaults()
 	}
 	files, err := parseArgs(fs, args)

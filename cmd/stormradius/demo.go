@@ -67,7 +67,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	dir := *data
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "stormradius-demo-")
+		tmp, err := os.MkdirTemp("", "stormradius-demo-") // 0700; the store's files in it 0600
 		if err != nil {
 			fmt.Fprintf(stderr, "stormradius demo: %v\n", err)
 			return exitFail

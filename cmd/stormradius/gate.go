@@ -14,6 +14,7 @@ import (
 	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/internal/timerange"
 	"github.com/stormradius/stormradius/query"
 )
 
@@ -46,6 +47,7 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "         [--from T] [--to T] [--baseline FROM/TO] [--candidate FROM/TO]")
 		fmt.Fprintln(stderr, "         [--service S --baseline-version V --candidate-version W]")
 		fmt.Fprintln(stderr, "\nDecides whether a rollout may proceed on its retry storm radius: exit 0 pass, 1 fail, 2 error.")
+		fmt.Fprintln(stderr, "Times are RFC 3339, unix seconds or now±DURATION, within "+timerange.RangeText+".")
 		fs.PrintDefaults()
 	}
 	if rest, err := parseArgs(fs, args); err != nil {

@@ -26,6 +26,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "usage: stormradius report [--data DIR | --store URL] [--from T] [--to T] [--api API] [--format json|table]")
 		fmt.Fprintln(stderr, "\nPrints the SPEC §5.2 document of the stored traces whose start minute is in [from, to),")
 		fmt.Fprintln(stderr, "from rollups: once ingestion is quiet it equals `analyze` of the same traces.")
+		fmt.Fprintln(stderr, "Times are RFC 3339, unix seconds or now±DURATION, within "+timerange.RangeText+".")
 		fs.PrintDefaults()
 	}
 	if _, err := parseArgs(fs, args); err != nil {
@@ -84,7 +85,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return exitOK
 }
 
-// parseRange parses --from and --to into a query (zero bounds: open).
+// parseRange parses --from and --to into a query (not given: open).
 func parseRange(from, to string) (store.Query, error) {
 	var q store.Query
 	now := time.Now()
@@ -99,9 +100,9 @@ func parseRange(from, to string) (store.Query, error) {
 		if err != nil {
 			return q, fmt.Errorf("--%s: %w", f.name, err)
 		}
-		*f.dst = t
+		*f.dst = store.Bound(t) // an explicit epoch is not "open"
 	}
-	if q.From != 0 && q.To != 0 && q.To <= q.From {
+	if from != "" && to != "" && q.To <= q.From {
 		return q, fmt.Errorf("--to must be after --from")
 	}
 	return q, nil

@@ -11,7 +11,7 @@ import (
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
-	build := app.Flags(fs, "")
+	build := app.Flags(fs, app.Serve)
 	buildWeb := app.WebFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius serve [--data DIR | --store URL] [--otlp-grpc :4317] [--otlp-http :4318] [--http :8080] [flags]")

@@ -16,15 +16,36 @@ import (
 	"github.com/stormradius/stormradius/web"
 )
 
-// Flags registers the service's flags on fs and returns a function that,
-// after fs.Parse (and flagenv.Apply), builds the Config they describe.
-// defaultStore is the --store default ("" for the embedded store).
-func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
-	data := fs.String("data", "./data", "directory of the embedded store (used when --store is empty)")
-	storeURL := fs.String("store", defaultStore, "store URL instead of the embedded store: clickhouse://host:9000/db")
+// Role is the command a service's flags are for: what it runs decides
+// which flags it has and what they say.
+type Role int
+
+const (
+	// Serve is `stormradius serve`: the embedded store (--data) or a store
+	// URL, with the REST API and the UI on --http (WebFlags adds theirs).
+	Serve Role = iota
+	// Ingest is cmd/ingest: a store URL only (--store, required), and only
+	// /healthz, /readyz and /metrics on --http; cmd/api serves the rest.
+	Ingest
+)
+
+// Flags registers the service's flags for role on fs and returns a
+// function that, after fs.Parse (and flagenv.Apply), builds the Config
+// they describe.
+func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
+	data := new(string)
+	var storeURL, httpAddr *string
+	switch role {
+	case Ingest:
+		storeURL = fs.String("store", "", "store URL (required): clickhouse://host:9000/db")
+		httpAddr = fs.String("http", ":8080", `/healthz, /readyz and /metrics listen address ("off" to disable); cmd/api serves the REST API and the UI`)
+	default:
+		data = fs.String("data", "./data", "directory of the embedded store (used when --store is empty)")
+		storeURL = fs.String("store", "", "store URL instead of the embedded store: clickhouse://host:9000/db")
+		httpAddr = fs.String("http", ":8080", `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`)
+	}
 	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
 	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
-	httpAddr := fs.String("http", ":8080", `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`)
 	var tokens listValue
 	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
@@ -38,7 +59,7 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
 	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
-	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "Kafka message encoding: otlp_proto or otlp_json")
+	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")

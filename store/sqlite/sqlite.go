@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
 		}
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := privateDir(opts.Dir); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	syncMode := strings.ToUpper(opts.Synchronous)
@@ -119,6 +120,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			// commit that happens to cross the WAL's size: a commit on the
 			// acknowledgement path or in an analysis batch stays short.
 			dsn += "&_txlock=immediate&_pragma=wal_autocheckpoint(0)"
+		}
+		if err := privateFile(filepath.Join(opts.Dir, name)); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
@@ -167,6 +171,42 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
 	go s.checkpointer()
 	return s, nil
+}
+
+// Spans are user data: the store keeps what it creates private to its
+// user, whatever the umask. A data directory it creates is 0700, and its
+// database files 0600; SQLite creates each database's -wal and -shm files
+// with the database file's own mode (os_unix.c findCreateFileMode), so
+// creating the database file first, empty (an empty file is an empty
+// database), makes them 0600 too. What already exists keeps its mode: a
+// directory the user made (a shared volume, a group's directory) is theirs
+// to set, and files are never widened nor silently narrowed.
+
+// privateDir creates dir, 0700, unless it exists.
+func privateDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700) // beyond the umask
+}
+
+// privateFile creates the empty file path, 0600, unless it exists.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil { // beyond the umask
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // checkpointInterval is how often the WALs are copied into the databases.

@@ -212,7 +212,7 @@ export async function apiPage(ctx) {
           { key: 'spurious', label: 'Prevented', num: true, value: (p) => p.spurious_requests_prevented },
         ], pts, { id: 'series', sort: 'time', dir: 'asc' })));
     }
-  } else out.push(errorBox('Radius series', series.err));
+  } else out.push(series.err.status === 404 ? empty('No traces of this API in the store.') : errorBox('Radius series', series.err));
 
   out.push(h('h2', null, 'Incidents'));
   if (incs.ok) out.push(incs.ok.incidents.length ? incidentsTable(incs.ok.incidents) : empty('No incident in this range.'));

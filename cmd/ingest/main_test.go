@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ingest --help lists the flags ingest honours, each described as it
+// behaves: no --data (ingest refuses the embedded store), and --http
+// serves health, readiness and metrics, not the API and the UI.
+func TestHelpTellsTheTruth(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out); code != 0 {
+		t.Fatalf("--help: exit %d\n%s", code, &out)
+	}
+	help := out.String()
+	var flags []string
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+		flags = append(flags, m[1])
+	}
+	want := "claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-topic log-format log-level " +
+		"max-body-bytes max-inflight-spans max-trace-age otlp-grpc otlp-http retention store tls-cert tls-key trace-idle window"
+	if strings.Join(flags, " ") != want {
+		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)
+	}
+	httpHelp := regexp.MustCompile(`(?m)^  -http string\n\s+(.*)$`).FindStringSubmatch(help)
+	if httpHelp == nil || strings.Contains(httpHelp[1], "API,") || strings.Contains(httpHelp[1], "UI,") ||
+		!strings.HasPrefix(httpHelp[1], "/healthz, /readyz and /metrics listen address") {
+		t.Errorf("--http is described as %q", httpHelp)
+	}
+	if !strings.Contains(help, "One analysing instance per store") {
+		t.Errorf("the help does not say to run one analysing instance per store:\n%s", help)
+	}
+
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--data", t.TempDir()}, &errOut); code != 2 || !strings.Contains(errOut.String(), "not defined: -data") {
+		t.Errorf("--data: exit %d %s", code, &errOut)
+	}
+}
+
+// What --http serves, as its help says: health, readiness and metrics;
+// the REST API and the UI are not there.
+func TestHTTPServesWhatItSays(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var log bytes.Buffer
+	code := -1
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		code = run(ctx, []string{"--store", "sqlite://" + t.TempDir(), "--http", addr, "--otlp-grpc", "off",
+			"--otlp-http", "off", "--log-level", "error"}, &log)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+		if code != 0 {
+			t.Errorf("ingest: exit %d\n%s", code, &log)
+		}
+	}()
+	get := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return -1
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for get("/readyz") != 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ingest never became ready\n%s", &log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/metrics": 200, "/api/v1/apis": 404, "/": 404} {
+		if got := get(path); got != want {
+			t.Errorf("GET %s: %d, want %d", path, got, want)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
