@@ -16,6 +16,9 @@ import (
 // error wraps ErrLimit). The file exporter's frames need at most 8 MiB.
 const MaxZstdWindow = 128 << 20
 
+// zstdWindow is MaxZstdWindow, a variable so tests can lower it.
+var zstdWindow uint64 = MaxZstdWindow
+
 // zstdFrameMaxRatio bounds what one zstd frame can expand to: every block
 // that produces output takes at least 4 bytes (a 3-byte header and an RLE
 // byte) and produces at most 128 KiB. A frame that declares more than
@@ -89,7 +92,7 @@ func (e *errRecorder) Read(p []byte) (int, error) {
 // newZstdReader starts reading the zstd stream at the start of src.
 func newZstdReader(src *bufio.Reader) (*zstdReader, error) {
 	r := &zstdReader{src: src, rec: errRecorder{r: src}}
-	z, err := NewZstdReader(&r.rec, MaxZstdWindow)
+	z, err := NewZstdReader(&r.rec, zstdWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +135,7 @@ func (r *zstdReader) classify(err error) error {
 	case err == io.ErrUnexpectedEOF:
 		return &streamError{codec: "zstd", kind: ErrTruncated}
 	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		return &streamError{codec: "zstd", kind: ErrLimit, err: fmt.Errorf("a frame needs a window over %d MiB, the limit (decompress it first: zstd -d --memory=SIZE): %w", MaxZstdWindow>>20, err)}
+		return &streamError{codec: "zstd", kind: ErrLimit, err: fmt.Errorf("a frame needs a window over %d MiB, the limit (decompress it first: zstd -d --memory=SIZE): %w", zstdWindow>>20, err)}
 	}
 	return &streamError{codec: "zstd", kind: ErrCorrupt, err: err}
 }

@@ -6,21 +6,38 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 )
+
+// testZstd is one zstd encoder for the tests (EncodeAll may be called
+// concurrently; streamed frames take the lock): creating one per call
+// would dominate the fuzz targets.
+var testZstd struct {
+	sync.Mutex
+	once sync.Once
+	enc  *zstd.Encoder
+}
+
+func testEncoder(t testing.TB) *zstd.Encoder {
+	testZstd.once.Do(func() {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testZstd.enc = enc
+	})
+	return testZstd.enc
+}
 
 // zstdFrames compresses each part as a zstd frame of its own (as the file
 // exporter does per message, and per write with rotation) and returns the
 // frames concatenated, and where each ends.
 func zstdFrames(t testing.TB, parts ...[]byte) ([]byte, []int) {
 	t.Helper()
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
+	enc := testEncoder(t)
 	var out []byte
 	var ends []int
 	for _, p := range parts {
@@ -35,11 +52,11 @@ func zstdFrames(t testing.TB, parts ...[]byte) ([]byte, []int) {
 // frame header).
 func zstdStream(t testing.TB, b []byte) []byte {
 	t.Helper()
+	enc := testEncoder(t)
+	testZstd.Lock()
+	defer testZstd.Unlock()
 	var buf bytes.Buffer
-	enc, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc.Reset(&buf)
 	if _, err := enc.Write(b); err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +78,9 @@ func zstdMessages(t testing.TB, msgs ...[]byte) []byte {
 	return frame(framed...)
 }
 
-// allocated returns the bytes f allocates.
+// allocated returns the bytes f allocates (on any goroutine).
 func allocated(f func()) uint64 {
 	var before, after runtime.MemStats
-	runtime.GC()
 	runtime.ReadMemStats(&before)
 	f()
 	runtime.ReadMemStats(&after)
