@@ -15,7 +15,8 @@ type fileBench struct {
 }
 
 // benchFiles builds the file exporter's formats of 40 requests of 255 spans
-// each (~10,000 spans): JSON lines, length-prefixed protobuf, and gzip.
+// each (~10,000 spans): JSON lines, length-prefixed protobuf, gzip, and the
+// exporter's zstd (a stream, or each message).
 func benchFiles(b *testing.B) ([]fileBench, int) {
 	td := benchTraces(17) // 255 spans
 	js, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
@@ -33,10 +34,18 @@ func benchFiles(b *testing.B) ([]fileBench, int) {
 		lines = append(append(lines, js...), '\n')
 		msgs = append(msgs, pb)
 	}
+	var zmsgs [][]byte
+	for _, m := range msgs {
+		z, _ := zstdFrames(b, m)
+		zmsgs = append(zmsgs, z)
+	}
 	files := []fileBench{
 		{"jsonl", lines},
 		{"framed", frame(msgs...)},
 		{"jsonl.gz", gz(b, lines)},
+		{"jsonl.zst", zstdStream(b, lines)},           // nativeCompression, zstd -c
+		{"framed.zst", zstdStream(b, frame(msgs...))}, // nativeCompression, format: proto
+		{"framed-zstd", frame(zmsgs...)},              // compression: zstd, format: proto
 	}
 	return files, requests * td.SpanCount()
 }
