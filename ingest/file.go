@@ -15,8 +15,9 @@ import (
 )
 
 // MaxRequestSize is the largest request ReadFile accepts: one JSON request
-// (a line, or a document over several lines), one length-prefixed message,
-// or a whole raw protobuf file. Longer JSON requests are reported as bad and
+// (a line, or a document over several lines), one length-prefixed message
+// (and what a zstd-compressed one decompresses to), or a whole raw protobuf
+// file. Longer JSON requests are reported as bad and
 // skipped; a longer length prefix makes the rest of the file unreadable.
 const MaxRequestSize = 256 << 20
 
@@ -37,7 +38,7 @@ const (
 // FileStats describes one file read by ReadFile.
 type FileStats struct {
 	// Bytes is the number of bytes read from the file as given (compressed
-	// bytes for a gzip file).
+	// bytes for a gzip or zstd file).
 	Bytes int64
 	// Requests is the number of requests (JSON documents or lines, or
 	// protobuf messages) decoded and passed to emit, including requests

@@ -179,7 +179,7 @@ func (d *Decoder) unzstd(b []byte) ([]byte, error) {
 			zstd.WithDecoderConcurrency(1),
 			zstd.WithDecoderLowmem(true),
 			zstd.WithDecoderMaxMemory(limit),
-			zstd.WithDecoderMaxWindow(min(limit, zstd.MaxWindowSize)))
+			zstd.WithDecoderMaxWindow(max(min(limit, zstd.MaxWindowSize), zstd.MinWindowSize)))
 		if err != nil {
 			return nil, err
 		}
