@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -71,6 +72,8 @@ type Decoder struct {
 	frame []byte
 	whole []byte
 	ids   []byte // a JSON request with base64 ids rewritten in hex
+	unz   []byte // a zstd-compressed message, decompressed
+	zmsg  *zstd.Decoder
 
 	skipped []graph.Span // spans decoded only to be checked (appendProto)
 

@@ -1,6 +1,7 @@
 // Package ingest is OTLP decoding at the edge: it turns OpenTelemetry trace
 // data (pdata, OTLP protobuf and OTLP JSON, and the files the OpenTelemetry
-// Collector's file exporter writes) into compact graph.Span records, applying
+// Collector's file exporter writes, in every format and compression it
+// writes them) into compact graph.Span records, applying
 // every span convention of SPEC §2 exactly once, so that nothing downstream
 // ever looks at an attribute map.
 //

@@ -8,21 +8,22 @@ import (
 // Errors that ReadFile and AppendRequest wrap, so that callers can tell what
 // kind of problem an error reports with errors.Is, whatever its wording.
 var (
-	// ErrTruncated reports input that ends part-way: a gzip stream cut
-	// short, a length-prefixed message or a JSON request that the file ends
-	// inside. It is what a file copied while it is still being written looks
-	// like. Everything before the cut was decoded and emitted.
+	// ErrTruncated reports input that ends part-way: a gzip or zstd stream
+	// cut short, a length-prefixed message or a JSON request that the file
+	// ends inside. It is what a file copied while it is still being written
+	// looks like. Everything before the cut was decoded and emitted.
 	ErrTruncated = errors.New("input truncated")
 
-	// ErrTrailingData reports bytes after the end of a gzip stream that do
-	// not start another gzip member (padding, or junk appended to the file).
-	// They are ignored; everything before them was decoded and emitted.
-	ErrTrailingData = errors.New("trailing data after the gzip stream")
+	// ErrTrailingData reports bytes after the end of a gzip or zstd stream
+	// that do not start another gzip member or zstd frame (padding, or junk
+	// appended to the file). They are ignored; everything before them was
+	// decoded and emitted.
+	ErrTrailingData = errors.New("trailing data after the compressed stream")
 
-	// ErrCorrupt reports input damaged part-way (a gzip checksum or deflate
-	// error, a length prefix out of range after valid messages), after which
-	// nothing more can be read. Everything before the damage was decoded and
-	// emitted.
+	// ErrCorrupt reports input damaged part-way (a gzip or zstd checksum or
+	// decompression error, a length prefix out of range after valid
+	// messages), after which nothing more can be read. Everything before the
+	// damage was decoded and emitted.
 	ErrCorrupt = errors.New("corrupt input")
 
 	// ErrFormat reports a file that is not in any format ReadFile reads
@@ -36,8 +37,11 @@ var (
 	ErrNotTraces = errors.New("not OTLP traces")
 
 	// ErrLimit reports a JSON request that exceeds MaxJSONDepth or
-	// MaxJSONElements, rejected before it is decoded, or a protobuf request
-	// whose attribute values nest deeper than MaxProtoDepth.
+	// MaxJSONElements, rejected before it is decoded, a protobuf request
+	// whose attribute values nest deeper than MaxProtoDepth, a
+	// zstd-compressed message larger than MaxRequestSize decompressed, or a
+	// zstd frame that asks for a window over MaxZstdWindow (which ends the
+	// file's reading).
 	ErrLimit = errors.New("request exceeds a decoding limit")
 )
 

@@ -15,8 +15,9 @@ import (
 )
 
 // MaxRequestSize is the largest request ReadFile accepts: one JSON request
-// (a line, or a document over several lines), one length-prefixed message,
-// or a whole raw protobuf file. Longer JSON requests are reported as bad and
+// (a line, or a document over several lines), one length-prefixed message
+// (and what a zstd-compressed one decompresses to), or a whole raw protobuf
+// file. Longer JSON requests are reported as bad and
 // skipped; a longer length prefix makes the rest of the file unreadable.
 const MaxRequestSize = 256 << 20
 
@@ -27,7 +28,9 @@ const (
 	readBufSize   = 256 << 10
 	sniffLen      = 4096
 	progressEvery = 1 << 20
-	maxGzipDepth  = 2
+	// maxLayers is how many compression layers (gzip, zstd) a file may
+	// have, one inside the other.
+	maxLayers = 2
 	// Scratch buffers larger than this are dropped after each file.
 	keepScratch = 8 << 20
 )
@@ -35,7 +38,7 @@ const (
 // FileStats describes one file read by ReadFile.
 type FileStats struct {
 	// Bytes is the number of bytes read from the file as given (compressed
-	// bytes for a gzip file).
+	// bytes for a gzip or zstd file).
 	Bytes int64
 	// Requests is the number of requests (JSON documents or lines, or
 	// protobuf messages) decoded and passed to emit, including requests
@@ -58,9 +61,19 @@ type FileStats struct {
 // (the strings in it are immutable and may be kept). name is used only in
 // errors. emit and onBad may be nil.
 //
-// The format is detected from the content, after an optional gzip layer
-// (magic 1f 8b; detected again inside, up to two layers; a gzip file may
-// hold several members, one after another):
+// The format is detected from the content, never from the file name. First
+// come up to two compression layers, one inside the other:
+//
+//   - gzip (magic 1f 8b): possibly several members, one after another.
+//   - zstd (magic 28 b5 2f fd, or a skippable frame 5x 2a 4d 18): one or
+//     more frames, one after another — what `zstd -c` and pzstd write, and
+//     what the collector's file exporter writes with compression: zstd
+//     under its exporter.file.nativeCompression feature gate (a frame per
+//     flush, or per write with rotation). A frame may ask for a window of
+//     at most MaxZstdWindow (128 MiB, as `zstd -d`): that is the most a
+//     zstd layer holds in memory.
+//
+// Then the format, from the first bytes:
 //
 //   - First byte '{' or '[' (after an optional UTF-8 BOM), or a run of
 //     whitespace followed by `{"resource`, `{"data"`, `{}`, `[{` or `[[`:
@@ -79,18 +92,23 @@ type FileStats struct {
 //     length byte of 0x00, and a raw request can never start with a byte
 //     below 0x10 other than 0x0a (field 0 or a wrong wire type for field 1).
 //     A message whose content is JSON (the exporter frames JSON too when it
-//     compresses per message) is decoded as JSON.
+//     compresses per message) is decoded as JSON. A message that is a zstd
+//     frame is decompressed first: what the file exporter writes with
+//     compression: zstd (without the nativeCompression feature gate, its
+//     default), format json or proto. A message that decompresses to more
+//     than MaxRequestSize is refused before it is (the error wraps
+//     ErrLimit), as is one whose frame declares more than its bytes can
+//     hold; either is skipped like any bad message, and reading goes on.
 //   - First byte 0x0a (field 1, resource_spans, length-delimited): one raw
 //     protobuf ExportTraceServiceRequest (or TracesData, same wire format).
 //     If it does not decode as one but the file splits exactly into
 //     length-prefixed messages (a first message of 160–176 MiB), it is read
 //     as a length-prefixed stream.
-//   - zstd (magic 28 b5 2f fd), whole-file or per message: not supported,
-//     reported as an error that says to decompress the file first.
 //
 // A request that cannot be decoded is passed to onBad as an error naming
 // the file and the line (JSON) or message number, and reading goes on: a
-// request that is not valid OTLP/JSON or protobuf; one nested deeper than
+// request that is not valid OTLP/JSON or protobuf, or a zstd-compressed
+// message that does not decompress; one nested deeper than
 // MaxJSONDepth or with more than MaxJSONElements elements, or a protobuf
 // one with attribute values nested deeper than MaxProtoDepth (the error
 // wraps ErrLimit); one longer than MaxRequestSize; one that is OTLP logs, metrics
@@ -103,22 +121,25 @@ type FileStats struct {
 // words a user understands, what happened and how far reading got:
 //
 //   - ErrTruncated: the input ends part-way, as a file copied while it is
-//     being written does: a gzip stream cut short ("traces.jsonl.gz: gzip
-//     stream truncated after 196 lines (the file may still be being
-//     written)"), a length-prefixed stream cut inside a message
+//     being written does: a gzip or zstd stream cut short
+//     ("traces.jsonl.gz: gzip stream truncated after 196 lines (the file
+//     may still be being written)"), a length-prefixed stream cut inside a message
 //     ("x.pb: length-prefixed stream truncated in message 12 (11 messages
 //     read, ...)"), a file that ends inside a JSON request (a last line
 //     without its end, or a document cut after one of its lines; a
 //     complete last line without a newline is fine), a raw protobuf request
 //     with a field that runs past the end of the file.
-//   - ErrTrailingData: bytes after the end of the gzip stream that are not
-//     another gzip member ("123 bytes of trailing data after the gzip
-//     stream: ignored"); everything before them was read.
-//   - ErrCorrupt: a gzip stream that fails its checksum or does not
-//     inflate, or a length prefix over MaxRequestSize after valid messages.
-//   - ErrFormat: nothing in the file is in a format ReadFile reads (garbage,
-//     zstd, more than two gzip layers, a raw protobuf file that does not
-//     decode).
+//   - ErrTrailingData: bytes after the end of the gzip or zstd stream that
+//     are not another gzip member or zstd frame ("123 bytes of trailing
+//     data after the gzip stream: ignored"); everything before them was
+//     read.
+//   - ErrCorrupt: a gzip or zstd stream that fails its checksum or does
+//     not decompress, or a length prefix over MaxRequestSize after valid
+//     messages.
+//   - ErrLimit: a zstd frame that asks for a window over MaxZstdWindow.
+//   - ErrFormat: nothing in the file is in a format ReadFile reads
+//     (garbage, more than two compression layers, a raw protobuf file that
+//     does not decode).
 //
 // An error returned by emit stops reading and is returned, wrapped with the
 // file name. An empty file is not an error.
@@ -144,24 +165,40 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 	}
 
 	src := bufio.NewReaderSize(cr, readBufSize)
-	var layers []*gzipReader
+	var layers []layer
+	defer func() {
+		for _, l := range layers {
+			l.close()
+		}
+	}()
 	for depth := 0; ; depth++ {
-		head, perr := src.Peek(2)
-		if len(head) < 2 && perr != nil && perr != io.EOF {
+		head, perr := src.Peek(4)
+		if len(head) < 4 && perr != nil && perr != io.EOF {
 			return st, fr.readErr(perr, "before any data", "")
 		}
-		if len(head) < 2 || head[0] != 0x1f || head[1] != 0x8b {
+		gzip := len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
+		if !gzip && !IsZstd(head) {
 			break
 		}
-		if depth == maxGzipDepth {
-			return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: more than %d nested gzip layers", name, maxGzipDepth))
+		if depth == maxLayers {
+			return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: more than %d nested compression layers (gzip, zstd)", name, maxLayers))
 		}
-		g, gerr := newGzipReader(src)
-		if gerr != nil {
-			return st, fr.readErr(gerr, "in its header", "")
+		var l layer
+		if gzip {
+			g, gerr := newGzipReader(src)
+			if gerr != nil {
+				return st, fr.readErr(gerr, "in its header", "")
+			}
+			l = g
+		} else {
+			z, zerr := newZstdReader(src)
+			if zerr != nil {
+				return st, fmt.Errorf("%s: %w", name, zerr)
+			}
+			l = z
 		}
-		layers = append(layers, g)
-		src = bufio.NewReaderSize(g, readBufSize)
+		layers = append(layers, l)
+		src = bufio.NewReaderSize(l, readBufSize)
 	}
 
 	f, err := sniff(src)
@@ -176,8 +213,6 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 		err = fr.framed(src)
 	case formatRaw:
 		err = fr.raw(src)
-	case formatZstd:
-		return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: zstd-compressed data is not supported: decompress it first (zstd -d)", name))
 	default:
 		return st, newKindError(ErrFormat, nil, fmt.Sprintf("%s: unrecognised format: neither OTLP JSON nor OTLP protobuf (raw or length-prefixed)", name))
 	}
@@ -185,11 +220,15 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 		return st, err
 	}
 	var trailing int64
-	for _, g := range layers {
-		trailing += g.trailing
+	codec := ""
+	for _, l := range layers {
+		if c, n := l.trailingBytes(); n > 0 {
+			trailing += n
+			codec = c
+		}
 	}
 	if trailing > 0 {
-		return st, newKindError(ErrTrailingData, nil, fmt.Sprintf("%s: %s of trailing data after the gzip stream: ignored", name, plural(int(min(trailing, math.MaxInt)), "byte")))
+		return st, newKindError(ErrTrailingData, nil, fmt.Sprintf("%s: %s of trailing data after the %s stream: ignored", name, plural(int(min(trailing, math.MaxInt)), "byte"), codec))
 	}
 	return st, nil
 }
@@ -202,10 +241,7 @@ const (
 	formatJSON
 	formatFramed
 	formatRaw
-	formatZstd
 )
-
-var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // sniff decides the format from the first bytes of src (see ReadFile). It
 // consumes a UTF-8 byte order mark, nothing else. A read error after some
@@ -226,8 +262,6 @@ func sniff(src *bufio.Reader) (format, error) {
 	switch c := b[0]; {
 	case c == '{' || c == '[':
 		return formatJSON, nil
-	case bytes.HasPrefix(b, zstdMagic):
-		return formatZstd, nil
 	case isSpace(c) && looksLikeJSON(b):
 		return formatJSON, nil
 	case c == 0x0a:
@@ -262,6 +296,15 @@ func looksLikeJSON(b []byte) bool {
 	return bytes.HasPrefix(rest, []byte(`"resource`)) || bytes.HasPrefix(rest, []byte(`"data"`)) || bytes.HasPrefix(rest, []byte{'}'})
 }
 
+// layer is a compression layer of a file: a gzip or zstd stream.
+type layer interface {
+	io.Reader
+	// trailingBytes says how many bytes after the end of the stream were
+	// not part of it (and which stream, for errors).
+	trailingBytes() (codec string, n int64)
+	close()
+}
+
 // fileReader is the state of one ReadFile call.
 type fileReader struct {
 	d     *Decoder
@@ -272,10 +315,15 @@ type fileReader struct {
 	pool  *decodePool // decoding goroutines, when Decoder.Workers > 1
 }
 
-// message decodes one message of a length-prefixed stream and emits its
-// spans. A decoding error is reported through onBad.
-func (fr *fileReader) message(b []byte, json bool, n int) error {
-	return fr.decodeRequest(b, json, false, fmt.Sprintf(": message %d", n))
+// message decodes one message of a length-prefixed stream (protobuf, JSON,
+// or either compressed as one zstd frame) and emits its spans. A decoding
+// error is reported through onBad.
+func (fr *fileReader) message(b []byte, n int) error {
+	where := fmt.Sprintf(": message %d", n)
+	if IsZstd(b) {
+		return fr.decodeRequest(decodeJob{b: b, zstd: true, where: where})
+	}
+	return fr.decodeRequest(decodeJob{b: b, json: isJSON(b), where: where})
 }
 
 // rejected reports a request that did not decode; where is ":<line>" or
@@ -286,8 +334,9 @@ func (fr *fileReader) rejected(err error, where string, json bool) {
 		fr.st.NotTraces++
 		fr.unlock()
 	}
+	var zerr *zstdMessageError
 	switch {
-	case errors.Is(err, ErrNotTraces):
+	case errors.Is(err, ErrNotTraces), errors.As(err, &zerr):
 		fr.bad(fmt.Errorf("%s%s: %w", fr.name, where, err))
 	case errors.Is(err, ErrLimit):
 		fr.bad(fmt.Errorf("%s%s: %w: skipped", fr.name, where, err))
@@ -339,22 +388,29 @@ func (fr *fileReader) bad(err error) {
 // truncated trace file usually is.
 const mayBeWritten = "the file may still be being written"
 
-// readErr describes an error met reading the file (or its gzip stream);
-// where says where reading stopped ("after 196 lines"), and read, if not
-// empty, what was read before ("11 messages read").
+// readErr describes an error met reading the file (or its gzip or zstd
+// stream); where says where reading stopped ("after 196 lines"), and read,
+// if not empty, what was read before ("11 messages read").
 func (fr *fileReader) readErr(err error, where, read string) error {
 	if read != "" {
 		read += "; "
 	}
-	var corrupt *gzipCorruptError
-	switch {
-	case errors.Is(err, errGzipTruncated):
-		return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: gzip stream truncated %s (%s%s)", fr.name, where, read, mayBeWritten))
-	case errors.As(err, &corrupt):
-		if read != "" {
-			where += " (" + strings.TrimSuffix(read, "; ") + ")"
+	var se *streamError
+	if errors.As(err, &se) {
+		switch se.kind {
+		case ErrTruncated:
+			return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: %s stream truncated %s (%s%s)", fr.name, se.codec, where, read, mayBeWritten))
+		case ErrCorrupt:
+			if read != "" {
+				where += " (" + strings.TrimSuffix(read, "; ") + ")"
+			}
+			return newKindError(ErrCorrupt, se.err, fmt.Sprintf("%s: %s stream corrupt %s: %v", fr.name, se.codec, where, se.err))
+		case ErrLimit:
+			if read != "" {
+				where += " (" + strings.TrimSuffix(read, "; ") + ")"
+			}
+			return newKindError(ErrLimit, se.err, fmt.Sprintf("%s: %s stream refused %s: %v", fr.name, se.codec, where, se.err))
 		}
-		return newKindError(ErrCorrupt, corrupt.err, fmt.Sprintf("%s: gzip stream corrupt %s: %v", fr.name, where, corrupt.err))
 	}
 	return fmt.Errorf("%s: read error %s: %w", fr.name, where, err)
 }
@@ -386,17 +442,17 @@ func (fr *fileReader) framed(src io.Reader) error {
 		case err != nil:
 			return fr.readErr(err, fmt.Sprintf("in message %d", msg), read+" read")
 		}
-		if bytes.HasPrefix(payload, zstdMagic) {
-			return newKindError(ErrFormat, nil, fmt.Sprintf("%s: message %d: zstd-compressed messages are not supported: decompress the file first", fr.name, msg))
-		}
-		json := false
-		if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-			json = true
-		}
-		if err := fr.message(payload, json, msg); err != nil {
+		if err := fr.message(payload, msg); err != nil {
 			return err
 		}
 	}
+}
+
+// isJSON reports whether a message of a length-prefixed stream is JSON (the
+// file exporter frames JSON too when it compresses per message).
+func isJSON(msg []byte) bool {
+	t := bytes.TrimLeft(msg, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
 // readN reads exactly n bytes into the decoder's frame buffer, growing it as
@@ -477,6 +533,9 @@ func (d *Decoder) dropScratch() {
 	}
 	if cap(d.ids) > keepScratch {
 		d.ids = nil
+	}
+	if cap(d.unz) > keepScratch {
+		d.unz = nil
 	}
 	if cap(d.spans) > keepScratch/64 {
 		d.spans = nil

@@ -254,10 +254,10 @@ func TestReadFileErrors(t *testing.T) {
 			"s.proto: length-prefixed stream truncated in message 1 (0 messages read, then 1 of its 268435455 bytes; the file may still be being written)", ErrTruncated, 0},
 		{"raw proto cut in a field", "r.pb", []byte{0x0a, 0x7f, 0x01},
 			"r.pb: protobuf request truncated: a field runs past its end, after 3 bytes (the file may still be being written)", ErrTruncated, 0},
-		{"zstd", "z.zst", []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0},
-			"z.zst: zstd-compressed data is not supported: decompress it first (zstd -d)", ErrFormat, 0},
+		{"zstd header cut", "z.zst", []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0},
+			"z.zst: zstd stream truncated before any data (the file may still be being written)", ErrTruncated, 0},
 		{"three gzip layers", "g.gz", gz(t, gz(t, gz(t, []byte("{}\n")))),
-			"g.gz: more than 2 nested gzip layers", ErrFormat, 0},
+			"g.gz: more than 2 nested compression layers (gzip, zstd)", ErrFormat, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

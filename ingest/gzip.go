@@ -14,23 +14,14 @@ import (
 // another one. compress/gzip on its own reports both the same way (a header
 // error, or io.ErrUnexpectedEOF when the junk is shorter than a header).
 //
-// Its errors are errGzipTruncated, a *gzipCorruptError, or a read error of
-// the file; the caller, which knows how far it got, says where.
+// Its errors are a *streamError, or a read error of the file; the caller,
+// which knows how far it got, says where.
 type gzipReader struct {
 	src      *bufio.Reader // the compressed bytes; gzip reads no further than it needs from an io.ByteReader
 	z        gzip.Reader
 	trailing int64 // bytes after the last member that are not gzip: counted, ignored
 	err      error
 }
-
-// errGzipTruncated is the error of a gzip stream that ends part-way.
-var errGzipTruncated = errors.New("gzip stream truncated")
-
-// gzipCorruptError is the error of a gzip stream that is damaged.
-type gzipCorruptError struct{ err error }
-
-func (e *gzipCorruptError) Error() string { return "gzip stream corrupt: " + e.err.Error() }
-func (e *gzipCorruptError) Unwrap() error { return e.err }
 
 // newGzipReader starts reading the gzip stream at the start of src.
 func newGzipReader(src *bufio.Reader) (*gzipReader, error) {
@@ -91,9 +82,36 @@ func gzipError(err error) error {
 	var corrupt flate.CorruptInputError
 	switch {
 	case err == io.ErrUnexpectedEOF:
-		return errGzipTruncated
+		return &streamError{codec: "gzip", kind: ErrTruncated}
 	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt):
-		return &gzipCorruptError{err: err}
+		return &streamError{codec: "gzip", kind: ErrCorrupt, err: err}
 	}
 	return err
 }
+
+// streamError is an error of a compressed layer of the file (gzip or
+// zstd): its stream ends part-way (kind ErrTruncated), is damaged
+// (ErrCorrupt), or needs more memory than it may have (ErrLimit). err is
+// the decompressor's own error, nil for a truncation.
+type streamError struct {
+	codec string
+	kind  error
+	err   error
+}
+
+func (e *streamError) Error() string {
+	if e.err == nil {
+		return e.codec + " stream truncated"
+	}
+	return e.codec + " stream: " + e.err.Error()
+}
+
+func (e *streamError) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.err}
+}
+
+func (g *gzipReader) trailingBytes() (string, int64) { return "gzip", g.trailing }
+func (g *gzipReader) close()                         {}

@@ -23,11 +23,32 @@ type decodePool struct {
 	err error      // the first error emit returned: reading stops
 }
 
+// decodeJob is one request of a file to decode.
 type decodeJob struct {
 	b     []byte
 	json  bool
 	lines bool // from a JSON lines file: already checked by the line scanner
+	zstd  bool // a message compressed as a zstd frame: JSON or protobuf inside
 	where string
+}
+
+// decode decodes the request j into d's span buffer; json says, for an
+// error, whether it was JSON (known only once a zstd message is
+// decompressed).
+func (d *Decoder) decode(j decodeJob) (spans []graph.Span, json bool, err error) {
+	b, json := j.b, j.json
+	if j.zstd {
+		if b, err = d.unzstd(b); err != nil {
+			return d.spans[:0], false, err
+		}
+		json = isJSON(b)
+	}
+	if j.lines {
+		spans, err = d.decodeJSON(d.spans[:0], b)
+	} else {
+		spans, err = d.AppendRequest(d.spans[:0], b, json)
+	}
+	return spans, json, err
 }
 
 // maxPooledJob: request buffers larger than this are not kept for reuse.
@@ -47,18 +68,10 @@ func (fr *fileReader) startPool(workers int) {
 func (p *decodePool) work(d *Decoder) {
 	defer p.wg.Done()
 	for j := range p.jobs {
-		var (
-			spans []graph.Span
-			err   error
-		)
-		if j.lines {
-			spans, err = d.decodeJSON(d.spans[:0], j.b)
-		} else {
-			spans, err = d.AppendRequest(d.spans[:0], j.b, j.json)
-		}
+		spans, json, err := d.decode(j)
 		d.spans = spans[:0]
 		if err != nil {
-			p.fr.rejected(err, j.where, j.json) // locks for itself
+			p.fr.rejected(err, j.where, json) // locks for itself
 		} else {
 			p.mu.Lock()
 			if p.err == nil {
@@ -75,12 +88,15 @@ func (p *decodePool) work(d *Decoder) {
 		if cap(d.spans) > keepScratch/64 {
 			d.spans = nil
 		}
+		if cap(d.unz) > keepScratch {
+			d.unz = nil
+		}
 	}
 }
 
-// submit queues a copy of b for decoding. It returns the first error emit
-// returned, so that the reader stops.
-func (p *decodePool) submit(b []byte, json, lines bool, where string) error {
+// submit queues j with a copy of its bytes for decoding. It returns the
+// first error emit returned, so that the reader stops.
+func (p *decodePool) submit(j decodeJob) error {
 	p.mu.Lock()
 	err := p.err
 	p.mu.Unlock()
@@ -92,7 +108,8 @@ func (p *decodePool) submit(b []byte, json, lines bool, where string) error {
 	case buf = <-p.free:
 	default:
 	}
-	p.jobs <- decodeJob{b: append(buf, b...), json: json, lines: lines, where: where}
+	j.b = append(buf, j.b...)
+	p.jobs <- j
 	return nil
 }
 
@@ -104,24 +121,15 @@ func (p *decodePool) close() error {
 }
 
 // decodeRequest decodes one request of the file and emits its spans, on
-// the pool when there is one; where locates it for errors (":12" or
-// ": message 3"). lines marks a JSON request the line scanner checked.
-func (fr *fileReader) decodeRequest(b []byte, json, lines bool, where string) error {
+// the pool when there is one; j.where locates it for errors (":12" or
+// ": message 3").
+func (fr *fileReader) decodeRequest(j decodeJob) error {
 	if fr.pool != nil {
-		return fr.pool.submit(b, json, lines, where)
+		return fr.pool.submit(j)
 	}
-	d := fr.d
-	var (
-		spans []graph.Span
-		err   error
-	)
-	if lines {
-		spans, err = d.decodeJSON(d.spans[:0], b)
-	} else {
-		spans, err = d.AppendRequest(d.spans[:0], b, json)
-	}
+	spans, json, err := fr.d.decode(j)
 	if err != nil {
-		fr.rejected(err, where, json)
+		fr.rejected(err, j.where, json)
 		return nil
 	}
 	return fr.emitSpans(spans)

@@ -12,7 +12,8 @@ import (
 
 // Decoding on several goroutines emits the same requests (in some order),
 // reports the same bad ones and counts the same as decoding on one: JSON
-// lines with bad lines, a pretty-printed document, gzip, framed protobuf.
+// lines with bad lines, a pretty-printed document, gzip, framed protobuf,
+// zstd (the whole file, or each message).
 func TestParallelDecodeSameAsSequential(t *testing.T) {
 	var lines strings.Builder
 	var msgs [][]byte
@@ -27,9 +28,11 @@ func TestParallelDecodeSameAsSequential(t *testing.T) {
 	}
 	msgs = append(msgs[:10], append([][]byte{[]byte("\x0a\xff\xff garbage")}, msgs[10:]...)...)
 	inputs := map[string][]byte{
-		"lines.jsonl":    []byte(lines.String()),
-		"lines.jsonl.gz": gz(t, []byte(lines.String())),
-		"framed.pb":      frame(msgs...),
+		"lines.jsonl":     []byte(lines.String()),
+		"lines.jsonl.gz":  gz(t, []byte(lines.String())),
+		"framed.pb":       frame(msgs...),
+		"lines.jsonl.zst": zstdStream(t, []byte(lines.String())),
+		"framed-zstd.bin": zstdMessages(t, msgs...),
 	}
 	for name, data := range inputs {
 		seq := readAll(t, NewDecoder(DecoderConfig{}), name, data)

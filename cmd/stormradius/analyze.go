@@ -23,8 +23,10 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	tmp := fs.String("tmp", "", "directory of the spill file (default: the system's temporary directory)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
-		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest (the collector's")
-		fmt.Fprintln(stderr, "file exporter) or binary protobuf, optionally gzip-compressed; '-' reads stdin.")
+		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest or binary protobuf,")
+		fmt.Fprintln(stderr, "as the collector's file exporter writes them (format json or proto, compression")
+		fmt.Fprintln(stderr, "none or zstd), optionally gzip- or zstd-compressed as a whole; detected from the")
+		fmt.Fprintln(stderr, "content, not the name. '-' reads stdin.")
 		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1. --from and --to take")
 		fmt.Fprintln(stderr, "times within "+timerange.RangeText+".")
 		fs.PrintDefaults()

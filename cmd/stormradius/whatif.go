@@ -30,7 +30,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	format := fs.String("format", "json", "output format: json or table")
 	api := fs.String("api", "", `root API of the call graph to use with --traces, as "service operation"`)
 	var traces listFlag
-	fs.Var(&traces, "traces", "OTLP trace file to learn the call graph from (repeatable; more files may follow the flags)")
+	fs.Var(&traces, "traces", "OTLP trace file to learn the call graph from, in any format analyze reads (repeatable; more files may follow the flags)")
 	errorRate := fs.Float64("error-rate", -1, "also print the error rate after retries for this independent error rate (0..1)")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header that carries the error claim (with --traces)")
 	fs.Usage = func() {

@@ -19,7 +19,9 @@
 // '{' is read as JSON whatever it says: no protobuf request starts with that
 // byte (0x7B would be field 15 as a group, which the message does not have).
 // Kafka-level compression (the exporter's producer::compression: gzip,
-// snappy, lz4, zstd) is undone by the client before a record reaches us.
+// snappy, lz4, zstd, at any compression_params::level; the exporter
+// produces with franz-go) is undone by the client, which has every codec,
+// before a record reaches us.
 // The jaeger_* and zipkin_* encodings are not OTLP: such records are counted
 // as bad, or as empty when they happen to parse (a Jaeger JSON span is a
 // JSON object with no OTLP field).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -669,39 +670,128 @@ func TestRestartRereadsUncommitted(t *testing.T) {
 	checkPartitionOrder(t, recs, append(first.spans(), second.spans()...))
 }
 
-// TestKafkaCompression: record batches compressed by the producer (as the
-// exporter's producer::compression does, with franz-go) are read.
+// TestKafkaCompression: record batches compressed as the collector's kafka
+// exporter compresses them are read, every span stored once. The exporter
+// (contrib v0.165) produces with franz-go: producer::compression none,
+// gzip, snappy, lz4 or zstd becomes kgo.ProducerBatchCompression of that
+// codec, with compression_params::level passed to WithLevel. kafka-go's
+// Writer, which frames snappy differently (xerial), is read too. What the
+// broker holds is checked to be compressed with each codec, so that a
+// producer falling back to no compression cannot pass for a reader that
+// decompresses.
 func TestKafkaCompression(t *testing.T) {
 	brokers := cluster(t, 1)
-	codecs := []struct {
-		name  string
-		codec kgo.CompressionCodec
+	franz := func(c kgo.CompressionCodec) func([]record) {
+		return func(recs []record) { produce(t, brokers, recs, kgo.ProducerBatchCompression(c)) }
+	}
+	writer := func(c kafkago.Compression) func([]record) {
+		return func(recs []record) { produceKafkaGo(t, brokers, recs, c) }
+	}
+	// codec: the batch attribute (Kafka's numbering: 0 none, 1 gzip,
+	// 2 snappy, 3 lz4, 4 zstd).
+	producers := []struct {
+		name    string
+		codec   uint8
+		produce func([]record)
 	}{
-		{"gzip", kgo.GzipCompression()},
-		{"snappy", kgo.SnappyCompression()},
-		{"lz4", kgo.Lz4Compression()},
-		{"zstd", kgo.ZstdCompression()},
+		{"franz-go none", 0, franz(kgo.NoCompression())},
+		{"franz-go gzip", 1, franz(kgo.GzipCompression())},
+		{"franz-go gzip level 9", 1, franz(kgo.GzipCompression().WithLevel(9))},
+		{"franz-go snappy", 2, franz(kgo.SnappyCompression())},
+		{"franz-go lz4", 3, franz(kgo.Lz4Compression())},
+		{"franz-go zstd", 4, franz(kgo.ZstdCompression())},
+		{"franz-go zstd level 4", 4, franz(kgo.ZstdCompression().WithLevel(4))},
+		{"kafka-go gzip", 1, writer(kafkago.Gzip)},
+		{"kafka-go snappy", 2, writer(kafkago.Snappy)},
+		{"kafka-go lz4", 3, writer(kafkago.Lz4)},
+		{"kafka-go zstd", 4, writer(kafkago.Zstd)},
 	}
 	var all []record
-	for i, c := range codecs {
+	var codecs []uint8
+	for i, p := range producers {
 		var recs []record
 		for j := range 3 {
 			n := i*3 + j
 			recs = append(recs, traceRecord(t, 0, uint64(n), uint32(n), 20, n%2 == 1))
+			codecs = append(codecs, p.codec)
 		}
-		produce(t, brokers, recs, kgo.ProducerBatchCompression(c.codec))
+		p.produce(recs)
 		all = append(all, recs...)
+	}
+	if got := storedCodecs(t, brokers, len(all)); !slices.Equal(got, codecs) {
+		for i := range got {
+			if got[i] != codecs[i] {
+				t.Errorf("record %d (%s): stored with codec %d, want %d", i, producers[i/3].name, got[i], codecs[i])
+			}
+		}
+		t.FailNow()
 	}
 	rec := &recorder{}
 	r, stop := start(t, testConfig(t, brokers), rec)
-	waitFor(t, 10*time.Second, "all spans", func() bool { return rec.numAccepted() >= totalSpans(all) })
+	want := totalSpans(all)
+	waitFor(t, 10*time.Second, "all spans", func() bool { return rec.numAccepted() >= want })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkPartitionOrder(t, all, rec.spans())
+	got := rec.spans()
+	if len(got) != want {
+		t.Fatalf("%d spans stored, want %d", len(got), want)
+	}
+	checkPartitionOrder(t, all, got)
 	if bad := testutil.ToFloat64(r.m.bad); bad != 0 {
 		t.Fatalf("%v bad records", bad)
 	}
+}
+
+// produceKafkaGo writes records to partition 0 with kafka-go's Writer,
+// compressing its batches with c.
+func produceKafkaGo(t *testing.T, brokers []string, recs []record, c kafkago.Compression) {
+	t.Helper()
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(brokers...),
+		Topic:        testTopic,
+		Compression:  c,
+		Balancer:     kafkago.BalancerFunc(func(kafkago.Message, ...int) int { return 0 }),
+		BatchSize:    len(recs),
+		BatchTimeout: 10 * time.Millisecond,
+		RequiredAcks: kafkago.RequireOne,
+	}
+	defer w.Close()
+	msgs := make([]kafkago.Message, len(recs))
+	for i, r := range recs {
+		if r.partition != 0 {
+			t.Fatal("produceKafkaGo writes to partition 0 only")
+		}
+		msgs[i] = kafkago.Message{Key: r.key, Value: r.value}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storedCodecs returns the compression codec of the batch holding each of
+// the first n records of partition 0, read back with franz-go.
+func storedCodecs(t *testing.T, brokers []string, n int) []uint8 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{testTopic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var codecs []uint8
+	for len(codecs) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read back %d of %d records: %v", len(codecs), n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { codecs = append(codecs, r.Attrs.CompressionType()) })
+	}
+	return codecs[:n]
 }
 
 // TestStoreFailureStops: an error the store does not call temporary ends
