@@ -239,47 +239,56 @@ func testLeaseExited(t *testing.T, open LeaseOpener) {
 	}
 }
 
-// Instances that start at once: exactly one takes the lease.
+// Instances that start at once: exactly one takes the lease, round after
+// round (a wrong protocol may pick one winner by luck once).
 func testLeaseConcurrent(t *testing.T, open LeaseOpener) {
 	x := ctx(t)
-	const n = 6
+	const n, rounds = 6, 5
 	stores := make([]store.Store, n)
-	holders := make([]store.LeaseHolder, n)
 	for i := range stores {
-		stores[i], holders[i] = open(t, nil), store.NewLeaseHolder()
-	}
-	errs := make([]error, n)
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	for i := range stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			_, errs[i] = stores[i].AcquireLease(x, holders[i], leaseTTL)
-		}()
-	}
-	start.Done()
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Fatalf("instances %d and %d both took the lease", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, store.ErrLeaseHeld):
-			t.Fatalf("instance %d: %v, want taken or refused as held", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatalf("no instance took the lease: %v", errs)
+		stores[i] = open(t, nil)
 	}
 	late := open(t, nil)
-	_, err := late.AcquireLease(x, store.NewLeaseHolder(), leaseTTL)
-	var e *store.LeaseHeldError
-	if !errors.As(err, &e) || e.Holder.ID != holders[winner].ID {
-		t.Fatalf("a later instance: %v, want refused naming the winner %s", err, holders[winner].ID)
+	for round := range rounds {
+		holders := make([]store.LeaseHolder, n)
+		for i := range holders {
+			holders[i] = store.NewLeaseHolder()
+		}
+		errs := make([]error, n)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start.Wait()
+				_, errs[i] = stores[i].AcquireLease(x, holders[i], leaseTTL)
+			}()
+		}
+		start.Done()
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("round %d: instances %d and %d both took the lease", round, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, store.ErrLeaseHeld):
+				t.Fatalf("round %d: instance %d: %v, want taken or refused as held", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no instance took the lease: %v", round, errs)
+		}
+		_, err := late.AcquireLease(x, store.NewLeaseHolder(), leaseTTL)
+		var e *store.LeaseHeldError
+		if !errors.As(err, &e) || e.Holder.ID != holders[winner].ID {
+			t.Fatalf("round %d: a later instance: %v, want refused naming the winner %s", round, err, holders[winner].ID)
+		}
+		if err := stores[winner].ReleaseLease(x); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
