@@ -1,8 +1,8 @@
 // Command ingest is the scaled-out ingester: OTLP gRPC/HTTP and Kafka
 // receivers and the analysis pipeline over a shared ClickHouse store, with
-// /healthz, /readyz and /metrics. Run several behind a load balancer that
-// routes by trace id (or one per Kafka partition set), and cmd/api to
-// serve the results. Every flag also reads STORMRADIUS_<FLAG>.
+// /healthz, /readyz and /metrics. Run one per store (a second is refused
+// at start: the store's analysis lease), and as many cmd/api as reads
+// need to serve the results. Every flag also reads STORMRADIUS_<FLAG>.
 //
 //	ingest --store clickhouse://clickhouse:9000/stormradius [--kafka-brokers kafka:9092]
 package main
