@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
+	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/sim"
@@ -138,5 +140,34 @@ func TestLeaseLostStopsService(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("report after the takeover differs from analyze:\n got %s\nwant %s", got, want)
+	}
+}
+
+// --lease-timeout: 30 s by default, STORMRADIUS_LEASE_TIMEOUT when the flag
+// is not given, at least a second.
+func TestLeaseTimeoutFlag(t *testing.T) {
+	parse := func(args ...string) (app.Config, error) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		build := app.Flags(fs, "")
+		if err := fs.Parse(args); err != nil {
+			return app.Config{}, err
+		}
+		if err := flagenv.Apply(fs); err != nil {
+			return app.Config{}, err
+		}
+		return build()
+	}
+	if c, err := parse(); err != nil || c.LeaseTimeout != 30*time.Second {
+		t.Fatalf("default: %v, %v; want 30s", c.LeaseTimeout, err)
+	}
+	t.Setenv("STORMRADIUS_LEASE_TIMEOUT", "45s")
+	if c, err := parse(); err != nil || c.LeaseTimeout != 45*time.Second {
+		t.Fatalf("from the environment: %v, %v; want 45s", c.LeaseTimeout, err)
+	}
+	if c, err := parse("--lease-timeout", "10s"); err != nil || c.LeaseTimeout != 10*time.Second {
+		t.Fatalf("flag over the environment: %v, %v; want 10s", c.LeaseTimeout, err)
+	}
+	if _, err := parse("--lease-timeout", "500ms"); err == nil || !strings.Contains(err.Error(), "--lease-timeout 500ms") {
+		t.Fatalf("half a second: %v, want refused", err)
 	}
 }

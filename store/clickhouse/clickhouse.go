@@ -30,8 +30,8 @@
 // Minutes are marked clean again lazily, by the next Apply's markers (or
 // Close): a crash only costs recomputing the last batch's minutes.
 //
-// One process writes (the pipeline of `serve` or `cmd/ingest`); any
-// number read.
+// One process writes (the pipeline of `serve` or `cmd/ingest`), holding
+// the store's analysis lease (lease.go); any number read.
 package clickhouse
 
 import (
