@@ -240,6 +240,9 @@ type Store interface {
 	Records
 	Rollups
 	Windows
+	// Leaser: the analysing process holds the store's lease (lease.go);
+	// readers do not take it.
+	Leaser
 	// DeleteBefore drops spans, records, rollups, states and summaries of
 	// traces that started before the UTC day holding t (unix nanoseconds):
 	// whole days, so that no rollup keeps deleted data, without a full
@@ -249,8 +252,8 @@ type Store interface {
 	// was analysed with: window indexes in records, states and summaries
 	// count in it.
 	Window() time.Duration
-	// Close flushes and closes the store; a store closed cleanly has exact
-	// states when opened again.
+	// Close flushes and closes the store, then releases the lease it holds;
+	// a store closed cleanly has exact states when opened again.
 	Close() error
 }
 

@@ -2,8 +2,8 @@
 // gRPC/HTTP and Kafka receivers and the analysis pipeline, with /healthz,
 // /readyz and /metrics on --http; cmd/api serves the REST API and the UI
 // over the same store, as many of them as reads need. Run one analysing
-// instance per store until scale-out exists; a second is refused at start.
-// Every flag also reads STORMRADIUS_<FLAG>.
+// instance per store until scale-out exists: a second is refused at start
+// (the store's analysis lease). Every flag also reads STORMRADIUS_<FLAG>.
 //
 //	ingest --store clickhouse://clickhouse:9000/stormradius [--kafka-brokers kafka:9092]
 package main

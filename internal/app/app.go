@@ -37,6 +37,11 @@ type Config struct {
 	OpenStore func(context.Context) (store.Store, error)
 	// Pipeline configures the analysis (its window is the store's).
 	Pipeline pipeline.Config
+	// LeaseTimeout is how long the store's analysis lease outlives a
+	// crashed instance (DefaultLeaseTimeout when zero): one instance
+	// analyses a store, another is refused at start while the lease is
+	// held.
+	LeaseTimeout time.Duration
 	// OTLP configures the receivers; Disable both to run without them.
 	OTLP otlp.Config
 	// Kafka, when Brokers are set, adds a Kafka consumer.
@@ -66,7 +71,14 @@ type Addrs struct {
 // Run runs the service until ctx ends, then shuts it down in order:
 // receivers stop taking data (in-flight requests finish), the Kafka
 // consumer stops, the pipeline analyses every pending trace, the store is
-// closed.
+// closed and its analysis lease released.
+//
+// Run takes the store's analysis lease before anything else: while
+// another instance holds it, Run returns the refusal (errors.Is
+// store.ErrLeaseHeld) at once. If the lease is lost while running, Run
+// stops the service with an error wrapping store.ErrLeaseLost: the store
+// refuses further writes, pending traces are left to the instance that
+// holds the lease (their spans are stored; it recovers them).
 func Run(ctx context.Context, cfg Config) (err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -78,6 +90,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer closeStore(st, &err)
+	ttl := cfg.LeaseTimeout
+	if ttl == 0 {
+		ttl = DefaultLeaseTimeout
+	}
+	// Before recovery: the pipeline owns the window states, the checkpoint
+	// and the pending traces, which a second analyser would corrupt.
+	lease, err := takeLease(ctx, st, ttl, log)
+	if err != nil {
+		return err
+	}
+	defer lease.stop() // before closeStore, which releases the lease
 
 	pcfg := cfg.Pipeline
 	pcfg.Logger, pcfg.Registerer = log, reg
@@ -93,6 +116,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case <-ctx.Done():
 		stopPipeline()
 		return errors.Join(ctx.Err(), <-perr)
+	case err := <-lease.lostC():
+		stopPipeline()
+		return errors.Join(err, <-perr)
 	}
 
 	var ready atomic.Bool
@@ -165,9 +191,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case err := <-perr:
 		perr <- err // read again below
 		runErr = fmt.Errorf("pipeline stopped: %w", err)
+	case runErr = <-lease.lostC():
 	}
 	ready.Store(false)
-	log.Info("shutting down: receivers stop, pending traces are analysed")
+	if errors.Is(runErr, store.ErrLeaseLost) {
+		// The store refuses the pipeline's writes now: what is pending is
+		// in the stored spans, which the lease's holder recovers.
+		log.Info("shutting down: receivers stop, pending traces are left to the instance that holds the lease")
+	} else {
+		log.Info("shutting down: receivers stop, pending traces are analysed")
+	}
 	shutdownReceivers(recv, nil)
 	stopKafka()
 	wg.Wait()

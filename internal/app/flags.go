@@ -65,6 +65,8 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
 	window := fs.Duration("window", 0, "analysis window (SPEC §4.3; default 1h; data keeps the window it was analysed with)")
 	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
+	leaseTimeout := fs.Duration("lease-timeout", DefaultLeaseTimeout, "one instance analyses a store: it holds the store's lease, renewed every third of this; "+
+		"another instance is refused at start until the holder stops, or this long after it crashed")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 
@@ -103,6 +105,10 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			ret = -1 // keep everything
 		}
 		c.Pipeline = pipelineOf(*idle, *maxAge, *inflight, ret)
+		c.LeaseTimeout = *leaseTimeout
+		if *leaseTimeout < time.Second {
+			errs = append(errs, fmt.Errorf("--lease-timeout %v: want at least 1s", *leaseTimeout))
+		}
 		c.Pipeline.Analysis = analysis.Config{Window: *window}
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(*level)); err != nil {

@@ -30,8 +30,8 @@
 // Minutes are marked clean again lazily, by the next Apply's markers (or
 // Close): a crash only costs recomputing the last batch's minutes.
 //
-// One process writes (the pipeline of `serve` or `cmd/ingest`); any
-// number read.
+// One process writes (the pipeline of `serve` or `cmd/ingest`), holding
+// the store's analysis lease (lease.go); any number read.
 package clickhouse
 
 import (
@@ -83,6 +83,14 @@ type Options struct {
 	Existing bool
 	// Logger receives the store's log lines (slog.Default() when nil).
 	Logger *slog.Logger
+	// LeaseSettle is how long taking the analysis lease waits to see who
+	// else claims it (DefaultLeaseSettle when zero; see lease.go). Every
+	// insert of a claim must be acknowledged within half of it.
+	LeaseSettle time.Duration
+	// LeaseClock, when set, replaces the server's clock for the lease's
+	// expiry and the monotonic clock for its holder's deadline (tests move
+	// it).
+	LeaseClock func() time.Time
 
 	// dial opens a connection pool (tests replace it).
 	dial func(*ch.Options) (driver.Conn, error)
@@ -100,6 +108,10 @@ type Store struct {
 	edgeReadMax int
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
 	sentIDs func([]graph.TraceID)
+
+	lease       store.LeaseFence // see lease.go
+	leaseSettle time.Duration
+	leaseClock  func() time.Time
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64
@@ -150,15 +162,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.TTL == 0 {
 		opts.TTL = ttl
 	}
-	if opts.Window < 0 || opts.TTL < 0 {
-		return nil, fmt.Errorf("clickhouse: negative window %v or ttl %v", opts.Window, opts.TTL)
+	if opts.Window < 0 || opts.TTL < 0 || opts.LeaseSettle < 0 {
+		return nil, fmt.Errorf("clickhouse: negative window %v, ttl %v or lease settle %v", opts.Window, opts.TTL, opts.LeaseSettle)
+	}
+	if opts.LeaseSettle == 0 {
+		opts.LeaseSettle = DefaultLeaseSettle
 	}
 	dial := opts.dial
 	if dial == nil {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
-		edgeReadMax: edgeReadMax}
+		edgeReadMax: edgeReadMax, lease: store.LeaseFence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle,
+		leaseClock: opts.LeaseClock}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -187,27 +203,7 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.floor, s.floorRead = meta[metaFloor], time.Now()
-	// The last write: the latest log row (trace_spans), or of the write
-	// log of earlier releases.
-	var logged uint64
-	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM trace_spans WHERE trace_id = `+
-		idList([]graph.TraceID{logID}), &logged); err != nil {
-		return err
-	}
-	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM writes`, &s.seq); err != nil {
-		return err
-	}
-	s.seq = max(s.seq, logged)
-	// Versions order the rows of one key; they come from the clock, kept
-	// above every version already stored in the small tables.
-	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {
-		var v uint64
-		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
-			return err
-		}
-		s.lastVer = max(s.lastVer, v)
-	}
-	if err := s.readDirty(ctx); err != nil {
+	if err := s.readProgress(ctx); err != nil {
 		return err
 	}
 	var legacy uint64
@@ -217,6 +213,40 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	}
 	s.legacy = legacy > 0
 	return s.applyTTL(ctx, meta, opts.TTL)
+}
+
+// readProgress reads what the store continues from: the last write, the
+// highest row versions, the minutes an earlier process left dirty. Open
+// reads it, and AcquireLease again: a previous holder may have written
+// since.
+func (s *Store) readProgress(ctx context.Context) error {
+	s.spanMu.Lock()
+	defer s.spanMu.Unlock()
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	// The last write: the latest log row (trace_spans), or of the write
+	// log of earlier releases.
+	var logged, old uint64
+	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM trace_spans WHERE trace_id = `+
+		idList([]graph.TraceID{logID}), &logged); err != nil {
+		return err
+	}
+	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM writes`, &old); err != nil {
+		return err
+	}
+	s.seq = max(s.seq, old, logged)
+	// Versions order the rows of one key; they come from the clock, kept
+	// above every version already stored in the small tables.
+	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {
+		var v uint64
+		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
+			return err
+		}
+		s.verMu.Lock()
+		s.lastVer = max(s.lastVer, v)
+		s.verMu.Unlock()
+	}
+	return s.readDirty(ctx)
 }
 
 // parseDSN splits the store's own parameters (ttl) from clickhouse-go's.
@@ -388,10 +418,11 @@ func (s *Store) retentionFloor(ctx context.Context) int64 {
 	return s.floor
 }
 
-// Close marks the minutes the last Apply finished clean and closes the
-// connections. Every write is acknowledged by the server before the method
-// that made it returns; the markers only spare the next store recomputing
-// those minutes.
+// Close marks the minutes the last Apply finished clean, releases the
+// lease the store holds and closes the connections. Every write is
+// acknowledged by the server before the method that made it returns; the
+// markers only spare the next store recomputing those minutes (a store
+// that lost its lease writes none: the minutes may be another's now).
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -401,12 +432,20 @@ func (s *Store) Close() error {
 	s.applyMu.Lock()
 	defer s.spanMu.Unlock()
 	defer s.applyMu.Unlock()
-	if len(s.clean) > 0 {
+	if len(s.clean) > 0 && s.lease.Check() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := s.mark(ctx, s.versions(1), marks{clean: keys(s.clean)})
 		cancel()
 		if err != nil {
 			s.log.Warn("clickhouse: marking the last batch's minutes clean; the next store recomputes them", "err", err)
+		}
+	}
+	if _, ok := s.lease.Taken(); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := s.ReleaseLease(ctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "err", err)
 		}
 	}
 	return s.conn.Close()

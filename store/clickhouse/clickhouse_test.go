@@ -60,6 +60,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestLeaseConformance(t *testing.T) {
+	u := server(t)
+	var mu sync.Mutex
+	dsns := map[string]string{} // by subtest
+	storetest.Lease(t, func(t *testing.T, clock func() time.Time) store.Store {
+		mu.Lock()
+		dsn := dsns[t.Name()]
+		if dsn == "" {
+			dsn = freshDatabase(t, u)
+			dsns[t.Name()] = dsn
+		}
+		mu.Unlock()
+		s, err := Open(context.Background(), Options{DSN: dsn, Window: time.Hour, Logger: quiet, LeaseClock: clock,
+			LeaseSettle: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // WindowRecords with edges reads a few traces one by one and many by
 // reading their window whole: both give the window's records that use
 // one of the edges, in their latest version, without deleted ones or

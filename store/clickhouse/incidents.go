@@ -211,6 +211,9 @@ func (s *Store) Compact(ctx context.Context, t int64) error {
 	if err := s.checkOpen("compact"); err != nil {
 		return err
 	}
+	if err := s.fence("compact"); err != nil {
+		return err
+	}
 	parts, err := s.nodeMinuteParts(ctx, `partition_id < `+quote(dayID(dayOf(t))))
 	if err != nil {
 		return err

@@ -119,6 +119,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkOpen("apply"); err != nil {
 		return err
 	}
+	if err := s.fence("apply"); err != nil {
+		return err
+	}
 	minutes, windows := map[int64]struct{}{}, map[int64]struct{}{}
 	for _, c := range b.Changes {
 		for _, r := range []*store.Record{c.Old, c.New} {

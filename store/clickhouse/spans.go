@@ -48,6 +48,11 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if err := s.checkOpen("write spans"); err != nil {
 		return 0, err
 	}
+	if err := s.lease.Check(); err != nil {
+		// Nothing is stored: the sender retries (against the instance
+		// that holds the lease now).
+		return 0, fmt.Errorf("clickhouse: write spans: %w: %w", store.ErrUnavailable, err)
+	}
 	s.seq++
 	seq := s.seq
 	day := dayDate(dayOf(time.Now().UnixNano()))

@@ -83,6 +83,9 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.checkOpen("put summaries"); err != nil {
 		return err
 	}
+	if err := s.fence("put summaries"); err != nil {
+		return err
+	}
 	if len(sums) == 0 {
 		return nil
 	}
@@ -167,6 +170,9 @@ var (
 // day's partition (the floor hides the rest of that day's windows).
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkOpen("delete"); err != nil {
+		return err
+	}
+	if err := s.fence("delete"); err != nil {
 		return err
 	}
 	cutoff := floorDiv(t, nsPerDay) * nsPerDay

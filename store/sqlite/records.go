@@ -185,6 +185,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if s.resW == nil {
 		return fmt.Errorf("sqlite: apply: %w", store.ErrClosed)
 	}
+	if err := s.fence("apply"); err != nil {
+		return err
+	}
 	// Rollup deltas per minute and per hour, merged over the batch so that
 	// a bucket costs one upsert per key whatever the batch holds.
 	minutes := map[int64]*analysis.Report{}
@@ -453,6 +456,9 @@ func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, erro
 
 // PutSummaries stores window summaries.
 func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
+	if err := s.fence("put summaries"); err != nil {
+		return err
+	}
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "put summaries", err)
@@ -529,6 +535,9 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 // of every tier, states and summaries by bucket and window, each through an
 // index. Whole days go, so that no rollup bucket keeps deleted data.
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
+	if err := s.fence("delete"); err != nil {
+		return err
+	}
 	day := int64(24 * time.Hour)
 	cutoff := floorDiv(t, day) * day
 	minute := floorDiv(cutoff, int64(time.Minute))

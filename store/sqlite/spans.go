@@ -58,6 +58,11 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if s.spansW == nil {
 		return 0, fmt.Errorf("sqlite: write spans: %w", store.ErrClosed)
 	}
+	if err := s.lease.Check(); err != nil {
+		// Nothing is stored: the sender retries (against the instance
+		// that holds the lease now).
+		return 0, fmt.Errorf("sqlite: write spans: %w: %w", store.ErrUnavailable, err)
+	}
 	if err := s.prepareSpans(ctx); err != nil {
 		return 0, unavailable(ctx, "prepare span insert", err)
 	}

@@ -51,6 +51,9 @@ type Options struct {
 	// Existing refuses to create a new store: readers (report) open data
 	// that must be there.
 	Existing bool
+	// LeaseClock is the clock of the analysis lease (time.Now when nil;
+	// tests move it).
+	LeaseClock func() time.Time
 }
 
 // Store is the embedded store. It is safe for concurrent use.
@@ -59,6 +62,8 @@ type Store struct {
 	resW, resR     *sql.DB
 	window         time.Duration
 	log            *slog.Logger
+	dir            string
+	lease          store.LeaseFence // see lease.go
 
 	spanMu  sync.Mutex // orders span writes: sequence numbers follow commits
 	seq     uint64
@@ -98,7 +103,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Window < 0 {
 		return nil, fmt.Errorf("sqlite: negative window %v", opts.Window)
 	}
-	s := &Store{log: opts.Logger}
+	s := &Store{log: opts.Logger, dir: opts.Dir, lease: store.LeaseFence{Now: opts.LeaseClock}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -159,12 +164,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.resR, err = open("results.db", false); err != nil {
 		return nil, err
 	}
-	var seq sql.NullInt64
-	if err = s.spansW.QueryRowContext(ctx, `SELECT max(seq) FROM writes`).Scan(&seq); err != nil {
-		err = fmt.Errorf("sqlite: read last write: %w", err)
+	if err = s.readLastWrite(ctx); err != nil {
 		return nil, err
 	}
-	s.seq = uint64(seq.Int64)
 	if err = s.settleWindow(ctx, opts.Window); err != nil {
 		return nil, err
 	}
@@ -207,6 +209,19 @@ func privateFile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// readLastWrite reads the sequence of the last span write, which the next
+// one follows.
+func (s *Store) readLastWrite(ctx context.Context) error {
+	s.spanMu.Lock()
+	defer s.spanMu.Unlock()
+	var seq sql.NullInt64
+	if err := s.spansW.QueryRowContext(ctx, `SELECT max(seq) FROM writes`).Scan(&seq); err != nil {
+		return fmt.Errorf("sqlite: read last write: %w", err)
+	}
+	s.seq = max(s.seq, uint64(seq.Int64))
+	return nil
 }
 
 // checkpointInterval is how often the WALs are copied into the databases.
@@ -337,13 +352,21 @@ func Migrations(ctx context.Context, dir string) ([]schema.Migration, error) {
 	return out, nil
 }
 
-// Close closes the databases, checkpointing the WAL into the main files.
+// Close closes the databases, checkpointing the WAL into the main files,
+// and releases the lease the store holds.
 func (s *Store) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
 		if s.stopCkpt != nil {
 			close(s.stopCkpt)
 			<-s.ckptDone
+		}
+		if s.resW != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := s.ReleaseLease(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			cancel()
 		}
 		s.spanMu.Lock()
 		defer s.spanMu.Unlock()

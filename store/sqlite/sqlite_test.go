@@ -29,6 +29,17 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestLeaseConformance(t *testing.T) {
+	storetest.Lease(t, func(t *testing.T, clock func() time.Time) store.Store {
+		dir := filepath.Join(filepath.Dir(t.TempDir()), "data")
+		s, err := sqlite.Open(context.Background(), sqlite.Options{Dir: dir, Window: time.Hour, LeaseClock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // A directory remembers its window: reopening with another is refused,
 // with none adopts it.
 func TestWindowRecorded(t *testing.T) {

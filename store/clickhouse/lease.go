@@ -1,0 +1,338 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/store"
+)
+
+// The analysis lease (store.Leaser) without transactions or compare-and-set.
+// Every claimant writes rows under its own key in the leases table (the
+// latest version per holder wins) and reads everyone's:
+//
+//  1. Look: if another live claim is held, refuse.
+//  2. Claim: insert an intent (expiring soon: 2×settle + 2 s).
+//  3. Settle: wait LeaseSettle, so that every claimant that looked before
+//     this intent was visible has its own intent visible by now.
+//  4. Decide: read again. A live held claim of another wins (refuse);
+//     else the live intent with the smallest holder id wins. The winner
+//     inserts its claim as held; a loser withdraws (released) and is
+//     refused, naming the winner.
+//
+// Why at most one wins: if P decides at read r and Q's intent was not
+// visible at r, Q's intent was acknowledged after r, so Q decides at
+// least a settle after r; P's held claim was acknowledged within half a
+// settle of r, so Q sees it and refuses. Claimants that see each other's
+// intents pick the same smallest id among them, or see the held claim of
+// the one that won. An insert slower than half a settle breaks the
+// argument, so a claimant whose insert took longer withdraws and tries
+// again (three times, then gives up with ErrUnavailable). It assumes what
+// one insert acknowledged is visible to every later read: a single server
+// (or reads and writes of one replica, synchronous inserts).
+//
+// Expiry is judged by the server's clock (now(), whole seconds): the
+// instances' clocks may disagree by any amount. The holder's own deadline
+// is measured on its monotonic clock from just before it read the
+// server's time for a claim, and comes 1 s (the clock's resolution) plus a
+// tenth of the timeout before the expiry: it assumes that the server's
+// clock runs at the rate of the holders' (no step of more than that
+// margin; a step backwards only delays a takeover). Holders of this
+// machine and pid namespace whose process has exited lose their claims at
+// once (store.LeaseHolder.Exited).
+
+// leaseName is the lease's key.
+const leaseName = "analysis"
+
+// Claim states.
+const (
+	claimIntent   uint8 = 0
+	claimHeld     uint8 = 1
+	claimReleased uint8 = 2
+)
+
+// DefaultLeaseSettle is how long a claimant waits between claiming the
+// lease and deciding who won (Options.LeaseSettle).
+const DefaultLeaseSettle = 2 * time.Second
+
+// minLeaseTTL is the shortest lease timeout: the server's clock counts
+// whole seconds.
+const minLeaseTTL = 3 * time.Second
+
+// leaseAttempts is how many times AcquireLease claims before giving up
+// on a server too slow to decide safely.
+const leaseAttempts = 3
+
+// leaseMargin is how long before the expiry the holder's deadline comes.
+func leaseMargin(ttl time.Duration) time.Duration { return time.Second + ttl/10 }
+
+type claim struct {
+	holder           store.LeaseHolder
+	state            uint8
+	claimed, expires time.Time
+}
+
+// live reports whether c counts at server time now, for holder me (whose
+// own claims are never those of an exited process).
+func (c *claim) live(now time.Time, me string) bool {
+	return c != nil && c.state != claimReleased && c.expires.After(now) && (c.holder.ID == me || !c.holder.Exited())
+}
+
+// outranks reports whether held claim c wins over held claim o: the
+// earlier claim, then the smaller id (two held claims only happen when
+// the protocol's assumptions failed: the earlier keeps the lease).
+func (c *claim) outranks(o *claim) bool {
+	if !c.claimed.Equal(o.claimed) {
+		return c.claimed.Before(o.claimed)
+	}
+	return c.holder.ID < o.holder.ID
+}
+
+// leaseTime returns the time expiry is judged by: the server's (whole
+// seconds), or Options.LeaseClock's when set (tests).
+func (s *Store) leaseTime(ctx context.Context) (time.Time, error) {
+	if s.leaseClock != nil {
+		return s.leaseClock(), nil
+	}
+	var sec uint32
+	if err := s.queryRow(ctx, "read server time", `SELECT toUnixTimestamp(now())`, &sec); err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(int64(sec), 0), nil
+}
+
+// claims returns the latest claim of every holder, by holder id.
+func (s *Store) claims(ctx context.Context) (map[string]*claim, error) {
+	out := map[string]*claim{}
+	err := s.query(ctx, "read lease claims", `SELECT holder, argMax(host, version), argMax(pid, version),
+		argMax(started, version), argMax(ns, version), argMax(state, version), argMax(claimed, version),
+		argMax(expires, version) FROM leases WHERE name = `+quote(leaseName)+` GROUP BY holder`, func(r driver.Rows) error {
+		var c claim
+		var pid uint32
+		var started, claimed, expires int64
+		if err := r.Scan(&c.holder.ID, &c.holder.Host, &pid, &started, &c.holder.Namespace, &c.state, &claimed, &expires); err != nil {
+			return err
+		}
+		c.holder.PID, c.holder.Start = int(pid), time.Unix(0, started)
+		c.claimed, c.expires = time.Unix(0, claimed), time.Unix(0, expires)
+		out[c.holder.ID] = &c
+		return nil
+	})
+	return out, err
+}
+
+// writeClaim inserts h's claim.
+func (s *Store) writeClaim(ctx context.Context, h store.LeaseHolder, state uint8, claimed, expires time.Time) error {
+	var exp int64
+	if state != claimReleased {
+		exp = expires.UnixNano()
+	}
+	return s.insert(ctx, "write lease claim", "leases",
+		[]string{"name", "holder", "host", "pid", "started", "ns", "state", "claimed", "expires", "version"},
+		[]string{leaseName}, []string{h.ID}, []string{h.Host}, []uint32{uint32(h.PID)}, []int64{h.Start.UnixNano()},
+		[]string{h.Namespace}, []uint8{state}, []int64{claimed.UnixNano()}, []int64{exp}, []uint64{s.versions(1)})
+}
+
+// heldBy returns the live held claim of another holder than me that wins
+// (nil when there is none).
+func heldBy(cs map[string]*claim, now time.Time, me string) *claim {
+	var best *claim
+	for id, c := range cs {
+		if id != me && c.state == claimHeld && c.live(now, me) && (best == nil || c.outranks(best)) {
+			best = c
+		}
+	}
+	return best
+}
+
+// refused is the refusal naming c.
+func (s *Store) refused(c *claim, now time.Time) error {
+	return fmt.Errorf("clickhouse: database %s: %w", s.db, &store.LeaseHeldError{Holder: c.holder, Expires: c.expires, Now: now})
+}
+
+// errTooSlow: an insert took longer than the protocol allows; claiming
+// again may succeed.
+type errTooSlow struct{ took, bound time.Duration }
+
+func (e errTooSlow) Error() string {
+	return fmt.Sprintf("the server took %v to store a lease claim, more than %v: another instance's claim may be unseen", e.took.Round(time.Millisecond), e.bound)
+}
+
+// AcquireLease takes the lease for h by the protocol above, then reads
+// again what a previous holder may have written since Open.
+func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
+	if ttl < minLeaseTTL || h.ID == "" {
+		return time.Time{}, fmt.Errorf("clickhouse: take lease: want a holder and a timeout of at least %v, not %q and %v",
+			minLeaseTTL, h.ID, ttl)
+	}
+	var slow error
+	for range leaseAttempts {
+		deadline, err := s.claimLease(ctx, h, ttl)
+		if _, ok := err.(errTooSlow); ok {
+			slow = err
+			s.log.Warn("clickhouse: lease claim too slow, claiming again", "err", err)
+			continue
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		if err := s.readProgress(ctx); err != nil {
+			return time.Time{}, err
+		}
+		return deadline, nil
+	}
+	return time.Time{}, fmt.Errorf("clickhouse: take lease: %w: %w", store.ErrUnavailable, slow)
+}
+
+// claimLease makes one claim: look, claim, settle, decide.
+func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
+	bound := s.leaseSettle / 2
+	now, err := s.leaseTime(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	cs, err := s.claims(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if c := heldBy(cs, now, h.ID); c != nil {
+		return time.Time{}, s.refused(c, now)
+	}
+
+	sent := time.Now()
+	if err := s.writeClaim(ctx, h, claimIntent, now, now.Add(2*s.leaseSettle+2*time.Second)); err != nil {
+		s.withdraw(h)
+		return time.Time{}, err
+	}
+	if took := time.Since(sent); took > bound {
+		s.withdraw(h)
+		return time.Time{}, errTooSlow{took, bound}
+	}
+	select {
+	case <-time.After(s.leaseSettle):
+	case <-ctx.Done():
+		s.withdraw(h)
+		return time.Time{}, fmt.Errorf("clickhouse: take lease: %w", ctx.Err())
+	}
+
+	read := time.Now()
+	base := s.lease.Clock() // the deadline's origin: before the server's time is read
+	now, err = s.leaseTime(ctx)
+	if err == nil {
+		cs, err = s.claims(ctx)
+	}
+	if err != nil {
+		s.withdraw(h)
+		return time.Time{}, err
+	}
+	if !cs[h.ID].live(now, h.ID) {
+		s.withdraw(h)
+		return time.Time{}, fmt.Errorf("clickhouse: take lease: this instance's claim is not visible %v after it was stored "+
+			"(are inserts asynchronous, or reads served by another replica?)", s.leaseSettle)
+	}
+	if c := heldBy(cs, now, h.ID); c != nil {
+		s.withdraw(h)
+		return time.Time{}, s.refused(c, now)
+	}
+	var winner *claim
+	for _, c := range cs {
+		if c.state == claimIntent && c.live(now, h.ID) && (winner == nil || c.holder.ID < winner.holder.ID) {
+			winner = c
+		}
+	}
+	if winner == nil || winner.holder.ID != h.ID {
+		s.withdraw(h)
+		if winner == nil { // cannot be: this instance's intent is live
+			return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
+		}
+		return time.Time{}, s.refused(winner, now)
+	}
+	if err := s.writeClaim(ctx, h, claimHeld, now, now.Add(ttl)); err != nil {
+		s.withdraw(h)
+		return time.Time{}, err
+	}
+	if took := time.Since(read); took > bound {
+		s.withdraw(h)
+		return time.Time{}, errTooSlow{took, bound}
+	}
+	deadline := base.Add(ttl - leaseMargin(ttl))
+	s.lease.Hold(h, ttl, deadline)
+	return deadline, nil
+}
+
+// withdraw gives up h's claim, on a context of its own (the caller's may
+// have ended): a claim left behind expires anyway.
+func (s *Store) withdraw(h store.LeaseHolder) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.writeClaim(ctx, h, claimReleased, time.Time{}, time.Time{}); err != nil {
+		s.log.Warn("clickhouse: withdrawing a lease claim; it expires by itself", "err", err)
+	}
+}
+
+// RenewLease writes a heartbeat of the held claim, while it is live and no
+// other held claim outranks it.
+func (s *Store) RenewLease(ctx context.Context) (time.Time, error) {
+	h, ttl, err := s.lease.Held()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("clickhouse: renew lease: %w", err)
+	}
+	base := s.lease.Clock()
+	now, err := s.leaseTime(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	cs, err := s.claims(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	mine := cs[h.ID]
+	var lost error
+	switch other := heldBy(cs, now, h.ID); {
+	case mine == nil || mine.state != claimHeld:
+		lost = fmt.Errorf("%w: its claim is gone", store.ErrLeaseLost)
+	case !mine.expires.After(now):
+		lost = fmt.Errorf("%w: it expired at %s by the server's clock", store.ErrLeaseLost, mine.expires.UTC().Format(time.RFC3339))
+	case other != nil && other.outranks(mine):
+		lost = fmt.Errorf("%w: taken over by %v", store.ErrLeaseLost, other.holder)
+	}
+	if lost != nil {
+		s.lease.Lose(lost)
+		return time.Time{}, fmt.Errorf("clickhouse: renew lease: %w", lost)
+	}
+	if err := s.writeClaim(ctx, h, claimHeld, mine.claimed, now.Add(ttl)); err != nil {
+		return time.Time{}, err
+	}
+	// The heartbeat counts only if it was stored before the deadline it
+	// extends (Renewed checks): later, another may have taken over.
+	deadline := base.Add(ttl - leaseMargin(ttl))
+	if err := s.lease.Renewed(deadline); err != nil {
+		return time.Time{}, fmt.Errorf("clickhouse: renew lease: %w", err)
+	}
+	return deadline, nil
+}
+
+// ReleaseLease marks this store's claim released.
+func (s *Store) ReleaseLease(ctx context.Context) error {
+	h, ok := s.lease.Taken()
+	if !ok {
+		return nil
+	}
+	if err := s.writeClaim(ctx, h, claimReleased, time.Time{}, time.Time{}); err != nil {
+		return err
+	}
+	s.lease.Release()
+	return nil
+}
+
+// fence returns nil when the store may write (see store.LeaseFence), else
+// an error saying what was refused.
+func (s *Store) fence(what string) error {
+	if err := s.lease.Check(); err != nil {
+		return fmt.Errorf("clickhouse: %s: %w", what, err)
+	}
+	return nil
+}
