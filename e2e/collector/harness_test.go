@@ -134,6 +134,8 @@ service:
   telemetry:
     metrics:
       level: none
+    logs:
+      disable_stacktrace: true
 `
 
 var readyRE = regexp.MustCompile(`Everything is ready`)
@@ -216,8 +218,25 @@ func postOTLP(ctx context.Context, url string, body []byte) error {
 // no longer match, so the test stops at once with the reason.
 var dropped = []string{"Exporting failed. Dropping data.", "Exporting failed. Rejecting data."}
 
+var exportErrorRE = regexp.MustCompile(`"otelcol.component.id": "([^"]*)".*"error": ("(?:[^"\\]|\\.)*")`)
+
+// exportError is the component and error of a collector's log line about
+// a failed export, or the line itself.
+func exportError(line string) string {
+	m := exportErrorRE.FindStringSubmatch(line)
+	if m == nil {
+		return line
+	}
+	msg, err := strconv.Unquote(m[2])
+	if err != nil {
+		msg = m[2]
+	}
+	return m[1] + ": " + msg
+}
+
 // Settling: the report is taken as final once it covers the sample's
-// spans, no trace is pending and it has not changed for quietFor; or once
+// spans, no span is in flight (written and not analysed) and it has not
+// changed for quietFor; or once
 // it has not changed for stallFor whatever it covers (ingestion stopped
 // short: the comparison then shows what is missing).
 const (
@@ -240,7 +259,7 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 		for _, p := range append([]*proc{svc.proc}, watch...) {
 			for _, d := range dropped {
 				if line := p.find(d); line != "" {
-					t.Fatalf("%s dropped the sample's data:\n%s", p.name, line)
+					t.Fatalf("%s dropped the sample's data: %s", p.name, exportError(line))
 				}
 			}
 			select {
@@ -259,7 +278,7 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 		lastErr = err
 		quiet := time.Since(changed)
 		if err == nil && quiet >= quietFor && spansOf(doc) == suite.spans {
-			if pending, perr := svc.metric("stormradius_traces_pending"); perr == nil && pending == 0 {
+			if pending, perr := svc.metric("stormradius_spans_inflight"); perr == nil && pending == 0 {
 				break
 			}
 		}
