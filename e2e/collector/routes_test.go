@@ -2,13 +2,25 @@ package collector
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Every compression each exporter offers for the route (configcompression;
@@ -96,6 +108,7 @@ func TestKafka(t *testing.T) {
 						t.Fatal(err)
 					}
 					t.Cleanup(cluster.Close)
+					seen := watchProduce(cluster)
 					broker := cluster.ListenAddrs()[0]
 					kafka := []string{"--kafka-brokers", broker, "--kafka-topic", topic,
 						"--kafka-group", "stormradius-e2e", "--kafka-encoding", enc}
@@ -113,10 +126,87 @@ func TestKafka(t *testing.T) {
 					})
 					col.send(t)
 					checkReport(t, svc, col.proc)
+					seen.check(t, comp)
 				})
 			}
 		}
 	})
+}
+
+// Record batch codecs (the low three bits of a batch's attributes).
+var kafkaCodecs = map[string]int{"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+// produced is what the collector's produce requests carried, read from
+// each record batch's header: so that a setting the exporter ignored
+// cannot pass unseen.
+type produced struct {
+	mu         sync.Mutex
+	codecs     map[int]int // batches per codec
+	records    int
+	partitions map[int32]bool
+	bad        error
+}
+
+// watchProduce observes every produce request the broker handles (the
+// broker still handles them).
+func watchProduce(c *kfake.Cluster) *produced {
+	p := &produced{codecs: map[int]int{}, partitions: map[int32]bool{}}
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, tp := range req.Topics {
+			for _, pp := range tp.Partitions {
+				p.partitions[pp.Partition] = true
+				// v2 record batches, back to back: baseOffset int64,
+				// batchLength int32, partitionLeaderEpoch int32, magic
+				// int8, crc int32, attributes int16 (offset 21), ...,
+				// records count int32 (offset 57).
+				for b := pp.Records; len(b) > 0; {
+					if len(b) < 61 || b[16] != 2 {
+						p.bad = fmt.Errorf("partition %d: not a v2 record batch (%d bytes left)", pp.Partition, len(b))
+						break
+					}
+					n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
+					if n > len(b) {
+						p.bad = fmt.Errorf("partition %d: record batch of %d bytes, %d sent", pp.Partition, n, len(b))
+						break
+					}
+					p.codecs[int(binary.BigEndian.Uint16(b[21:23])&7)]++
+					p.records += int(binary.BigEndian.Uint32(b[57:61]))
+					b = b[n:]
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	return p
+}
+
+// check asserts that every record batch was compressed with comp and
+// that the records were keyed by trace id: partition_traces_by_id makes
+// one record per trace of each export (at least one per trace of the
+// sample) where the exporter otherwise writes one per export.
+func (p *produced) check(t *testing.T, comp string) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bad != nil {
+		t.Error(p.bad)
+	}
+	want := kafkaCodecs[comp]
+	for codec, n := range p.codecs {
+		if codec != want {
+			t.Errorf("%d record batches with codec %d, want codec %d (%s) only", n, codec, want, comp)
+		}
+	}
+	if p.codecs[want] == 0 {
+		t.Errorf("no record batch with codec %d (%s)", want, comp)
+	}
+	if p.records < suite.traces {
+		t.Errorf("%d records produced, want one per trace at least (%d): partition_traces_by_id", p.records, suite.traces)
+	}
 }
 
 // The collector's file exporter, deploy/collector/file.yaml, in each
@@ -165,4 +255,67 @@ func TestFile(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The shipped configs' TLS settings: serve with --tls-cert/--tls-key, the
+// collector trusting its CA through STORMRADIUS_CA_FILE (gRPC with
+// insecure false, HTTP with an https:// endpoint).
+func TestOTLPTLS(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	for _, route := range []string{"otlp_grpc", "otlp_http"} {
+		t.Run(route, func(t *testing.T) {
+			t.Parallel()
+			cert, key := selfSigned(t)
+			svc := startServe(t, embedded, "--tls-cert", cert, "--tls-key", key)
+			env := []string{"STORMRADIUS_COMPRESSION=gzip", "STORMRADIUS_TOKEN=" + ingestToken, "STORMRADIUS_CA_FILE=" + cert}
+			if route == "otlp_grpc" {
+				env = append(env, "STORMRADIUS_ENDPOINT="+svc.grpc, "STORMRADIUS_TLS_INSECURE=false")
+			} else {
+				env = append(env, "STORMRADIUS_ENDPOINT=https://"+svc.otlpHTTP)
+			}
+			col := startCollector(t, route, env)
+			col.send(t)
+			checkReport(t, svc, col.proc)
+		})
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// (PEM files) and returns their paths; the certificate is its own CA.
+func selfSigned(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "stormradius e2e"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
