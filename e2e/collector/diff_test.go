@@ -120,24 +120,29 @@ func diffValue(path string, got, want any, out *[]string) {
 func sameKind(a, b any) bool { return fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b) }
 
 // elem names element i of the array at path, with what identifies it in
-// the document (an API, a service and operation, an incident id) when the
-// element says.
+// the document when the element says: an API, an incident id, an edge's
+// caller and callee, a service (and operation).
 func elem(path string, i int, v any) string {
 	s := fmt.Sprintf("%s[%d]", path, i)
 	m, ok := v.(map[string]any)
 	if !ok {
 		return s
 	}
-	var id []string
-	for _, k := range []string{"api", "id", "service", "operation", "parent", "child"} {
-		if x, ok := m[k].(string); ok {
-			id = append(id, x)
-		}
+	str := func(k string) string { x, _ := m[k].(string); return x }
+	var id string
+	switch {
+	case str("api") != "":
+		id = str("api")
+	case str("id") != "":
+		id = str("id")
+	case str("caller") != "" || str("callee") != "":
+		id = str("caller") + " -> " + str("callee")
+	case str("service") != "":
+		id = strings.TrimSpace(str("service") + " " + str("operation"))
+	default:
+		return s
 	}
-	if len(id) > 0 {
-		s = fmt.Sprintf("%s[%d %q]", path, i, strings.Join(id, " "))
-	}
-	return s
+	return fmt.Sprintf("%s[%d %q]", path, i, id)
 }
 
 func render(v any) string {
@@ -189,5 +194,12 @@ func TestDiffDocs(t *testing.T) {
 		if got := diffDocs([]byte(c.got), want); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
 		}
+	}
+	// Elements are named by what identifies them.
+	got := []byte(`{"edges": [{"caller": "frontend", "callee": "geo GET /geo", "calls": 3}], "services": [{"service": "geo", "requests": 1}]}`)
+	ref := []byte(`{"edges": [{"caller": "frontend", "callee": "geo GET /geo", "calls": 4}], "services": [{"service": "geo", "requests": 2}]}`)
+	wantDiffs := []string{`edges[0 "frontend -> geo GET /geo"].calls: got 3, want 4`, `services[0 "geo"].requests: got 1, want 2`}
+	if d := diffDocs(got, ref); strings.Join(d, "\n") != strings.Join(wantDiffs, "\n") {
+		t.Errorf("named elements:\n got %q\nwant %q", d, wantDiffs)
 	}
 }
