@@ -45,7 +45,8 @@ func forStores(t *testing.T, f func(t *testing.T, st store)) {
 }
 
 // The collector's otlp_grpc exporter, deploy/collector/otlp_grpc.yaml,
-// into `stormradius serve`, with each compression.
+// into `stormradius serve`, with each compression (through a wiretap that
+// checks each request's grpc-encoding).
 func TestOTLPGRPC(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -54,21 +55,24 @@ func TestOTLPGRPC(t *testing.T) {
 			t.Run(comp, func(t *testing.T) {
 				t.Parallel()
 				svc := startServe(t, st)
+				tap := startWiretap(t, svc.grpc, true)
 				col := startCollector(t, "otlp_grpc", []string{
-					"STORMRADIUS_ENDPOINT=" + svc.grpc,
+					"STORMRADIUS_ENDPOINT=" + tap.addr,
 					"STORMRADIUS_COMPRESSION=" + comp,
 					"STORMRADIUS_TOKEN=" + ingestToken,
 					"STORMRADIUS_TLS_INSECURE=true",
 				})
 				col.send(t)
 				checkReport(t, svc, col.proc)
+				tap.check(t, comp)
 			})
 		}
 	})
 }
 
 // The collector's otlp_http exporter, deploy/collector/otlp_http.yaml,
-// into `stormradius serve`, with each compression.
+// into `stormradius serve`, with each compression (through a wiretap that
+// checks each request's Content-Encoding).
 func TestOTLPHTTP(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -77,13 +81,15 @@ func TestOTLPHTTP(t *testing.T) {
 			t.Run(comp, func(t *testing.T) {
 				t.Parallel()
 				svc := startServe(t, st)
+				tap := startWiretap(t, svc.otlpHTTP, false)
 				col := startCollector(t, "otlp_http", []string{
-					"STORMRADIUS_ENDPOINT=http://" + svc.otlpHTTP,
+					"STORMRADIUS_ENDPOINT=http://" + tap.addr,
 					"STORMRADIUS_COMPRESSION=" + comp,
 					"STORMRADIUS_TOKEN=" + ingestToken,
 				})
 				col.send(t)
 				checkReport(t, svc, col.proc)
+				tap.check(t, comp)
 			})
 		}
 	})
@@ -244,6 +250,7 @@ func TestFile(t *testing.T) {
 				if fi.Size() == 0 {
 					t.Fatalf("the file exporter wrote nothing to %s", path)
 				}
+				checkFileStart(t, path, format, comp)
 				var stdout, stderr bytes.Buffer
 				cmd := exec.Command(suite.stormradius, "analyze", "--format", "json", path)
 				cmd.Env = baseEnv()
@@ -254,6 +261,39 @@ func TestFile(t *testing.T) {
 				compareDocs(t, "stormradius analyze "+name, stdout.Bytes())
 			})
 		}
+	}
+}
+
+// zstdMagic starts every zstd frame.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// checkFileStart asserts that the file begins as the file exporter writes
+// format with comp, so that a setting the config failed to apply cannot
+// pass as tested: JSON lines start with '{'; proto and per-batch zstd
+// with a 4-byte big-endian length, then a message (field 1,
+// resource_spans: 0x0a) or a zstd frame; the native stream with a zstd
+// frame.
+func checkFileStart(t *testing.T, path, format, comp string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := b[:min(len(b), 8)]
+	var ok bool
+	switch {
+	case comp == "zstd-native":
+		ok = bytes.HasPrefix(b, zstdMagic)
+	case len(b) < 8:
+	case comp == "zstd":
+		ok = bytes.HasPrefix(b[4:], zstdMagic) && int(binary.BigEndian.Uint32(b)) <= len(b)-4
+	case format == "proto":
+		ok = b[4] == 0x0a && int(binary.BigEndian.Uint32(b)) <= len(b)-4
+	default:
+		ok = b[0] == '{'
+	}
+	if !ok {
+		t.Errorf("%s starts % x: not %s with compression %s as the file exporter writes it", filepath.Base(path), head, format, comp)
 	}
 }
 
