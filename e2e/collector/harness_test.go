@@ -235,13 +235,13 @@ func exportError(line string) string {
 }
 
 // Settling: the report is taken as final once it covers the sample's
-// spans, no span is in flight (written and not analysed) and it has not
-// changed for quietFor; or once
-// it has not changed for stallFor whatever it covers (ingestion stopped
-// short: the comparison then shows what is missing).
+// spans, no span is in flight (stored and not analysed) and it has not
+// changed for quietFor; or once neither the report nor the count of spans
+// stored has changed for stallFor, whatever the report covers (ingestion
+// stopped short: the comparison then shows what is missing).
 const (
 	quietFor   = 2 * traceIdle
-	stallFor   = 20 * time.Second
+	stallFor   = 30 * time.Second
 	settleWait = 3 * time.Minute
 )
 
@@ -253,8 +253,9 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 	t.Helper()
 	var last []byte
 	var lastErr error
-	changed := time.Now()
-	deadline := changed.Add(settleWait)
+	lastStored := -1.0
+	start := time.Now()
+	changed, progressed := start, start
 	for {
 		for _, p := range append([]*proc{svc.proc}, watch...) {
 			for _, d := range dropped {
@@ -270,23 +271,26 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 		}
 		doc, err := svc.report()
 		if err == nil && !bytes.Equal(doc, last) || err != nil && lastErr == nil {
-			changed = time.Now()
+			changed, progressed = time.Now(), time.Now()
 		}
 		if err == nil {
 			last = doc
 		}
 		lastErr = err
-		quiet := time.Since(changed)
-		if err == nil && quiet >= quietFor && spansOf(doc) == suite.spans {
-			if pending, perr := svc.metric("stormradius_spans_inflight"); perr == nil && pending == 0 {
+		if stored, serr := svc.metric("stormradius_spans_stored_total"); serr == nil && stored != lastStored {
+			lastStored, progressed = stored, time.Now()
+		}
+		if err == nil && time.Since(changed) >= quietFor && spansOf(doc) == suite.spans {
+			if inflight, ierr := svc.metric("stormradius_spans_inflight"); ierr == nil && inflight == 0 {
 				break
 			}
 		}
-		if quiet >= stallFor || time.Now().After(deadline) {
+		if stalled := time.Since(progressed); stalled >= stallFor || time.Since(start) > settleWait {
 			if last == nil {
-				t.Fatalf("no report after %v: %v", time.Since(deadline.Add(-settleWait)).Round(time.Second), lastErr)
+				t.Fatalf("no report after %v: %v", time.Since(start).Round(time.Second), lastErr)
 			}
-			t.Logf("ingestion stopped short: the report has not changed for %v", quiet.Round(time.Second))
+			t.Logf("ingestion stopped short: nothing new stored or reported for %v (%v spans stored)",
+				stalled.Round(time.Second), lastStored)
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
