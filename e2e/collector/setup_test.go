@@ -114,12 +114,12 @@ func build() error {
 	return reference()
 }
 
-// goCmd is `go ARGS` in dir, with the environment of the test minus what
-// would make a nested build behave unlike a plain one.
+// goCmd is `go ARGS` in dir, each module built on its own (no go.work
+// above the checkout mixes them).
 func goCmd(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	return cmd
 }
 
