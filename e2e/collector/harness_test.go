@@ -1,0 +1,326 @@
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// ingestToken is the token serve and ingest require of OTLP clients
+// (--ingest-token): the shipped configs' authorization header must carry it.
+const ingestToken = "e2e-token"
+
+// traceIdle is serve's --trace-idle: short, so that ingestion is quiet soon.
+const traceIdle = time.Second
+
+// store is where a service keeps its data: the embedded store or a fresh
+// ClickHouse database.
+type store struct {
+	name string
+	// flags returns the service's and report's store flags for a new store
+	// (skipping the test when the store is not available).
+	flags func(t *testing.T) []string
+}
+
+var (
+	embedded   = store{"embedded", func(t *testing.T) []string { return []string{"--data", filepath.Join(t.TempDir(), "data")} }}
+	clickhouse = store{"clickhouse", func(t *testing.T) []string { return []string{"--store", freshClickHouse(t)} }}
+	stores     = []store{embedded, clickhouse}
+)
+
+// service is a running `stormradius serve` or cmd/ingest.
+type service struct {
+	*proc
+	storeFlags           []string
+	grpc, otlpHTTP, http string // bound addresses ("" when off)
+}
+
+var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
+
+// startService starts bin (the stormradius binary with "serve" first in
+// args, or ingest) on a new store of st with random loopback ports, a
+// short --trace-idle, no retention (the sample is older than the default
+// seven days) and the ingest token; it returns once the service runs.
+func startService(t *testing.T, st store, bin string, args ...string) *service {
+	t.Helper()
+	sf := st.flags(t)
+	all := append(args, sf...)
+	all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
+	name := filepath.Base(bin)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name += " " + args[0]
+	}
+	p := startProc(t, name, baseEnv(), bin, all...)
+	m, err := p.waitFor(runningRE, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(s string) string {
+		if s == "<nil>" {
+			return ""
+		}
+		return s
+	}
+	return &service{proc: p, storeFlags: sf, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}
+}
+
+// startServe starts `stormradius serve` (extra flags after the defaults win).
+func startServe(t *testing.T, st store, extra ...string) *service {
+	return startService(t, st, suite.stormradius, append([]string{"serve"}, extra...)...)
+}
+
+// report runs `stormradius report --format json` on the service's store.
+func (s *service) report() ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(suite.stormradius, append([]string{"report", "--format", "json"}, s.storeFlags...)...)
+	cmd.Env = baseEnv()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("stormradius report: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// metric returns the value of an unlabelled series on the service's
+// /metrics, or an error.
+func (s *service) metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + s.http + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("/metrics has no %s", name)
+}
+
+// collector is a running collector with the otlp receiver in front.
+type collector struct {
+	*proc
+	grpc, http string // its receiver's addresses
+}
+
+// testOverrides is merged over the shipped config (a second --config):
+// smaller, quicker batches, so that the sample goes out in several export
+// requests without waiting a second for each; and no telemetry server on
+// :8888, which parallel collectors would fight over.
+const testOverrides = `processors:
+  batch:
+    timeout: 100ms
+    send_batch_size: 2000
+    send_batch_max_size: 2000
+service:
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      disable_stacktrace: true
+`
+
+var readyRE = regexp.MustCompile(`Everything is ready`)
+
+// startCollector runs the collector with deploy/collector/ROUTE.yaml, env
+// (NAME=value) setting its variables, and args; its receiver listens on
+// random loopback ports.
+func startCollector(t *testing.T, route string, env []string, args ...string) *collector {
+	t.Helper()
+	override := filepath.Join(t.TempDir(), "test-overrides.yaml")
+	if err := os.WriteFile(override, []byte(testOverrides), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{"--config", filepath.Join(suite.configs, route+".yaml"), "--config", override}, args...)
+	for attempt := 1; ; attempt++ {
+		c := &collector{grpc: freeAddr(t), http: freeAddr(t)}
+		e := baseEnv(append([]string{"OTLP_GRPC_LISTEN=" + c.grpc, "OTLP_HTTP_LISTEN=" + c.http}, env...)...)
+		c.proc = startProc(t, "collector "+route, e, suite.otelcol, all...)
+		_, err := c.waitFor(readyRE, 60*time.Second)
+		if err == nil {
+			return c
+		}
+		if attempt < 3 && strings.Contains(c.output(), "address already in use") {
+			c.stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
+			continue
+		}
+		t.Fatal(err)
+	}
+}
+
+// send exports the sample to the collector's receiver, the requests
+// alternately over OTLP/gRPC and OTLP/HTTP (protobuf), and fails the test
+// on a refused request.
+func (c *collector) send(t *testing.T) {
+	t.Helper()
+	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	for i, body := range suite.requests {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if i%2 == 0 {
+			req := ptraceotlp.NewExportRequest()
+			if err := req.UnmarshalProto(body); err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.Export(ctx, req)
+		} else {
+			err = postOTLP(ctx, "http://"+c.http+"/v1/traces", body)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("sending request %d of the sample to the collector: %v", i+1, err)
+		}
+	}
+}
+
+func postOTLP(ctx context.Context, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
+	}
+	return nil
+}
+
+// dropped are the collector's log messages for data it gave up on (a
+// permanent error from the backend, or retries exhausted): the report can
+// no longer match, so the test stops at once with the reason.
+var dropped = []string{"Exporting failed. Dropping data.", "Exporting failed. Rejecting data."}
+
+var exportErrorRE = regexp.MustCompile(`"otelcol.component.id": "([^"]*)".*"error": ("(?:[^"\\]|\\.)*")`)
+
+// exportError is the component and error of a collector's log line about
+// a failed export, or the line itself.
+func exportError(line string) string {
+	m := exportErrorRE.FindStringSubmatch(line)
+	if m == nil {
+		return line
+	}
+	msg, err := strconv.Unquote(m[2])
+	if err != nil {
+		msg = m[2]
+	}
+	return m[1] + ": " + msg
+}
+
+// Settling: the report is taken as final once it covers the sample's
+// spans, no span is in flight (stored and not analysed) and it has not
+// changed for quietFor; or once neither the report nor the count of spans
+// stored has changed for stallFor, whatever the report covers (ingestion
+// stopped short: the comparison then shows what is missing).
+const (
+	quietFor   = 2 * traceIdle
+	stallFor   = 30 * time.Second
+	settleWait = 3 * time.Minute
+)
+
+// checkReport waits until ingestion into svc is quiet and asserts that
+// `stormradius report --format json` equals `stormradius analyze` of the
+// sample, field by field; it stops early when a watched process dropped
+// data or exited.
+func checkReport(t *testing.T, svc *service, watch ...*proc) {
+	t.Helper()
+	var last []byte
+	var lastErr error
+	lastStored := -1.0
+	start := time.Now()
+	changed, progressed := start, start
+	for {
+		for _, p := range append([]*proc{svc.proc}, watch...) {
+			for _, d := range dropped {
+				if line := p.find(d); line != "" {
+					t.Fatalf("%s dropped the sample's data: %s", p.name, exportError(line))
+				}
+			}
+			select {
+			case <-p.exited:
+				t.Fatalf("%s exited early: %v", p.name, p.err)
+			default:
+			}
+		}
+		doc, err := svc.report()
+		if err == nil && !bytes.Equal(doc, last) || err != nil && lastErr == nil {
+			changed, progressed = time.Now(), time.Now()
+		}
+		if err == nil {
+			last = doc
+		}
+		lastErr = err
+		if stored, serr := svc.metric("stormradius_spans_stored_total"); serr == nil && stored != lastStored {
+			lastStored, progressed = stored, time.Now()
+		}
+		if err == nil && time.Since(changed) >= quietFor && spansOf(doc) == suite.spans {
+			if inflight, ierr := svc.metric("stormradius_spans_inflight"); ierr == nil && inflight == 0 {
+				break
+			}
+		}
+		if stalled := time.Since(progressed); stalled >= stallFor || time.Since(start) > settleWait {
+			if last == nil {
+				t.Fatalf("no report after %v: %v", time.Since(start).Round(time.Second), lastErr)
+			}
+			t.Logf("ingestion stopped short: nothing new stored or reported for %v (%v spans stored)",
+				stalled.Round(time.Second), lastStored)
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	compareDocs(t, "stormradius report", last)
+}
+
+// spansOf is a document's span count (-1 when it has none).
+func spansOf(doc []byte) int {
+	var d struct{ Spans *int }
+	if decodeInto(doc, &d) != nil || d.Spans == nil {
+		return -1
+	}
+	return *d.Spans
+}
+
+// compareDocs fails the test, listing the differing fields, unless got is
+// the reference document.
+func compareDocs(t *testing.T, what string, got []byte) {
+	t.Helper()
+	diffs := diffDocs(got, suite.want)
+	if len(diffs) == 0 {
+		return
+	}
+	const shown = 40
+	n, more := len(diffs), ""
+	if n > shown {
+		more = fmt.Sprintf("\n... and %d more", n-shown)
+		diffs = diffs[:shown]
+	}
+	t.Errorf("%s differs from `stormradius analyze` of the sample in %d field(s) (got, want):\n%s%s",
+		what, n, strings.Join(diffs, "\n"), more)
+}
