@@ -26,8 +26,9 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
 		flags = append(flags, m[1])
 	}
-	want := "claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-topic log-format log-level " +
-		"max-body-bytes max-inflight-spans max-trace-age otlp-grpc otlp-http retention store tls-cert tls-key trace-idle window"
+	want := "body-buffer-bytes body-timeout claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-topic " +
+		"lease-timeout log-format log-level max-body-bytes max-inflight-requests max-inflight-spans max-trace-age min-body-rate " +
+		"otlp-grpc otlp-http retention store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)
 	}

@@ -27,7 +27,7 @@ import (
 // the gRPC exporter takes gzip, zstd and snappy, HTTP also deflate).
 var (
 	grpcCompressions = []string{"none", "gzip", "zstd", "snappy"}
-	httpCompressions = []string{"none", "gzip", "zstd", "snappy", "deflate"}
+	httpCompressions = []string{"none", "gzip", "zstd", "snappy", "x-snappy-framed", "deflate", "zlib", "lz4"}
 )
 
 // forStores runs f as a parallel subtest per store (the ClickHouse one is
