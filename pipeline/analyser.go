@@ -227,7 +227,9 @@ func (a *analyser) release(part []*pendingTrace) {
 		n += len(t.spans)
 	}
 	a.p.inflight.Add(-int64(n))
-	a.p.m.pendingSpans.Set(float64(a.p.inflightPending()))
+	traces, spans := a.p.pendingCounts()
+	a.p.m.pendingTraces.Set(float64(traces))
+	a.p.m.pendingSpans.Set(float64(spans))
 }
 
 // step computes part as one store batch (its checkpoint at most floor)
@@ -677,11 +679,11 @@ func (a *analyser) evict() {
 	}
 }
 
-// inflightPending returns the spans waiting in the buffer.
-func (p *Pipeline) inflightPending() int {
+// pendingCounts returns the traces and spans waiting in the buffer.
+func (p *Pipeline) pendingCounts() (traces, spans int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pending.spans
+	return p.pending.traces(), p.pending.spans
 }
 
 // minStart returns the earliest start of spans.

@@ -23,7 +23,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		if mf.GetName() == name {
 			v := 0.0
 			for _, m := range mf.GetMetric() {
-				v += m.GetCounter().GetValue()
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 			return v
 		}
@@ -151,6 +151,13 @@ func TestHostileShapes(t *testing.T) {
 	// Traces: the merged one and the two skewed ones; spans 3 + 1 + 2.
 	if d.Traces != 3 || d.Spans != 6 {
 		t.Fatalf("traces %d spans %d, want 3 and 6", d.Traces, d.Spans)
+	}
+	// Everything is analysed: nothing is pending (the gauges followed the
+	// flushes, not only the writes).
+	for _, g := range []string{"stormradius_traces_pending", "stormradius_spans_pending"} {
+		if got := metric(t, reg, g); got != 0 {
+			t.Errorf("%s = %v after every trace was analysed", g, got)
+		}
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
 		t.Fatalf("metrics do not gather: %d %v", n, err)
