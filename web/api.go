@@ -7,8 +7,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,6 +24,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/bearer"
 	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/radius"
 	"github.com/stormradius/stormradius/store"
@@ -72,16 +71,13 @@ func (c *Config) defaults() {
 type server struct {
 	svc    *query.Service
 	cfg    Config
-	tokens [][sha256.Size]byte
+	tokens *bearer.Tokens
 }
 
 // Handler returns the REST API under /api/v1 and the UI under /.
 func Handler(svc *query.Service, cfg Config) http.Handler {
 	cfg.defaults()
-	s := &server{svc: svc, cfg: cfg}
-	for _, t := range cfg.Tokens {
-		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
-	}
+	s := &server{svc: svc, cfg: cfg, tokens: bearer.New(cfg.Tokens)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Route("/api/v1", func(r chi.Router) {
@@ -192,39 +188,21 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
-// auth checks the bearer token, comparing digests in constant time and
-// every token, so timing says nothing about which one matched.
+// auth checks the bearer token (bearer.Tokens: digests compared in constant
+// time, every token, so timing says nothing about which one matched).
 func (s *server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.tokens) == 0 || r.Method == http.MethodOptions || r.URL.Path == "/api/v1/openapi.json" {
+		if s.tokens == nil || r.Method == http.MethodOptions || r.URL.Path == "/api/v1/openapi.json" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tok, ok := bearerToken(r.Header.Get("Authorization"))
-		sum := sha256.Sum256([]byte(tok))
-		match := 0
-		for _, t := range s.tokens {
-			match |= subtle.ConstantTimeCompare(sum[:], t[:])
-		}
-		if !ok || match != 1 {
+		if !s.tokens.Allow(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stormradius"`)
 			writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// bearerToken returns the token of "Bearer <token>". The scheme is
-// case-insensitive (RFC 7235 §2.1), as the OTLP receivers take it: "bearer"
-// and "BEARER" are the same scheme.
-func bearerToken(h string) (string, bool) {
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return "", false
-	}
-	tok := strings.TrimSpace(h[len(scheme):])
-	return tok, tok != ""
 }
 
 // cors answers cross-origin requests from the configured origins only.

@@ -96,7 +96,7 @@ func (s *server) openAPIDoc() map[string]any {
 			item = map[string]any{}
 			paths[p] = item
 		}
-		item[strings.ToLower(rt.method)] = rt.op.doc(len(s.tokens) > 0 && rt.path != "/openapi.json")
+		item[strings.ToLower(rt.method)] = rt.op.doc(s.tokens != nil && rt.path != "/openapi.json")
 	}
 	for _, p := range []struct{ path, summary string }{
 		{"/healthz", "Liveness: 200 while the process runs"},
@@ -113,7 +113,7 @@ func (s *server) openAPIDoc() map[string]any {
 			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339, unix seconds or now±DURATION, from " + timerange.RangeText + " (what int64 unix nanoseconds hold; others are a 400); ranges default to the last hour."},
 		"paths":      paths,
 		"components": components(),
-		"security":   security(len(s.tokens) > 0),
+		"security":   security(s.tokens != nil),
 	}
 }
 

@@ -215,7 +215,7 @@ func (s *Server) tapAuth(ctx context.Context, info *tap.Info) (context.Context, 
 	if v := info.Header.Get("authorization"); len(v) > 0 {
 		h = v[0]
 	}
-	if !s.auth.allow(h) {
+	if !s.auth.Allow(h) {
 		// Refused before the stats handler sees the RPC: count it here.
 		const msg = "missing or invalid bearer token"
 		s.metrics.grpcRequest(codes.Unauthenticated)

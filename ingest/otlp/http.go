@@ -117,7 +117,7 @@ func (s *Server) checkHTTP(rw http.ResponseWriter, r *http.Request) (httpRequest
 			"no such path: OTLP traces are POSTed to "+TracesPath, "path", clip(r.URL.Path))
 		return req, false
 	}
-	if !s.auth.allow(r.Header.Get("Authorization")) {
+	if !s.auth.Allow(r.Header.Get("Authorization")) {
 		rw.Header().Set("WWW-Authenticate", `Bearer realm="stormradius"`)
 		s.refuseHTTP(rw, req, http.StatusUnauthorized, codes.Unauthenticated, refUnauthenticated, "missing or invalid bearer token")
 		return req, false

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	encproto "google.golang.org/grpc/encoding/proto"
 
+	"github.com/stormradius/stormradius/internal/bearer"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -32,7 +33,7 @@ type Server struct {
 	consumer store.Consumer
 	log      *slog.Logger
 	metrics  *metrics
-	auth     *tokens
+	auth     *bearer.Tokens
 	tls      *tls.Config
 
 	slots     chan struct{} // MaxInflightRequests admission tokens
@@ -76,7 +77,7 @@ func New(cfg Config, consumer store.Consumer) (*Server, error) {
 		consumer: consumer,
 		log:      cfg.Logger,
 		metrics:  m,
-		auth:     newTokens(cfg.BearerTokens),
+		auth:     bearer.New(cfg.BearerTokens),
 		tls:      tlsCfg,
 		slots:    make(chan struct{}, cfg.MaxInflightRequests),
 		budget:   bodyBudget{max: cfg.BodyBufferBytes},
