@@ -563,13 +563,16 @@ func (a *analyser) folded(f analysis.Folded, w int64) {
 		return
 	}
 	lim := a.folder.Limits()
-	a.p.log.Warn("names past a window's caps are counted under "+graph.OtherAPI+", "+graph.OtherService+", "+
-		graph.OtherOperation+" and "+graph.OtherVersion+" (see --max-apis, --max-services, --max-operations, --max-versions)",
-		"window_start", time.Unix(0, w*int64(a.windows.Size)).UTC(),
+	args := []any{"window_start", time.Unix(0, w*int64(a.windows.Size)).UTC(),
 		"traces_with_apis_folded", a.folds.APIs, "traces_with_services_folded", a.folds.Services,
 		"traces_with_operations_folded", a.folds.Operations, "traces_with_versions_folded", a.folds.Versions,
-		"max_apis", lim.APIs, "max_services", lim.Services, "max_operations", lim.Operations, "max_versions", lim.Versions,
-		"since", a.foldLogged)
+		"max_apis", lim.APIs, "max_services", lim.Services, "max_operations", lim.Operations, "max_versions", lim.Versions}
+	if !a.foldLogged.IsZero() {
+		args = append(args, "since", a.foldLogged)
+	}
+	a.p.log.Warn("names past a window's caps are counted under "+graph.OtherAPI+", "+graph.OtherService+", "+
+		graph.OtherOperation+" and "+graph.OtherVersion+" (see --max-apis, --max-services, --max-operations, --max-versions)",
+		args...)
 	a.folds, a.foldLogged = analysis.FoldCounts{}, now
 }
 
