@@ -46,6 +46,9 @@ type BatchStats struct {
 	// Folded counts the traces whose names were past their window's caps
 	// (analysis.Limits), by kind, as their last analysis left them.
 	Folded analysis.FoldCounts
+	// Truncated counts the spans read with a name cut to
+	// graph.MaxNameLen.
+	Truncated int
 }
 
 // Batch analyses the spans read pulls from a finite input (`analyze`): the
@@ -255,6 +258,9 @@ func (b *batcher) add(spans []graph.Span) error {
 			}
 		}
 		t.spans = append(t.spans, *sp)
+		if sp.Truncated {
+			b.stats.Truncated++
+		}
 	}
 	b.pendingSpans += len(spans)
 	for b.pendingSpans > b.cfg.MaxPendingSpans && b.lru.Len() > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/pipeline"
@@ -40,6 +41,7 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
 	window := fs.Duration("window", 0, "analysis window (SPEC §4.3; default 1h; data keeps the window it was analysed with)")
 	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
+	limits := LimitFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 
@@ -74,7 +76,11 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 			ret = -1 // keep everything
 		}
 		c.Pipeline = pipelineOf(*idle, *maxAge, *inflight, ret)
-		c.Pipeline.Analysis = analysis.Config{Window: *window}
+		lim, err := limits()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Pipeline.Analysis = analysis.Config{Window: *window, Limits: lim}
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 			errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level))
@@ -89,6 +95,29 @@ func Flags(fs *flag.FlagSet, defaultStore string) func() (Config, error) {
 			errs = append(errs, fmt.Errorf("--log-format %q: want text or json", *logFormat))
 		}
 		return c, errors.Join(errs...)
+	}
+}
+
+// LimitFlags registers the flags of the caps on the distinct names one
+// analysis window admits (analysis.Limits) on fs — `serve`, cmd/ingest and
+// `analyze` take the same, so that they fold the same names — and returns
+// a function that, after parsing, gives the limits.
+func LimitFlags(fs *flag.FlagSet) func() (analysis.Limits, error) {
+	const past = "; the traces of further ones count under "
+	apis := fs.Int("max-apis", analysis.DefaultMaxAPIs, "distinct root APIs one analysis window admits"+past+graph.OtherAPI)
+	services := fs.Int("max-services", analysis.DefaultMaxServices, "distinct services (uninstrumented callees included) one analysis window admits"+past+graph.OtherService)
+	ops := fs.Int("max-operations", analysis.DefaultMaxOperations, "distinct (service, operation) pairs one analysis window admits"+past+graph.OtherOperation)
+	versions := fs.Int("max-versions", analysis.DefaultMaxVersions, "distinct (service, service.version) pairs one analysis window admits"+past+graph.OtherVersion)
+	return func() (analysis.Limits, error) {
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"max-apis", *apis}, {"max-services", *services}, {"max-operations", *ops}, {"max-versions", *versions}} {
+			if f.v <= 0 {
+				return analysis.Limits{}, fmt.Errorf("--%s %d must be positive", f.name, f.v)
+			}
+		}
+		return analysis.Limits{APIs: *apis, Services: *services, Operations: *ops, Versions: *versions}, nil
 	}
 }
 
@@ -127,10 +156,14 @@ func WebFlags(fs *flag.FlagSet) func() (web.Config, error) {
 	fs.Var(&origins, "cors-origin", "origin allowed to call the API from a browser (repeatable; none: CORS off)")
 	timeout := fs.Duration("request-timeout", 30*time.Second, "longest an API request may take")
 	link := fs.String("trace-link-template", "", "link from a trace to your trace viewer, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})")
+	metricsAPIs := fs.Int("metrics-max-apis", web.DefaultMetricsMaxAPIs, "root APIs with /metrics series of their own; the others are summed in the series labelled api=\""+graph.OtherAPI+"\"")
 	return func() (web.Config, error) {
-		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link}
+		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link, MetricsMaxAPIs: *metricsAPIs}
 		if *timeout <= 0 {
 			return c, fmt.Errorf("--request-timeout %v must be positive", *timeout)
+		}
+		if *metricsAPIs <= 0 {
+			return c, fmt.Errorf("--metrics-max-apis %d must be positive", *metricsAPIs)
 		}
 		if *link != "" && !strings.Contains(*link, "{trace_id}") {
 			return c, fmt.Errorf("--trace-link-template %q lacks {trace_id}", *link)
