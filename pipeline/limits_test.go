@@ -10,8 +10,31 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/chtest"
+	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/store"
 )
+
+// bothStores runs fn on the embedded store and on ClickHouse (skipped
+// without STORMRADIUS_CLICKHOUSE); open opens the test's store, again
+// after a close (10-minute windows).
+func bothStores(t *testing.T, fn func(t *testing.T, open func() store.Store)) {
+	for _, name := range []string{"sqlite", "clickhouse"} {
+		t.Run(name, func(t *testing.T) {
+			opts := storeurl.Options{Data: t.TempDir(), Window: 10 * time.Minute}
+			if name == "clickhouse" {
+				opts.URL = chtest.FreshDSN(t)
+			}
+			fn(t, func() store.Store {
+				st, err := storeurl.Open(context.Background(), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			})
+		})
+	}
+}
 
 // base is a window's start (10-minute windows).
 var base = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano()
@@ -73,16 +96,25 @@ func TestStreamAtTheCap(t *testing.T) {
 	}
 	ref, _ := analysis.Batch(graph.Lists(traces), c.Analysis, 1)
 	want := docJSON(t, ref)
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	p, stop := start(t, st, c)
-	defer stop()
-	for _, tr := range traces {
-		feedOne(t, p, tr...)
-	}
-	// By hand: APIs a, b, c x admitted (3); a y is the 4th API; d is the
-	// 4th service (admitted) but its API the 5th; e is the 5th service.
-	got := reportAPIs(t, st, c.Analysis)
+	bothStores(t, func(t *testing.T, open func() store.Store) {
+		st := open()
+		defer st.Close()
+		p, stop := start(t, st, c)
+		defer stop()
+		for _, tr := range traces {
+			feedOne(t, p, tr...)
+		}
+		checkAtTheCap(t, st, c.Analysis, want)
+	})
+}
+
+// checkAtTheCap checks TestStreamAtTheCap's report: by hand, then
+// against analyze's document want.
+func checkAtTheCap(t *testing.T, st store.Store, acfg analysis.Config, want string) {
+	t.Helper()
+	// APIs a, b, c x admitted (3); a y is the 4th API; d is the 4th
+	// service (admitted) but its API the 5th; e is the 5th service.
+	got := reportAPIs(t, st, acfg)
 	wantAPIs := map[string]int64{"a GET /x": 1, "b GET /x": 1, "c GET /x": 1, graph.OtherAPI: 3}
 	if len(got) != len(wantAPIs) {
 		t.Fatalf("APIs %v, want %v", got, wantAPIs)
@@ -92,7 +124,7 @@ func TestStreamAtTheCap(t *testing.T) {
 			t.Fatalf("APIs %v, want %v", got, wantAPIs)
 		}
 	}
-	doc, err := store.Document(context.Background(), st, store.Query{}, c.Analysis)
+	doc, err := store.Document(context.Background(), st, store.Query{}, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +144,13 @@ func TestStreamAtTheCap(t *testing.T) {
 // API whose only trace a late span moved to another API stays admitted,
 // so the window is still full for a new API, and open for the old one.
 func TestAdmittedAfterRestart(t *testing.T) {
+	bothStores(t, admittedAfterRestart)
+}
+
+func admittedAfterRestart(t *testing.T, open func() store.Store) {
 	c := cfg()
 	c.Analysis.Limits = analysis.Limits{APIs: 2}
-	dir := t.TempDir()
-	st := openStore(t, dir)
+	st := open()
 	p, stop := start(t, st, c)
 	// Trace 1 enters through a load balancer: its root is a's span, whose
 	// parent (span 9) is not in the trace yet.
@@ -131,7 +166,7 @@ func TestAdmittedAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st = openStore(t, dir)
+	st = open()
 	defer st.Close()
 	p, stop = start(t, st, c)
 	defer stop()
