@@ -172,6 +172,8 @@ func admittedAfterRestart(t *testing.T, open func() store.Store) {
 	defer stop()
 	feedOne(t, p, rootSpan(3, 1, 0, "d", "GET /x", 3*time.Second)) // a third API: folded
 	feedOne(t, p, rootSpan(4, 1, 0, "a", "GET /x", 4*time.Second)) // admitted before: kept
+	// A late span re-opens trace 2 in the full window: it keeps its API.
+	feedOne(t, p, rootSpan(2, 2, 1, "b2", "GET /y", 2*time.Second+time.Millisecond))
 	got := reportAPIs(t, st, c.Analysis)
 	want := map[string]int64{"a GET /x": 1, "b GET /x": 1, graph.OtherAPI: 2}
 	if len(got) != len(want) || got["a GET /x"] != 1 || got["b GET /x"] != 1 || got[graph.OtherAPI] != 2 {
