@@ -10,9 +10,11 @@ import (
 // Batch analyses a set of traces: every trace is assembled and added to its
 // window's state (SPEC §4.3: the epoch-aligned window of length cfg.Window
 // holding its start), then evaluated against that window's final state.
-// workers ≤ 0 means one per CPU. The result does not depend on the order of
-// traces or on workers. Spans are taken from src one trace at a time and
-// not kept once assembled.
+// workers ≤ 0 means one per CPU. While every window's names are within
+// cfg.Limits the result does not depend on the order of traces or on
+// workers; past them, names are admitted in the order of src (Limits).
+// Spans are taken from src one trace at a time and not kept once
+// assembled.
 func Batch(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	n := src.Len()
 	if workers <= 0 {
@@ -20,16 +22,26 @@ func Batch(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	}
 	workers = max(1, min(workers, n))
 	assembled := make([]*graph.Trace, n)
-	parts := make([]*Windows, workers)
 	parallel(n, workers, func(w, lo, hi int) {
 		var a graph.Assembler
 		var buf []graph.Span
-		ws := NewWindows(cfg.Window)
 		for i := lo; i < hi; i++ {
 			t := a.Assemble(src.Spans(i, buf))
 			buf, t.Spans = t.Spans[:0], nil // the buffer is reused: drop the spans
 			assembled[i] = t
-			ws.Add(t)
+		}
+	})
+	// Names are admitted in input order, on one goroutine: the same input
+	// gives the same figures whatever the workers.
+	adm := NewAdmissions(cfg)
+	for _, t := range assembled {
+		adm.Fold(t)
+	}
+	parts := make([]*Windows, workers)
+	parallel(n, workers, func(w, lo, hi int) {
+		ws := NewWindows(cfg.Window)
+		for i := lo; i < hi; i++ {
+			ws.Add(assembled[i])
 		}
 		parts[w] = ws
 	})

@@ -86,6 +86,29 @@ func BenchmarkAssemble(b *testing.B) {
 	reportSpans(b, c.spans)
 }
 
+// BenchmarkFold: the per-window caps' cost alone (analysis.Folder.Fold
+// of every assembled trace against its window's admitted names, nothing
+// past the caps), one core: next to BenchmarkAssemble's spans/s.
+func BenchmarkFold(b *testing.B) {
+	c := loadCorpus(b)
+	var a graph.Assembler
+	traces := make([]*graph.Trace, len(c.traces))
+	for i, tr := range c.traces {
+		traces[i] = a.Assemble(append([]graph.Span(nil), tr...))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		adm := analysis.NewAdmissions(analysis.Config{})
+		for _, t := range traces {
+			if adm.Fold(t) != 0 {
+				b.Fatal("folded under the default caps")
+			}
+		}
+	}
+	reportSpans(b, c.spans)
+}
+
 // BenchmarkAssembleAnalyse: assembly, window state, per-trace evaluation
 // and the report, one core (the issue's ≥ 1M spans/s target).
 func BenchmarkAssembleAnalyse(b *testing.B) {

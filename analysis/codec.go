@@ -18,6 +18,9 @@ type stateJSON struct {
 	Nodes      []nodeJSON       `json:"nodes"`
 	Propagated []propagatedJSON `json:"propagated"`
 	APIs       []apiJSON        `json:"apis"`
+	// Admitted lists the names the window admitted that the counts do not
+	// hold (Limits): absent unless some are.
+	Admitted *admittedJSON `json:"admitted,omitempty"`
 }
 
 type edgeJSON struct {
@@ -65,6 +68,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 	}
 	slices.SortFunc(out.Propagated, func(x, y propagatedJSON) int { return x.Pair.Compare(y.Pair) })
 	out.APIs = graphsJSON(s.APIs)
+	out.Admitted = s.admitted.extras(s).toJSON()
 	return json.Marshal(out)
 }
 
@@ -133,5 +137,6 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	for _, a := range in.APIs {
 		s.APIs[a.API] = a.graph()
 	}
+	s.admitted = in.Admitted.admitted()
 	return nil
 }

@@ -21,6 +21,8 @@ type Config struct {
 	Window time.Duration
 	// Incidents say when an owner's failures are an incident (SPEC §4.8).
 	Incidents IncidentRules
+	// Limits cap the distinct names a window admits (zero: the defaults).
+	Limits Limits
 }
 
 func (c Config) speaks() float64 {

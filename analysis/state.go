@@ -32,6 +32,10 @@ type State struct {
 	APIs map[string]*graph.APIGraph
 	// Traces counts the traces added.
 	Traces int64
+
+	// admitted are the names the window admitted (see Limits and
+	// Admitted): not a count, so Add and Merge leave it alone.
+	admitted *Admitted
 }
 
 // NewState returns an empty State.
@@ -115,7 +119,8 @@ func seenEarlier(t *graph.Trace, h *graph.Hop, c int32) bool {
 	return false
 }
 
-// Merge adds sign × o to s (sign +1 merges, -1 subtracts).
+// Merge adds sign × o to s (sign +1 merges, -1 subtracts). What the
+// windows admitted (Admitted) is not a count: it is left as it is.
 func (s *State) Merge(o *State, sign int64) {
 	s.Traces += sign * o.Traces
 	for k, v := range o.Edges {
@@ -160,10 +165,12 @@ func (s *State) Merge(o *State, sign int64) {
 	}
 }
 
-// Clone returns a deep copy of s.
+// Clone returns a deep copy of s, with the names its window admitted
+// that its counts do not hold (what a stored copy needs).
 func (s *State) Clone() *State {
 	c := NewState()
 	c.Merge(s, 1)
+	c.admitted = s.admitted.extras(s)
 	return c
 }
 

@@ -120,6 +120,11 @@ type Span struct {
 	Suppressed        bool // retry.suppressed
 	FailOpen          Tri  // dependency.fail_open as declared
 
+	// Truncated reports that a name of the span was longer than
+	// MaxNameLen and was cut (CapName) when it was decoded: counted by
+	// whoever ingests it, not stored.
+	Truncated bool
+
 	// Target is a hash of url.full (or db.query.text), 0 when absent. Two
 	// sequential attempts with different targets are never one call.
 	Target uint64

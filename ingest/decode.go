@@ -29,11 +29,9 @@ const UnknownPeer = "unknown"
 
 // maxInterned bounds the intern table: when it is full it is emptied and
 // refilled, so that high-cardinality span names cannot grow it forever.
+// Names are at most graph.MaxNameLen bytes: the table holds at most 32 MiB
+// of them.
 const maxInterned = 1 << 17
-
-// maxInternLen is the longest string that is interned; longer ones (rare, and
-// probably unique) are copied, not kept in the table.
-const maxInternLen = 512
 
 // DecoderConfig configures a Decoder.
 type DecoderConfig struct {
@@ -65,6 +63,12 @@ type Decoder struct {
 	recent      *[256]string // a cache in front of strs (see intern)
 	buf         []byte
 	attrs       attrSet
+
+	// Names past graph.MaxNameLen are cut (graph.CapName) in capped;
+	// cut says that a name of the span being decoded was, resCut that
+	// its resource's were.
+	capped      []byte
+	cut, resCut bool
 
 	// ReadFile scratch.
 	spans []graph.Span
@@ -116,7 +120,9 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
+		d.cut = false
 		service, version := d.resource(rs.Resource().Attributes())
+		d.resCut = d.cut
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -189,6 +195,7 @@ func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string)
 	out.Kind = kindOf(int32(sp.Kind()))
 	out.Service = service
 	out.Version = version
+	d.cut = d.resCut
 	out.Name = d.intern(sp.Name())
 	out.Start = unixNanos(uint64(sp.StartTimestamp()))
 	out.End = unixNanos(uint64(sp.EndTimestamp()))
@@ -245,6 +252,7 @@ func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool) {
 			break
 		}
 	}
+	out.Truncated = d.cut
 }
 
 // peer names the callee as a span that may call an uninstrumented one sees
@@ -808,13 +816,36 @@ func fnv1a(s string) uint64 {
 	return h
 }
 
-// intern returns the shared copy of s. s may be a view of bytes that are
-// reused later (the protobuf path's request): what is returned never is.
+// intern returns the shared copy of the name s, as the analysis keeps it:
+// cut to graph.MaxNameLen, and without the reserved names' first rune
+// (graph.CapName; d.cut is set when it was cut). Every name a span brings
+// (service, version, span name, operation, peer) goes through it, in
+// every decoding path, so `analyze` and the service read the same names.
+// s may be a view of bytes that are reused later (the protobuf path's
+// request): what is returned never is.
 //
 // The strings last returned sit in a direct-mapped cache indexed by a cheap
 // hash of their length and ends: most names repeat from span to span, and a
 // hit costs that hash and one comparison, not a map lookup.
 func (d *Decoder) intern(s string) string {
+	if graph.NeedsCap(s) {
+		return d.internCapped(s)
+	}
+	return d.internName(s)
+}
+
+// internCapped interns the name s that graph.NeedsCap.
+//
+//go:noinline
+func (d *Decoder) internCapped(s string) string {
+	var cut bool
+	d.capped, cut = graph.CapName(d.capped[:0], s)
+	d.cut = d.cut || cut
+	return d.internName(bytesView(d.capped))
+}
+
+// internName is intern for a name that needs no cap.
+func (d *Decoder) internName(s string) string {
 	i := recentIndex(s)
 	if v := d.recent[i]; v == s {
 		return v
@@ -822,9 +853,6 @@ func (d *Decoder) intern(s string) string {
 	v, ok := d.strs[s]
 	if !ok {
 		v = strings.Clone(s)
-		if len(v) > maxInternLen {
-			return v
-		}
 		if len(d.strs) >= maxInterned {
 			clear(d.strs)
 			clear(d.recent[:])

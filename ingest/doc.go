@@ -16,6 +16,13 @@
 // (differential tests and a fuzz target hold it to that). OTLP/JSON goes
 // through pdata.
 //
+// Names are bounded here, once, for every path: a service, version, span,
+// operation or peer name longer than graph.MaxNameLen bytes is cut on a
+// character boundary and marked (graph.CapName; the span's Truncated flag
+// says so), and a name beginning with '⟨' — the first rune of the
+// analysis's reserved names, graph.OtherAPI and its kin — gets '<'
+// instead.
+//
 // Input is untrusted. Nothing panics on any input; a protobuf request whose
 // attribute values nest deeper than MaxProtoDepth is rejected, and OTLP/JSON
 // is checked before pdata decodes it, so that no request can nest deeper than

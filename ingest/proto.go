@@ -292,12 +292,14 @@ func (d *Decoder) resourceSpans(dst []graph.Span, b []byte) ([]graph.Span, error
 			}
 		}
 	}
+	d.cut = false
 	if hasService {
 		service = d.intern(service)
 	} else {
 		service = UnknownService
 	}
 	version = d.intern(version)
+	d.resCut = d.cut
 
 	var n [2]int // scope_spans, instrumentation_library_spans
 	for i := 0; i < len(b); {
@@ -550,6 +552,7 @@ func varintField(b []byte, j int, wt uint8, msg, field string) (int, error) {
 func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) error {
 	a := &d.attrs
 	a.has = 0
+	d.cut = d.resCut
 	var (
 		name        []byte
 		kind        int32

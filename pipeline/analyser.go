@@ -37,6 +37,12 @@ type analyser struct {
 	asm   graph.Assembler
 	eval  *analysis.Evaluator
 	spans []graph.Span
+
+	// folder folds names past their window's caps; folds counts them
+	// since foldLogged, when they were last logged.
+	folder     *analysis.Folder
+	folds      analysis.FoldCounts
+	foldLogged time.Time
 }
 
 func newAnalyser(p *Pipeline) *analyser {
@@ -48,6 +54,7 @@ func newAnalyser(p *Pipeline) *analyser {
 		dirty:   map[int64]bool{},
 		suspect: map[int64]bool{},
 		eval:    analysis.NewEvaluator(p.cfg.Analysis),
+		folder:  analysis.NewFolder(p.cfg.Analysis.Limits),
 	}
 }
 
@@ -414,7 +421,16 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 				return nil, err
 			}
 		}
-		if err := snapshot(a.windows.Of(it.newT), it.newT); err != nil {
+		// Names past the window's caps are folded before the trace's
+		// edges are looked at: they are its edges from here on. A
+		// re-opened trace finds its names admitted (they stay so).
+		w := a.windows.Of(it.newT)
+		st, err := a.state(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		a.folded(a.folder.Fold(st.Admitted(), it.newT), w)
+		if err := snapshot(w, it.newT); err != nil {
 			return nil, err
 		}
 	}
@@ -520,6 +536,48 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 	return j, nil
 }
 
+// foldLogEvery spaces the log lines that say names were folded.
+const foldLogEvery = time.Minute
+
+// folded counts a trace's folded names (window w) and logs them, at most
+// once per foldLogEvery: a client inventing names is worth knowing about,
+// not worth a line per trace.
+func (a *analyser) folded(f analysis.Folded, w int64) {
+	if f == 0 {
+		return
+	}
+	m := a.p.m.folded
+	if f&analysis.FoldedAPI != 0 {
+		m.WithLabelValues("api").Inc()
+	}
+	if f&analysis.FoldedService != 0 {
+		m.WithLabelValues("service").Inc()
+	}
+	if f&analysis.FoldedOperation != 0 {
+		m.WithLabelValues("operation").Inc()
+	}
+	if f&analysis.FoldedVersion != 0 {
+		m.WithLabelValues("version").Inc()
+	}
+	a.folds.Add(f, 1)
+	now := a.p.cfg.Now()
+	if now.Sub(a.foldLogged) < foldLogEvery {
+		return
+	}
+	lim := a.folder.Limits()
+	args := []any{"window_start", time.Unix(0, w*int64(a.windows.Size)).UTC(),
+		"traces_with_apis_folded", a.folds.APIs, "traces_with_services_folded", a.folds.Services,
+		"traces_with_operations_folded", a.folds.Operations, "traces_with_versions_folded", a.folds.Versions,
+		"max_apis", lim.APIs, "max_services", lim.Services, "max_operations", lim.Operations, "max_versions", lim.Versions}
+	if !a.foldLogged.IsZero() {
+		args = append(args, "since", a.foldLogged)
+	}
+	a.p.log.Warn("names past a window's caps are counted under "+graph.OtherAPI+", "+graph.OtherService+", "+
+		graph.OtherOperation+" and "+graph.OtherVersion+" (see --max-apis, --max-services, --max-operations, --max-versions)",
+		args...)
+	a.folds, a.foldLogged = analysis.FoldCounts{}, now
+}
+
 // edgeBefore is an edge's class in a window before a batch, and whether
 // the window's records (stored, or in the batch in flight) used it.
 type edgeBefore struct {
@@ -575,6 +633,8 @@ func (a *analyser) settle(ctx context.Context) error {
 		if cur == nil {
 			cur = analysis.NewState()
 		}
+		// What the window admitted is not in its records: it stays.
+		st.KeepAdmitted(cur)
 		x, _ := json.Marshal(st)
 		y, _ := json.Marshal(cur)
 		if string(x) != string(y) {
@@ -611,8 +671,12 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 	if st := a.windows.State(w); st != nil {
 		return st, nil
 	}
+	// The state returned is the window's, even empty: the names a batch
+	// admits into it (Folder.Fold) are those the next trace sees.
 	if _, ok := a.touched[w]; ok {
-		return analysis.NewState(), nil // known, and empty
+		st := analysis.NewState() // known, and empty
+		a.windows.Put(w, st)
+		return st, nil
 	}
 	st, exact, err := a.p.st.State(ctx, w)
 	switch {
@@ -636,9 +700,7 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 		}
 		a.p.log.Info("window state rebuilt from its records", "window", w, "traces", st.Traces)
 	}
-	if st.Traces > 0 {
-		a.windows.Put(w, st)
-	}
+	a.windows.Put(w, st)
 	a.touched[w] = a.p.cfg.Now()
 	return st, nil
 }

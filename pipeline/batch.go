@@ -43,10 +43,18 @@ type BatchConfig struct {
 type BatchStats struct {
 	Traces, Reopened, FlushedEarly int
 	SpillBytes                     int64
+	// Folded counts the traces whose names were past their window's caps
+	// (analysis.Limits), by kind, as their last analysis left them.
+	Folded analysis.FoldCounts
+	// Truncated counts the spans read with a name cut to
+	// graph.MaxNameLen.
+	Truncated int
 }
 
 // Batch analyses the spans read pulls from a finite input (`analyze`): the
-// same analysis as the service, in batch mode. Spans wait per trace in a
+// same analysis as the service, in batch mode, with the same caps on the
+// names a window admits (cfg.Analysis.Limits: names are admitted in the
+// order traces leave the buffer). Spans wait per trace in a
 // bounded buffer; a trace that stops receiving spans long enough (in input
 // order) is assembled and added to its window's state, and its facts and
 // spans go to a spill file; a span arriving later re-opens its trace (its
@@ -64,7 +72,8 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	if cfg.Analysis.Window <= 0 {
 		cfg.Analysis.Window = analysis.DefaultWindow
 	}
-	b := &batcher{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{}}
+	b := &batcher{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{},
+		adm: analysis.NewAdmissions(cfg.Analysis)}
 	b.lru.Init()
 	// Decoding (the caller's read) and buffering run on two goroutines: the
 	// spans are copied into chunks handed over a channel, and chunks come
@@ -161,6 +170,7 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 		b.stats.Traces += sh.traces
 		b.stats.Reopened += sh.reopened
 		b.stats.SpillBytes += sh.spill.size
+		b.stats.Folded.Merge(sh.folded)
 		b.windows.Merge(sh.windows)
 	}
 	if err != nil {
@@ -191,6 +201,9 @@ type batcher struct {
 	shards  []*shard
 	failed  atomic.Bool       // a flush failed: stop adding
 	recycle chan []graph.Span // span slices of flushed traces, for new ones
+	// adm holds what each window admitted, for every shard: a window's
+	// traces are spread over the shards, its caps are not.
+	adm *analysis.Admissions
 }
 
 // maxShards bounds the goroutines that flush traces.
@@ -209,6 +222,7 @@ type shard struct {
 	asm              graph.Assembler
 	buf              []graph.Span
 	traces, reopened int
+	folded           analysis.FoldCounts
 }
 
 type batchTrace struct {
@@ -244,6 +258,9 @@ func (b *batcher) add(spans []graph.Span) error {
 			}
 		}
 		t.spans = append(t.spans, *sp)
+		if sp.Truncated {
+			b.stats.Truncated++
+		}
 	}
 	b.pendingSpans += len(spans)
 	for b.pendingSpans > b.cfg.MaxPendingSpans && b.lru.Len() > 0 {
@@ -304,9 +321,11 @@ func (sh *shard) flush(t *batchTrace) error {
 			return err
 		}
 		sh.windows.Remove(old)
+		sh.folded.Add(analysis.FoldedOf(old), -1)
 	}
 	prev.spans = append(prev.spans, ref)
 	tr := sh.asm.AssembleTransient(spans)
+	sh.folded.Add(sh.b.adm.Fold(tr), 1)
 	sh.windows.Add(tr)
 	if prev.facts, err = sh.spill.writeFacts(tr); err != nil {
 		return err

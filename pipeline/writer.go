@@ -80,13 +80,17 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 	}
 	p.m.stored.Add(float64(len(spans)))
 	now := p.cfg.Now()
-	skewed := 0
+	skewed, truncated := 0, 0
 	for i := range spans {
 		if d := spans[i].Start - now.UnixNano(); d > int64(time.Hour) || d < -int64(time.Hour) {
 			skewed++
 		}
+		if spans[i].Truncated {
+			truncated++
+		}
 	}
 	p.m.skewed.Add(float64(skewed))
+	p.m.truncated.Add(float64(truncated))
 	p.mu.Lock()
 	p.pending.add(spans, seq, now)
 	p.m.pendingTraces.Set(float64(p.pending.traces()))

@@ -46,6 +46,9 @@ type Config struct {
 	// TraceLinkTemplate links a trace to the user's own trace viewer:
 	// "{trace_id}" is replaced (e.g. https://jaeger.example/trace/{trace_id}).
 	TraceLinkTemplate string
+	// MetricsMaxAPIs bounds the root APIs with /metrics series of their
+	// own (Collector.MaxAPIs; default DefaultMetricsMaxAPIs).
+	MetricsMaxAPIs int
 	// Logger receives errors (slog.Default() when nil).
 	Logger *slog.Logger
 	// Now returns the current time (time.Now when nil).

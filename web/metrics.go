@@ -1,20 +1,27 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 )
 
 // MetricsWindow is the trailing window the radius gauges cover.
 const MetricsWindow = 5 * time.Minute
+
+// DefaultMetricsMaxAPIs is how many root APIs get series of their own
+// when Collector.MaxAPIs is not set: five series each, 5,000 in all.
+const DefaultMetricsMaxAPIs = 1000
 
 // Collector exports per root API figures to Prometheus, read from the
 // rollups at scrape time (at most once per CacheFor), so that alerts work
@@ -29,7 +36,21 @@ const MetricsWindow = 5 * time.Minute
 //     resets them, as counters do, and rate() and increase() read them;
 //     counting all retained data instead would drop every day retention
 //     deletes one, which Prometheus takes for a reset and a spike).
+//
+// At most MaxAPIs root APIs get series of their own: each the first time
+// a scrape sees it while there is room (the busiest first among those a
+// scrape sees together), for the process's life. Every other root API is
+// counted in the series labelled api="⟨other APIs⟩" (graph.OtherAPI, the
+// bucket the analysis counts APIs past its own caps in, which is summed
+// there too): the largest max radius, the mean over their failed traces,
+// the sums of the counters. An API never moves between series, so every
+// counter only grows. stormradius_metrics_apis_folded says how many APIs
+// that series holds.
 type Collector struct {
+	// MaxAPIs bounds the root APIs with series of their own (default
+	// DefaultMetricsMaxAPIs). Set it before the collector is registered.
+	MaxAPIs int
+
 	svc      *query.Service
 	now      func() time.Time
 	start    time.Time
@@ -38,10 +59,23 @@ type Collector struct {
 
 	mu      sync.Mutex
 	at      time.Time
-	window  *analysis.Document
-	total   *analysis.Document
+	window  []apiSeries // per API (own series, then the overflow)
+	total   []apiSeries
+	hasWin  bool
 	open    int
 	lastErr error
+	own     map[string]bool // APIs with series of their own
+	folded  int             // APIs in the overflow series at the last refresh
+}
+
+// apiSeries is what one api label shows.
+type apiSeries struct {
+	api                                 string
+	maxRadius                           int
+	meanRadius                          float64
+	suppressed, spurious, misattributed int64
+	failed                              int64 // for the overflow's mean
+	radiusSum                           float64
 }
 
 var (
@@ -59,6 +93,8 @@ var (
 		"Incidents open now (SPEC §4.8).", nil, nil)
 	descUp = prometheus.NewDesc("stormradius_rollups_up",
 		"1 when the last read of the rollups for these metrics succeeded.", nil, nil)
+	descFolded = prometheus.NewDesc("stormradius_metrics_apis_folded",
+		"Root APIs whose figures are in the series labelled api=\""+graph.OtherAPI+"\" (past --metrics-max-apis, or past the analysis's caps), at the last read.", nil, nil)
 )
 
 // NewCollector returns a Collector over svc whose counters count the
@@ -75,7 +111,7 @@ func NewCollector(svc *query.Service, since time.Time, now func() time.Time, log
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMax, descMean, descSuppressed, descSpurious, descMisattributed, descIncidents, descUp} {
+	for _, d := range []*prometheus.Desc{descMax, descMean, descSuppressed, descSpurious, descMisattributed, descIncidents, descUp, descFolded} {
 		ch <- d
 	}
 }
@@ -93,20 +129,85 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		up = 0
 	}
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
-	if c.window != nil {
-		for _, a := range c.window.APIs {
-			ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(a.MaxRadius), a.API)
-			ch <- prometheus.MustNewConstMetric(descMean, prometheus.GaugeValue, a.MeanRadius, a.API)
+	ch <- prometheus.MustNewConstMetric(descFolded, prometheus.GaugeValue, float64(c.folded))
+	if c.hasWin {
+		for _, a := range c.window {
+			ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(a.maxRadius), a.api)
+			ch <- prometheus.MustNewConstMetric(descMean, prometheus.GaugeValue, a.meanRadius, a.api)
 		}
 		ch <- prometheus.MustNewConstMetric(descIncidents, prometheus.GaugeValue, float64(c.open))
 	}
-	if c.total != nil {
-		for _, a := range c.total.APIs {
-			ch <- prometheus.MustNewConstMetric(descSuppressed, prometheus.CounterValue, float64(a.SuppressedRetries), a.API)
-			ch <- prometheus.MustNewConstMetric(descSpurious, prometheus.CounterValue, float64(a.SpuriousRequestsPrevented), a.API)
-			ch <- prometheus.MustNewConstMetric(descMisattributed, prometheus.CounterValue, float64(a.MisattributedErrors), a.API)
+	for _, a := range c.total {
+		ch <- prometheus.MustNewConstMetric(descSuppressed, prometheus.CounterValue, float64(a.suppressed), a.api)
+		ch <- prometheus.MustNewConstMetric(descSpurious, prometheus.CounterValue, float64(a.spurious), a.api)
+		ch <- prometheus.MustNewConstMetric(descMisattributed, prometheus.CounterValue, float64(a.misattributed), a.api)
+	}
+}
+
+// admit gives series of their own to the APIs of docs that have none
+// while there is room, the busiest (most traces in the last document
+// that has them: the one since the process started) first, then by
+// name.
+func (c *Collector) admit(docs ...*analysis.Document) {
+	limit := c.MaxAPIs
+	if limit <= 0 {
+		limit = DefaultMetricsMaxAPIs
+	}
+	if c.own == nil {
+		c.own = map[string]bool{}
+	}
+	if len(c.own) >= limit {
+		return
+	}
+	traces := map[string]int64{}
+	for _, d := range docs {
+		if d == nil {
+			continue
+		}
+		for _, a := range d.APIs {
+			if !c.own[a.API] && a.API != graph.OtherAPI {
+				traces[a.API] = a.Traces
+			}
 		}
 	}
+	news := make([]string, 0, len(traces))
+	for api := range traces {
+		news = append(news, api)
+	}
+	slices.SortFunc(news, func(x, y string) int { return cmp.Or(cmp.Compare(traces[y], traces[x]), cmp.Compare(x, y)) })
+	for _, api := range news[:min(len(news), limit-len(c.own))] {
+		c.own[api] = true
+	}
+}
+
+// series returns the series of d's APIs: those with series of their own,
+// then the overflow's (when it has an API), and the APIs in the overflow.
+func (c *Collector) series(d *analysis.Document) ([]apiSeries, map[string]bool) {
+	out := make([]apiSeries, 0, min(len(d.APIs), len(c.own))+1)
+	other := apiSeries{api: graph.OtherAPI}
+	in := map[string]bool{}
+	for _, a := range d.APIs {
+		s := apiSeries{api: a.API, maxRadius: a.MaxRadius, meanRadius: a.MeanRadius, suppressed: a.SuppressedRetries,
+			spurious: a.SpuriousRequestsPrevented, misattributed: a.MisattributedErrors}
+		if c.own[a.API] {
+			out = append(out, s)
+			continue
+		}
+		in[a.API] = true
+		other.maxRadius = max(other.maxRadius, a.MaxRadius)
+		other.failed += a.FailedTraces
+		other.radiusSum += a.MeanRadius * float64(a.FailedTraces)
+		other.suppressed += a.SuppressedRetries
+		other.spurious += a.SpuriousRequestsPrevented
+		other.misattributed += a.MisattributedErrors
+	}
+	if len(in) > 0 {
+		if other.failed > 0 {
+			other.meanRadius = other.radiusSum / float64(other.failed)
+		}
+		out = append(out, other)
+	}
+	return out, in
 }
 
 func (c *Collector) refresh(now time.Time) {
@@ -116,11 +217,20 @@ func (c *Collector) refresh(now time.Time) {
 	last := store.Query{From: now.Add(-MetricsWindow).UnixNano(), To: now.UnixNano()}
 	win, err := c.svc.Figures(ctx, last)
 	if err == nil {
-		c.window = win
 		var tot *analysis.Document
 		tot, err = c.svc.Figures(ctx, store.Query{From: c.start.Truncate(time.Minute).UnixNano(), To: now.Add(time.Minute).UnixNano()})
 		if err == nil {
-			c.total = tot
+			c.admit(win, tot)
+			var inW, inT map[string]bool
+			c.window, inW = c.series(win)
+			c.total, inT = c.series(tot)
+			c.hasWin = true
+			delete(inW, graph.OtherAPI)
+			delete(inT, graph.OtherAPI)
+			for api := range inT {
+				inW[api] = true
+			}
+			c.folded = len(inW)
 		}
 	}
 	if err == nil {

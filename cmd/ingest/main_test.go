@@ -27,7 +27,8 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		flags = append(flags, m[1])
 	}
 	want := "body-buffer-bytes body-timeout claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-topic " +
-		"lease-timeout log-format log-level max-body-bytes max-inflight-requests max-inflight-spans max-trace-age min-body-rate " +
+		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
+		"max-services max-trace-age max-versions min-body-rate " +
 		"otlp-grpc otlp-http retention store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)

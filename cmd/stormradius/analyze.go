@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/internal/timerange"
 	"github.com/stormradius/stormradius/pipeline"
@@ -21,6 +23,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	from := fs.String("from", "", "count only traces whose start minute is at or after this (RFC 3339, unix seconds or now-DURATION), as `report` does")
 	to := fs.String("to", "", "count only traces whose start minute is before this")
 	tmp := fs.String("tmp", "", "directory of the spill file (default: the system's temporary directory)")
+	limits := app.LimitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
 		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest or binary protobuf,")
@@ -56,11 +59,16 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
 		return exitUsage
 	}
+	lim, err := limits()
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
+		return exitUsage
+	}
 	var in *loaded
-	doc, _, _, err := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+	doc, _, stats, err := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
 		in = readInputs(ctx, files, *claimHeader, stdin, stderr, emit)
 		return nil
-	}, pipeline.BatchConfig{Analysis: analysis.Config{Window: *window}, Range: rng, TempDir: *tmp})
+	}, pipeline.BatchConfig{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp})
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
 		return exitFail
@@ -84,9 +92,39 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: write output: %v\n", err)
 		return exitFail
 	}
+	if msg := capped(stats, lim); msg != "" {
+		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
+	}
 	if msg := in.summary(); msg != "" {
 		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
 		return exitFail
 	}
 	return exitOK
+}
+
+// capped says what the caps on names changed (a note, not a failure: the
+// report counts everything), "" when nothing.
+func capped(st pipeline.BatchStats, lim analysis.Limits) string {
+	var parts []string
+	if st.Truncated > 0 {
+		parts = append(parts, fmt.Sprintf("%s with a name longer than %d bytes, cut", plural(st.Truncated, "span", "spans"), graph.MaxNameLen))
+	}
+	f := st.Folded
+	for _, k := range []struct {
+		n          int64
+		what, flag string
+		max        int
+		into       string
+	}{
+		{f.APIs, "root API", "max-apis", lim.APIs, graph.OtherAPI},
+		{f.Services, "service", "max-services", lim.Services, graph.OtherService},
+		{f.Operations, "operation", "max-operations", lim.Operations, graph.OtherOperation},
+		{f.Versions, "service version", "max-versions", lim.Versions, graph.OtherVersion},
+	} {
+		if k.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s with a %s past its window's --%s %d, counted under %s",
+				plural(int(k.n), "trace", "traces"), k.what, k.flag, k.max, k.into))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

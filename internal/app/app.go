@@ -304,7 +304,9 @@ func startHTTP(addr string, st store.Store, acfg analysis.Config, wcfg *web.Conf
 		wc := *wcfg
 		wc.Logger = log
 		mux.Handle("/", web.Handler(svc, wc))
-		reg.MustRegister(web.NewCollector(svc, time.Now(), wc.Now, log))
+		col := web.NewCollector(svc, time.Now(), wc.Now, log)
+		col.MaxAPIs = wc.MetricsMaxAPIs
+		reg.MustRegister(col)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

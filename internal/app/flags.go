@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/pipeline"
@@ -67,6 +68,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
 	leaseTimeout := fs.Duration("lease-timeout", DefaultLeaseTimeout, "one instance analyses a store: it holds the store's lease, renewed every third of this; "+
 		"another instance is refused at start until the holder stops, or this long after it crashed")
+	limits := LimitFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 
@@ -109,7 +111,11 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		if *leaseTimeout < time.Second {
 			errs = append(errs, fmt.Errorf("--lease-timeout %v: want at least 1s", *leaseTimeout))
 		}
-		c.Pipeline.Analysis = analysis.Config{Window: *window}
+		lim, err := limits()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Pipeline.Analysis = analysis.Config{Window: *window, Limits: lim}
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 			errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level))
@@ -124,6 +130,29 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			errs = append(errs, fmt.Errorf("--log-format %q: want text or json", *logFormat))
 		}
 		return c, errors.Join(errs...)
+	}
+}
+
+// LimitFlags registers the flags of the caps on the distinct names one
+// analysis window admits (analysis.Limits) on fs — `serve`, cmd/ingest and
+// `analyze` take the same, so that they fold the same names — and returns
+// a function that, after parsing, gives the limits.
+func LimitFlags(fs *flag.FlagSet) func() (analysis.Limits, error) {
+	const past = "; the traces of further ones count under "
+	apis := fs.Int("max-apis", analysis.DefaultMaxAPIs, "distinct root APIs one analysis window admits"+past+graph.OtherAPI)
+	services := fs.Int("max-services", analysis.DefaultMaxServices, "distinct services (uninstrumented callees included) one analysis window admits"+past+graph.OtherService)
+	ops := fs.Int("max-operations", analysis.DefaultMaxOperations, "distinct (service, operation) pairs one analysis window admits"+past+graph.OtherOperation)
+	versions := fs.Int("max-versions", analysis.DefaultMaxVersions, "distinct (service, service.version) pairs one analysis window admits"+past+graph.OtherVersion)
+	return func() (analysis.Limits, error) {
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"max-apis", *apis}, {"max-services", *services}, {"max-operations", *ops}, {"max-versions", *versions}} {
+			if f.v <= 0 {
+				return analysis.Limits{}, fmt.Errorf("--%s %d must be positive", f.name, f.v)
+			}
+		}
+		return analysis.Limits{APIs: *apis, Services: *services, Operations: *ops, Versions: *versions}, nil
 	}
 }
 
@@ -162,10 +191,14 @@ func WebFlags(fs *flag.FlagSet) func() (web.Config, error) {
 	fs.Var(&origins, "cors-origin", "origin allowed to call the API from a browser (repeatable; none: CORS off)")
 	timeout := fs.Duration("request-timeout", 30*time.Second, "longest an API request may take")
 	link := fs.String("trace-link-template", "", "link from a trace to your trace viewer, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})")
+	metricsAPIs := fs.Int("metrics-max-apis", web.DefaultMetricsMaxAPIs, "root APIs with /metrics series of their own; the others are summed in the series labelled api=\""+graph.OtherAPI+"\"")
 	return func() (web.Config, error) {
-		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link}
+		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link, MetricsMaxAPIs: *metricsAPIs}
 		if *timeout <= 0 {
 			return c, fmt.Errorf("--request-timeout %v must be positive", *timeout)
+		}
+		if *metricsAPIs <= 0 {
+			return c, fmt.Errorf("--metrics-max-apis %d must be positive", *metricsAPIs)
 		}
 		if *link != "" && !strings.Contains(*link, "{trace_id}") {
 			return c, fmt.Errorf("--trace-link-template %q lacks {trace_id}", *link)

@@ -44,6 +44,13 @@ function filtered(label, id, tableEl, textOf) {
   return box;
 }
 
+// OTHER_API is the root API the analysis counts APIs past a window's cap
+// under (graph.OtherAPI); OTHER_SERVICE the same for services.
+const OTHER_API = '\u27e8other APIs\u27e9';
+const OTHER_SERVICE = '\u27e8other services\u27e9';
+const OVERFLOW_NOTE = 'Root APIs past an analysis window\u2019s cap (--max-apis), and those of services past theirs ' +
+  '(--max-services), counted together under ' + OTHER_API + ': their traces, figures and call graphs are summed here.';
+
 // ---- fleet ----
 
 export async function fleetPage(ctx) {
@@ -54,7 +61,7 @@ export async function fleetPage(ctx) {
   const apis = list.apis || [];
   const sparks = new Map(apis.map((a) => [a.api, h('span', { class: 'spark-cell', dataset: { state: 'loading' } })]));
   const tbl = table([
-    { key: 'api', label: 'Root API', value: (a) => a.api, cls: () => 'name', cell: (a) => h('a', { href: link('/api', { name: a.api }), dataset: { apiLink: a.api } }, a.api) },
+    { key: 'api', label: 'Root API', value: (a) => a.api, cls: () => 'name', cell: (a) => h('a', { href: link('/api', { name: a.api }), dataset: { apiLink: a.api }, title: a.api === OTHER_API ? OVERFLOW_NOTE : null }, a.api) },
     { key: 'traces', label: 'Traces', num: true, value: (a) => a.traces, raw: (a) => a.traces },
     { key: 'failed_traces', label: 'Failed', num: true, value: (a) => a.failed_traces, raw: (a) => a.failed_traces, title: 'traces with at least one failure event' },
     { key: 'root_errors', label: 'Root errors', num: true, value: (a) => a.root_errors, raw: (a) => a.root_errors, title: 'errors users saw' },
@@ -158,6 +165,7 @@ export async function apiPage(ctx) {
       ' · ', h('a', { href: link('/whatif', { api: name }) }, 'What-if on this API'),
       ' · ', h('a', { href: link('/incidents', { api: name }) }, 'its incidents')));
   } else out.push(errorBox('Figures', list.err));
+  if (name === OTHER_API) out.push(h('p', { class: 'notice', id: 'api-overflow' }, OVERFLOW_NOTE));
   if (list.ok && !a) out.push(h('p', { class: 'notice' }, 'No traces of this API in the range. Pick another range above.'));
   if (a) {
     out.push(h('div', { class: 'cards', id: 'api-cards' },
@@ -240,7 +248,8 @@ function servicesTable(list, id = 'services') {
   const z = (v) => (v ? '' : 'zero');
   return table([
     { key: 'service', label: 'Service', value: (s) => s.service, cls: () => 'name',
-      cell: (s) => h('span', null, h('span', { class: 'svc-name' }, s.service), s.virtual ? [' ', h('span', { class: 'badge', title: 'not instrumented: named by its callers' }, 'virtual')] : null) },
+      cell: (s) => h('span', null, h('span', { class: 'svc-name', title: s.service === OTHER_SERVICE ? 'services past an analysis window\u2019s cap (--max-services), counted together' : null }, s.service),
+        s.virtual ? [' ', h('span', { class: 'badge', title: 'not instrumented: named by its callers' }, 'virtual')] : null) },
     { key: 'correct', label: 'Correct', num: true, value: (s) => s.claims.correct, raw: (s) => s.claims.correct, title: 'claims as the protocol says' },
     { key: 'false_claim', label: 'False claim', num: true, value: (s) => s.claims.false_claim, raw: (s) => s.claims.false_claim, cls: (s) => (s.claims.false_claim ? 'alarm' : 'zero'), title: 'claimed an error it did not own: callers above retry, storms grow' },
     { key: 'false_unclaim', label: 'False unclaim', num: true, value: (s) => s.claims.false_unclaim, raw: (s) => s.claims.false_unclaim, cls: (s) => (s.claims.false_unclaim ? 'alarm' : 'zero'), title: 'unclaimed its own error: legitimate retries lost' },
