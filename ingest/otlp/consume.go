@@ -160,6 +160,17 @@ func (s *Server) consume(ctx context.Context, p protocol, w *work, start time.Ti
 			m.rejected[p][r].Add(float64(n))
 		}
 	}
+	if o.permanentRejects() > 0 {
+		// The sender drops these for good (a partial success): say so
+		// here too, at most once a second.
+		if skipped, ok := s.rejectLog[p].allow(time.Now()); ok {
+			args := []any{"protocol", protocolNames[p], "message", o.rejectMessage()}
+			if skipped > 0 {
+				args = append(args, "like_requests_not_logged", skipped)
+			}
+			s.log.Warn("otlp: spans rejected", args...)
+		}
+	}
 	if len(kept) > 0 {
 		if err := s.consumer.Consume(ctx, kept); err != nil {
 			if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -124,7 +125,8 @@ func TestHTTPStoresSpans(t *testing.T) {
 func TestHTTPPartialSuccess(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rec := &recorder{}
-	s := startServer(t, Config{Registerer: reg}, rec)
+	logs := &logBuffer{}
+	s := startServer(t, Config{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}, rec)
 	defects := []spanDefect{okSpan, zeroTraceID, zeroSpanID, okSpan, zeroStart, zeroTraceID, okSpan}
 	const n = 20
 	keep := func(i int) bool { return i >= len(defects) || defects[i] == okSpan }
@@ -151,6 +153,11 @@ func TestHTTPPartialSuccess(t *testing.T) {
 			}
 			checkIDs(t, rec.taken(), seed, n, keep)
 		})
+	}
+	// What the sender drops for good is logged here too (rate-limited:
+	// the two requests may share one line).
+	if l := logs.lines("otlp: spans rejected", "protocol=http", "4 of 20 spans rejected"); len(l) == 0 {
+		t.Errorf("partial success not logged:\n%s", logs)
 	}
 	for reason, want := range map[string]float64{"invalid_trace_id": 4, "invalid_span_id": 2, "missing_start_time": 2} {
 		if got := metricValue(t, reg, "stormradius_otlp_spans_rejected_total", "protocol", "http", "reason", reason); got != want {

@@ -40,6 +40,7 @@ type Server struct {
 	budget    bodyBudget    // BodyBufferBytes
 	works     sync.Pool     // *work
 	refuseLog [nProtocols][nRefusals]rateLimit
+	rejectLog [nProtocols]rateLimit // partial successes
 
 	grpc *grpc.Server
 	http *http.Server
