@@ -103,8 +103,8 @@
 // Every refused request (every answer but 200 / OK) is counted by reason
 // and logged, at most once a second per protocol and reason, with what the
 // client sent (remote address, user agent, content type and encoding, never
-// a token) and how many like refusals the log left out: what a sender
-// drops for good is never silent here.
+// a token) and how many like refusals the log left out; so are the spans
+// of a partial success: what a sender drops for good is never silent here.
 //
 // # Metrics
 //
