@@ -2,6 +2,7 @@ package analysis_test
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -58,18 +59,6 @@ func serviceRequests(doc *analysis.Document) map[string]int64 {
 	return m
 }
 
-func equalCounts(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // A cap admits exactly its number of names, in the order traces come:
 // a cap equal to the names seen folds nothing; one less folds the last.
 func TestLimitsAtTheCap(t *testing.T) {
@@ -102,10 +91,10 @@ func TestLimitsAtTheCap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, workers := range []int{1, 3} {
 				doc, _ := analysis.Batch(graph.Lists(capTraces()), analysis.Config{Limits: c.lim}, workers)
-				if got := apiTraces(doc); !equalCounts(got, c.apis) {
+				if got := apiTraces(doc); !maps.Equal(got, c.apis) {
 					t.Errorf("workers %d: APIs %v, want %v", workers, got, c.apis)
 				}
-				if got := serviceRequests(doc); !equalCounts(got, c.services) {
+				if got := serviceRequests(doc); !maps.Equal(got, c.services) {
 					t.Errorf("workers %d: services %v, want %v", workers, got, c.services)
 				}
 				if doc.Traces != 5 || doc.Spans != 8 {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,7 +90,7 @@ func TestWhatIfTableNumbers(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	want := map[string]string{"n0": "1", "n1": "25", "n2": "625", "n3": "15625", "n4": "390625", "n5": "9765625"}
-	if got := tableRows(out, "NODE"); !mapsEqual(got, want) {
+	if got := tableRows(out, "NODE"); !maps.Equal(got, want) {
 		t.Errorf("rows %v, want %v\n%s", got, want, out)
 	}
 	if !strings.Contains(out, "R=24, B=0.1") {
@@ -100,7 +101,7 @@ func TestWhatIfTableNumbers(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	want = map[string]string{"n0": "1", "n1": "1.1", "n2": "1.21", "n3": "1.331", "n4": "1.4641", "n5": "1.61051"}
-	if got := tableRows(out, "NODE"); !mapsEqual(got, want) {
+	if got := tableRows(out, "NODE"); !maps.Equal(got, want) {
 		t.Errorf("rows %v, want %v\n%s", got, want, out)
 	}
 }
@@ -122,18 +123,6 @@ func tableRows(out, header string) map[string]string {
 		}
 	}
 	return rows
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestFormatNumber(t *testing.T) {
@@ -258,10 +247,10 @@ func TestWhatIfTracesCycle(t *testing.T) {
 			t.Fatalf("table: exit %d: %s", code, stderr)
 		}
 		bs := fmt.Sprint(tc.b) // 1 or 2
-		if s := tableRows(out, "SERVICE"); !mapsEqual(s, map[string]string{"a": "1", "b": bs}) {
+		if s := tableRows(out, "SERVICE"); !maps.Equal(s, map[string]string{"a": "1", "b": bs}) {
 			t.Errorf("%v: service rows %v\n%s", tc.policy, s, out)
 		}
-		if n := tableRows(out, "NODE"); !mapsEqual(n, map[string]string{"a GET /x": "1", "b GET /y": bs}) {
+		if n := tableRows(out, "NODE"); !maps.Equal(n, map[string]string{"a GET /x": "1", "b GET /y": bs}) {
 			t.Errorf("%v: node rows %v\n%s", tc.policy, n, out)
 		}
 	}

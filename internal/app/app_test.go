@@ -55,17 +55,23 @@ func startServiceTB(t testing.TB, dir string, window, idle time.Duration) *servi
 
 func startServiceStore(t testing.TB, opts storeurl.Options, idle time.Duration) *service {
 	t.Helper()
-	ready := make(chan app.Addrs, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	cfg := app.Config{
+	return runService(t, app.Config{
 		Store:    opts,
 		Pipeline: pipeline.Config{TraceIdle: idle, MaxTraceAge: 5 * time.Second, Retention: -1, SummaryInterval: 20 * time.Millisecond},
 		OTLP:     otlp.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"},
 		HTTPAddr: "127.0.0.1:0",
 		Web:      &web.Config{Tokens: []string{apiToken}},
-		Ready:    func(a app.Addrs) { ready <- a },
-	}
+	})
+}
+
+// runService runs the service cfg describes until the test stops it, and
+// returns once it is ready.
+func runService(t testing.TB, cfg app.Config) *service {
+	t.Helper()
+	ready := make(chan app.Addrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	cfg.Ready = func(a app.Addrs) { ready <- a }
 	go func() { done <- app.Run(ctx, cfg) }()
 	select {
 	case a := <-ready:

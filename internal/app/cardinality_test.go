@@ -32,30 +32,14 @@ import (
 // given caps (zero: the defaults) and a trace idle time of 50 ms.
 func startCapped(t *testing.T, dir string, lim analysis.Limits, metricsAPIs int) *service {
 	t.Helper()
-	ready := make(chan app.Addrs, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	cfg := app.Config{
+	return runService(t, app.Config{
 		Store: storeurl.Options{Data: dir, Window: time.Hour},
 		Pipeline: pipeline.Config{TraceIdle: 50 * time.Millisecond, MaxTraceAge: 5 * time.Second, Retention: -1,
 			SummaryInterval: 20 * time.Millisecond, Analysis: analysis.Config{Limits: lim}},
 		OTLP:     otlp.Config{DisableGRPC: true, HTTPAddr: "127.0.0.1:0"},
 		HTTPAddr: "127.0.0.1:0",
 		Web:      &web.Config{MetricsMaxAPIs: metricsAPIs},
-		Ready:    func(a app.Addrs) { ready <- a },
-	}
-	go func() { done <- app.Run(ctx, cfg) }()
-	select {
-	case a := <-ready:
-		return &service{addrs: a, stop: func() error { cancel(); return <-done }}
-	case err := <-done:
-		cancel()
-		t.Fatalf("service did not start: %v", err)
-	case <-time.After(20 * time.Second):
-		cancel()
-		t.Fatal("service did not start in 20 s")
-	}
-	return nil
+	})
 }
 
 // attackRequest is one OTLP/HTTP request of n traces, each one root SERVER
