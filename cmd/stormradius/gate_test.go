@@ -12,22 +12,14 @@ import (
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/query"
+	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/web"
 )
 
 // stormradius gate asks a server (--url) or a store (--data) and exits 0
 // on pass, 1 on fail, 2 when it cannot decide.
 func TestGateCommand(t *testing.T) {
-	traces, err := fixture.Rollout("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: dir, Window: fixture.Window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixture.Load(t, st, traces)
+	dir, st := rolloutStore(t)
 	srv := httptest.NewServer(web.Handler(query.New(st), web.Config{Tokens: []string{"tok"}}))
 	at := func(m int) string { return fixture.Start.Add(time.Duration(m) * time.Minute).Format(time.RFC3339) }
 	versions := []string{"--api", fixture.API, "--from", at(0), "--to", at(30), "--service", "route", "--baseline-version", "1.0"}
@@ -83,4 +75,21 @@ func TestGateCommand(t *testing.T) {
 	if code, _, _ := runCmd(t, "gate", "--api", fixture.API, "--max-radius", "1"); code != 2 {
 		t.Errorf("no source: exit %d", code)
 	}
+}
+
+// rolloutStore returns an embedded store in a new directory, loaded with
+// the rollout fixture (a stable and a canary version, fixture.Rollout).
+func rolloutStore(t *testing.T) (string, store.Store) {
+	t.Helper()
+	traces, err := fixture.Rollout("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: dir, Window: fixture.Window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Load(t, st, traces)
+	return dir, st
 }

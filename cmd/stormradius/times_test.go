@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stormradius/stormradius/internal/fixture"
-	"github.com/stormradius/stormradius/internal/storeurl"
 )
 
 // The first and the last instant of int64 unix nanoseconds, and the
@@ -25,16 +23,7 @@ const (
 // (exit 2, the flag and the range named, nothing printed) and take the
 // first and the last instant.
 func TestTimeBoundaries(t *testing.T) {
-	traces, err := fixture.Rollout("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: dir, Window: fixture.Window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixture.Load(t, st, traces)
+	dir, st := rolloutStore(t)
 	st.Close()
 	file, _ := naiveChainFile(t, 4)
 	at := func(m int) string { return fixture.Start.Add(time.Duration(m) * time.Minute).Format(time.RFC3339) }
