@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -99,6 +100,10 @@ type outcome struct {
 	err      error // the Consume error, for the log
 }
 
+// offered returns the number of spans handed to the Consumer (stored or
+// not): those not rejected for good.
+func (o *outcome) offered() int { return o.received - o.permanentRejects() }
+
 // permanentRejects returns the number of spans rejected for good.
 func (o *outcome) permanentRejects() int {
 	n := 0
@@ -163,13 +168,9 @@ func (s *Server) consume(ctx context.Context, p protocol, w *work, start time.Ti
 	if o.permanentRejects() > 0 {
 		// The sender drops these for good (a partial success): say so
 		// here too, at most once a second.
-		if skipped, ok := s.rejectLog[p].allow(time.Now()); ok {
-			args := []any{"protocol", protocolNames[p], "message", o.rejectMessage()}
-			if skipped > 0 {
-				args = append(args, "like_requests_not_logged", skipped)
-			}
-			s.log.Warn("otlp: spans rejected", args...)
-		}
+		s.logLimited(&s.rejectLog[p], slog.LevelWarn, "otlp: spans rejected", "like_requests_not_logged", func() []any {
+			return []any{"protocol", protocolNames[p], "message", o.rejectMessage()}
+		})
 	}
 	if len(kept) > 0 {
 		if err := s.consumer.Consume(ctx, kept); err != nil {

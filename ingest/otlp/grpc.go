@@ -98,7 +98,7 @@ func (grpcCodec) Name() string { return "proto" }
 func grpcExportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 	req := &grpcRequest{}
 	if err := dec(req); err != nil {
-		return nil, grpcRecvError(ctx, err)
+		return nil, err
 	}
 	defer req.free()
 	if interceptor == nil {
@@ -108,19 +108,6 @@ func grpcExportHandler(srv any, ctx context.Context, dec func(any) error, interc
 	return interceptor(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 		return srv.(grpcExporter).Export(ctx, req.(*grpcRequest))
 	})
-}
-
-// grpcRecvError notes why grpc refused to receive a request message (it
-// has answered already: see grpcCompressors for why a message that does
-// not decompress gets this far).
-func grpcRecvError(ctx context.Context, err error) error {
-	switch status.Code(err) {
-	case codes.ResourceExhausted:
-		noteRefusal(ctx, refTooLarge)
-	case codes.Canceled, codes.DeadlineExceeded:
-		noteRefusal(ctx, refCanceled)
-	}
-	return err
 }
 
 // grpcService is the OTLP TraceService.
@@ -138,7 +125,6 @@ func (g *grpcService) Export(ctx context.Context, req *grpcRequest) (resp ptrace
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("otlp: panic in gRPC Export", "panic", r, "stack", string(debug.Stack()))
-			noteRefusal(ctx, refInternal)
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
@@ -153,20 +139,17 @@ func (g *grpcService) Export(ctx context.Context, req *grpcRequest) (resp ptrace
 	msg := req.bytes()
 	if err := decompressFailure(msg); err != nil {
 		req.free()
-		noteRefusal(ctx, refMalformed)
 		return resp, status.Errorf(codes.InvalidArgument, "cannot decompress the message: %v", err)
 	}
 	spans, err := w.dec.AppendRequest(w.spans[:0], msg, false)
 	req.free()
 	if err != nil {
-		noteRefusal(ctx, refMalformed)
 		return resp, status.Errorf(codes.InvalidArgument, "cannot decode the message as an OTLP protobuf ExportTraceServiceRequest: %v", err)
 	}
 	w.spans = spans
 
 	if !s.acquire(ctx) {
 		if ctx.Err() != nil {
-			noteRefusal(ctx, refCanceled)
 			return resp, status.FromContextError(ctx.Err()).Err()
 		}
 		if n := len(w.spans); n > 0 {
@@ -179,7 +162,7 @@ func (g *grpcService) Export(ctx context.Context, req *grpcRequest) (resp ptrace
 
 	o := s.consume(ctx, protoGRPC, w, start)
 	if o.fail != failNone {
-		noteRefusal(ctx, o.fail.refusal(), "spans", len(w.spans), "err", o.err)
+		noteRefusal(ctx, o.fail.refusal(), "spans", o.offered(), "err", o.err)
 	}
 	switch o.fail {
 	case failNone:
@@ -211,11 +194,7 @@ func (s *Server) unavailableStatus(msg string) error {
 // tapAuth refuses a stream without a valid bearer token before grpc reads
 // its message: an unauthenticated client costs no decoding.
 func (s *Server) tapAuth(ctx context.Context, info *tap.Info) (context.Context, error) {
-	var h string
-	if v := info.Header.Get("authorization"); len(v) > 0 {
-		h = v[0]
-	}
-	if !s.auth.Allow(h) {
+	if !s.auth.Allow(firstHeader(info.Header.Get("authorization"))) {
 		// Refused before the stats handler sees the RPC: count it here.
 		const msg = "missing or invalid bearer token"
 		s.metrics.grpcRequest(codes.Unauthenticated)
@@ -235,9 +214,11 @@ func firstHeader(v []string) string {
 }
 
 // rpcNote is where an RPC's handler notes why it refused the request, for
-// grpcStats to count and log once grpc has answered. An RPC grpc answers
-// itself (an unknown method or grpc-encoding) has no note: its status code
-// says why.
+// grpcStats to count and log once grpc has answered, where the status code
+// alone does not say (busy, backpressure, unavailable, and what the
+// spans were). Other refusals, grpc's own answers among them (an unknown
+// method or grpc-encoding, a message too large), have no note: grpcStats
+// reads their reason from the code.
 type rpcNote struct {
 	why      refusal
 	set      bool

@@ -93,11 +93,11 @@ func (h httpHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case failBackpressure, failUnavailable, failCanceled:
 		// A canceled request has no one to read the answer, but a 503
 		// is what it would have needed: retry.
-		s.unavailable(rw, req, o.fail.refusal(), o.fail.clientMessage(), "spans", len(w.spans), "err", o.err)
+		s.unavailable(rw, req, o.fail.refusal(), o.fail.clientMessage(), "spans", o.offered(), "err", o.err)
 		return
 	default:
 		s.refuseHTTP(rw, req, http.StatusInternalServerError, codes.Internal, refInternal, o.fail.clientMessage(),
-			"spans", len(w.spans), "err", o.err)
+			"spans", o.offered(), "err", o.err)
 		return
 	}
 	s.answerHTTP(rw, req, &o)

@@ -56,11 +56,6 @@ func (f failure) refusal() refusal {
 // client sent (never a token).
 func (s *Server) refused(p protocol, why refusal, answer string, msg string, attrs func() []any) {
 	s.metrics.refused[p][why].Inc()
-	lim := &s.refuseLog[p][why]
-	skipped, ok := lim.allow(time.Now())
-	if !ok {
-		return
-	}
 	level := slog.LevelWarn
 	switch why {
 	case refInternal:
@@ -68,14 +63,27 @@ func (s *Server) refused(p protocol, why refusal, answer string, msg string, att
 	case refCanceled:
 		level = slog.LevelInfo
 	}
-	args := []any{"protocol", protocolNames[p], "reason", refusalNames[why], "answer", answer, "message", msg}
-	if attrs != nil {
-		args = append(args, attrs()...)
+	s.logLimited(&s.refuseLog[p][why], level, "otlp: request refused", "like_refusals_not_logged", func() []any {
+		args := []any{"protocol", protocolNames[p], "reason", refusalNames[why], "answer", answer, "message", msg}
+		if attrs != nil {
+			args = append(args, attrs()...)
+		}
+		return args
+	})
+}
+
+// logLimited logs msg with args() when lim lets it through, adding, under
+// skippedKey, how many like events it held back since the last line.
+func (s *Server) logLimited(lim *rateLimit, level slog.Level, msg, skippedKey string, args func() []any) {
+	skipped, ok := lim.allow(time.Now())
+	if !ok {
+		return
 	}
+	a := args()
 	if skipped > 0 {
-		args = append(args, "like_refusals_not_logged", skipped)
+		a = append(a, skippedKey, skipped)
 	}
-	s.log.Log(context.Background(), level, "otlp: request refused", args...)
+	s.log.Log(context.Background(), level, msg, a...)
 }
 
 // rateLimit lets one event through per second, and counts the others.
