@@ -108,8 +108,9 @@ func (h LeaseHolder) Exited() bool {
 
 // localNamespace identifies this machine's kernel boot and this process's
 // pid namespace ("" where it cannot be read): two processes see the same
-// pids exactly when they share it.
-func localNamespace() string {
+// pids exactly when they share it. Both are fixed for the process's life:
+// read once.
+var localNamespace = sync.OnceValue(func() string {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
@@ -119,7 +120,7 @@ func localNamespace() string {
 		return ""
 	}
 	return strings.TrimSpace(string(boot)) + "/" + pidns
-}
+})
 
 // LeaseHeldError is the refusal of a lease another holder has.
 type LeaseHeldError struct {

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case <-ctx.Done():
 		stopPipeline()
 		return errors.Join(ctx.Err(), <-perr)
-	case err := <-lease.lostC():
+	case err := <-lease.lost:
 		stopPipeline()
 		return errors.Join(err, <-perr)
 	}
@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case err := <-perr:
 		perr <- err // read again below
 		runErr = fmt.Errorf("pipeline stopped: %w", err)
-	case runErr = <-lease.lostC():
+	case runErr = <-lease.lost:
 	}
 	ready.Store(false)
 	if errors.Is(runErr, store.ErrLeaseLost) {

@@ -79,20 +79,8 @@ func (k *leaseKeeper) run(deadline time.Time) {
 	}
 }
 
-// stop stops renewing (the store's Close releases the lease). Safe on a
-// nil keeper.
+// stop stops renewing (the store's Close releases the lease).
 func (k *leaseKeeper) stop() {
-	if k == nil {
-		return
-	}
 	close(k.quit)
 	<-k.done
-}
-
-// lostC reports the loss of the lease (never, for a nil keeper).
-func (k *leaseKeeper) lostC() <-chan error {
-	if k == nil {
-		return nil
-	}
-	return k.lost
 }

@@ -111,7 +111,6 @@ type Store struct {
 
 	lease       store.LeaseFence // see lease.go
 	leaseSettle time.Duration
-	leaseClock  func() time.Time
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64
@@ -173,8 +172,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
-		edgeReadMax: edgeReadMax, lease: store.LeaseFence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle,
-		leaseClock: opts.LeaseClock}
+		edgeReadMax: edgeReadMax, lease: store.LeaseFence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -440,13 +438,11 @@ func (s *Store) Close() error {
 			s.log.Warn("clickhouse: marking the last batch's minutes clean; the next store recomputes them", "err", err)
 		}
 	}
-	if _, ok := s.lease.Taken(); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := s.ReleaseLease(ctx)
-		cancel()
-		if err != nil {
-			s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "err", err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := s.ReleaseLease(ctx) // nothing when no lease was taken
+	cancel()
+	if err != nil {
+		s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "err", err)
 	}
 	return s.conn.Close()
 }

@@ -94,8 +94,8 @@ func (c *claim) outranks(o *claim) bool {
 // leaseTime returns the time expiry is judged by: the server's (whole
 // seconds), or Options.LeaseClock's when set (tests).
 func (s *Store) leaseTime(ctx context.Context) (time.Time, error) {
-	if s.leaseClock != nil {
-		return s.leaseClock(), nil
+	if s.lease.Now != nil {
+		return s.lease.Now(), nil
 	}
 	var sec uint32
 	if err := s.queryRow(ctx, "read server time", `SELECT toUnixTimestamp(now())`, &sec); err != nil {
@@ -188,7 +188,7 @@ func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.
 }
 
 // claimLease makes one claim: look, claim, settle, decide.
-func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
+func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (_ time.Time, err error) {
 	bound := s.leaseSettle / 2
 	now, err := s.leaseTime(ctx)
 	if err != nil {
@@ -202,19 +202,22 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 		return time.Time{}, s.refused(c, now)
 	}
 
+	// Past the look, a claim that does not end held is withdrawn.
+	defer func() {
+		if err != nil {
+			s.withdraw(h)
+		}
+	}()
 	sent := time.Now()
 	if err := s.writeClaim(ctx, h, claimIntent, now, now.Add(2*s.leaseSettle+2*time.Second)); err != nil {
-		s.withdraw(h)
 		return time.Time{}, err
 	}
 	if took := time.Since(sent); took > bound {
-		s.withdraw(h)
 		return time.Time{}, errTooSlow{took, bound}
 	}
 	select {
 	case <-time.After(s.leaseSettle):
 	case <-ctx.Done():
-		s.withdraw(h)
 		return time.Time{}, fmt.Errorf("clickhouse: take lease: %w", ctx.Err())
 	}
 
@@ -225,16 +228,13 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 		cs, err = s.claims(ctx)
 	}
 	if err != nil {
-		s.withdraw(h)
 		return time.Time{}, err
 	}
 	if !cs[h.ID].live(now, h.ID) {
-		s.withdraw(h)
 		return time.Time{}, fmt.Errorf("clickhouse: take lease: this instance's claim is not visible %v after it was stored "+
 			"(are inserts asynchronous, or reads served by another replica?)", s.leaseSettle)
 	}
 	if c := heldBy(cs, now, h.ID); c != nil {
-		s.withdraw(h)
 		return time.Time{}, s.refused(c, now)
 	}
 	var winner *claim
@@ -244,18 +244,15 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 		}
 	}
 	if winner == nil || winner.holder.ID != h.ID {
-		s.withdraw(h)
 		if winner == nil { // cannot be: this instance's intent is live
 			return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
 		}
 		return time.Time{}, s.refused(winner, now)
 	}
 	if err := s.writeClaim(ctx, h, claimHeld, now, now.Add(ttl)); err != nil {
-		s.withdraw(h)
 		return time.Time{}, err
 	}
 	if took := time.Since(read); took > bound {
-		s.withdraw(h)
 		return time.Time{}, errTooSlow{took, bound}
 	}
 	deadline := base.Add(ttl - leaseMargin(ttl))
