@@ -175,6 +175,11 @@ type ServiceVersion struct {
 	Version string `json:"version"`
 }
 
+// Compare orders versions by service, then version.
+func (v ServiceVersion) Compare(o ServiceVersion) int {
+	return cmp.Or(cmp.Compare(v.Service, o.Service), cmp.Compare(v.Version, o.Version))
+}
+
 // Evaluator evaluates traces against a State. It reuses scratch memory and
 // is not safe for concurrent use; use one per goroutine.
 type Evaluator struct {
@@ -288,9 +293,7 @@ func versions(t *graph.Trace, out []ServiceVersion) []ServiceVersion {
 			out = append(out, v)
 		}
 	}
-	slices.SortFunc(out, func(x, y ServiceVersion) int {
-		return cmp.Or(cmp.Compare(x.Service, y.Service), cmp.Compare(x.Version, y.Version))
-	})
+	slices.SortFunc(out, ServiceVersion.Compare)
 	return out
 }
 

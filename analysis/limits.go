@@ -1,7 +1,7 @@
 package analysis
 
 import (
-	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -125,9 +125,6 @@ func (c *FoldCounts) Merge(o FoldCounts) {
 	c.Operations += o.Operations
 	c.Versions += o.Versions
 }
-
-// Any reports whether a count is not zero.
-func (c FoldCounts) Any() bool { return c != FoldCounts{} }
 
 // Admitted is the set of names one window admitted: at most Limits of
 // each kind, never fewer as time goes on. A State keeps its window's
@@ -257,46 +254,28 @@ func (a *Admitted) toJSON() *admittedJSON {
 	if a == nil {
 		return nil
 	}
-	out := &admittedJSON{}
-	for k := range a.apis {
-		out.APIs = append(out.APIs, k)
+	return &admittedJSON{
+		APIs:     slices.Sorted(maps.Keys(a.apis)),
+		Services: slices.Sorted(maps.Keys(a.services)),
+		Nodes:    slices.SortedFunc(maps.Keys(a.nodes), graph.Node.Compare),
+		Versions: slices.SortedFunc(maps.Keys(a.versions), ServiceVersion.Compare),
 	}
-	for k := range a.services {
-		out.Services = append(out.Services, k)
-	}
-	for k := range a.nodes {
-		out.Nodes = append(out.Nodes, k)
-	}
-	for k := range a.versions {
-		out.Versions = append(out.Versions, k)
-	}
-	slices.Sort(out.APIs)
-	slices.Sort(out.Services)
-	slices.SortFunc(out.Nodes, graph.Node.Compare)
-	slices.SortFunc(out.Versions, func(x, y ServiceVersion) int {
-		return cmp.Or(cmp.Compare(x.Service, y.Service), cmp.Compare(x.Version, y.Version))
-	})
-	return out
 }
 
 func (j *admittedJSON) admitted() *Admitted {
 	if j == nil || len(j.APIs)+len(j.Services)+len(j.Nodes)+len(j.Versions) == 0 {
 		return nil
 	}
-	a := newAdmitted()
-	for _, k := range j.APIs {
-		a.apis[k] = struct{}{}
+	return &Admitted{apis: setOf(j.APIs), services: setOf(j.Services), nodes: setOf(j.Nodes), versions: setOf(j.Versions)}
+}
+
+// setOf returns the set of ks.
+func setOf[K comparable](ks []K) map[K]struct{} {
+	m := make(map[K]struct{}, len(ks))
+	for _, k := range ks {
+		m[k] = struct{}{}
 	}
-	for _, k := range j.Services {
-		a.services[k] = struct{}{}
-	}
-	for _, k := range j.Nodes {
-		a.nodes[k] = struct{}{}
-	}
-	for _, k := range j.Versions {
-		a.versions[k] = struct{}{}
-	}
-	return a
+	return m
 }
 
 // Admitted returns the names the window of s admitted, for Folder.Fold:

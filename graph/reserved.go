@@ -55,7 +55,7 @@ func IsReserved(s string) bool {
 // MaxNameLen, or begins with the reserved names' first rune. It is the
 // cheap test that keeps CapName off the common path.
 func NeedsCap(s string) bool {
-	return len(s) > MaxNameLen || (len(s) >= 3 && s[0] == 0xe2 && IsReserved(s))
+	return len(s) > MaxNameLen || IsReserved(s)
 }
 
 // CapName appends to dst the name s as the analysis keeps it, and

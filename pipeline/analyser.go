@@ -234,9 +234,9 @@ func (a *analyser) release(part []*pendingTrace) {
 		n += len(t.spans)
 	}
 	a.p.inflight.Add(-int64(n))
-	traces, spans := a.p.pendingCounts()
-	a.p.m.pendingTraces.Set(float64(traces))
-	a.p.m.pendingSpans.Set(float64(spans))
+	a.p.mu.Lock()
+	a.p.setPendingGauges()
+	a.p.mu.Unlock()
 }
 
 // step computes part as one store batch (its checkpoint at most floor)
@@ -546,18 +546,10 @@ func (a *analyser) folded(f analysis.Folded, w int64) {
 	if f == 0 {
 		return
 	}
-	m := a.p.m.folded
-	if f&analysis.FoldedAPI != 0 {
-		m.WithLabelValues("api").Inc()
-	}
-	if f&analysis.FoldedService != 0 {
-		m.WithLabelValues("service").Inc()
-	}
-	if f&analysis.FoldedOperation != 0 {
-		m.WithLabelValues("operation").Inc()
-	}
-	if f&analysis.FoldedVersion != 0 {
-		m.WithLabelValues("version").Inc()
+	for i, c := range a.p.m.folded {
+		if f&(1<<i) != 0 {
+			c.Inc()
+		}
 	}
 	a.folds.Add(f, 1)
 	now := a.p.cfg.Now()
@@ -741,11 +733,10 @@ func (a *analyser) evict() {
 	}
 }
 
-// pendingCounts returns the traces and spans waiting in the buffer.
-func (p *Pipeline) pendingCounts() (traces, spans int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pending.traces(), p.pending.spans
+// setPendingGauges sets the pending gauges from the buffer; p.mu is held.
+func (p *Pipeline) setPendingGauges() {
+	p.m.pendingTraces.Set(float64(p.pending.traces()))
+	p.m.pendingSpans.Set(float64(p.pending.spans))
 }
 
 // minStart returns the earliest start of spans.

@@ -21,8 +21,13 @@ type metrics struct {
 	skewed        prometheus.Counter
 	idReused      prometheus.Counter
 	truncated     prometheus.Counter
-	folded        *prometheus.CounterVec // by kind: api, service, operation, version
+	foldedVec     *prometheus.CounterVec // by kind: foldKinds
+	folded        [4]prometheus.Counter  // its series, in analysis.Folded's bit order
 }
+
+// foldKinds are the kind labels of stormradius_traces_folded_total, in the
+// bit order of analysis.Folded (FoldedAPI first).
+var foldKinds = [4]string{"api", "service", "operation", "version"}
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := func(c prometheus.Collector) {
@@ -63,15 +68,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Re-opened traces whose new spans start more than a window after the trace: a client reusing trace ids; the spans are merged into the earlier trace."}),
 		truncated: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_name_truncated_total",
 			Help: "Spans stored with a name (service, version, span name, operation or peer) cut to 256 bytes."}),
-		folded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_traces_folded_total",
+		foldedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_traces_folded_total",
 			Help: "Trace analyses in which names past their window's caps were counted under the reserved buckets, by kind: api (root API under ⟨other APIs⟩), service, operation, version (re-opened traces count again)."}, []string{"kind"}),
 	}
-	for _, kind := range []string{"api", "service", "operation", "version"} {
-		m.folded.WithLabelValues(kind) // listed at 0 from the start
+	for i, kind := range foldKinds {
+		m.folded[i] = m.foldedVec.WithLabelValues(kind) // listed at 0 from the start
 	}
 	for _, c := range []prometheus.Collector{m.stored, m.rejected, m.pendingTraces, m.pendingSpans, m.flushed, m.reopened,
 		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors, m.skewed, m.idReused,
-		m.truncated, m.folded} {
+		m.truncated, m.foldedVec} {
 		f(c)
 	}
 	return m

@@ -93,8 +93,7 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 	p.m.truncated.Add(float64(truncated))
 	p.mu.Lock()
 	p.pending.add(spans, seq, now)
-	p.m.pendingTraces.Set(float64(p.pending.traces()))
-	p.m.pendingSpans.Set(float64(p.pending.spans))
+	p.setPendingGauges()
 	p.mu.Unlock()
 	for _, r := range batch {
 		r.done <- nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -59,9 +60,8 @@ type Collector struct {
 
 	mu      sync.Mutex
 	at      time.Time
-	window  []apiSeries // per API (own series, then the overflow)
+	window  []apiSeries // per API (own series, then the overflow); nil until a read succeeded
 	total   []apiSeries
-	hasWin  bool
 	open    int
 	lastErr error
 	own     map[string]bool // APIs with series of their own
@@ -74,8 +74,6 @@ type apiSeries struct {
 	maxRadius                           int
 	meanRadius                          float64
 	suppressed, spurious, misattributed int64
-	failed                              int64 // for the overflow's mean
-	radiusSum                           float64
 }
 
 var (
@@ -130,7 +128,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(descFolded, prometheus.GaugeValue, float64(c.folded))
-	if c.hasWin {
+	if c.window != nil {
 		for _, a := range c.window {
 			ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(a.maxRadius), a.api)
 			ch <- prometheus.MustNewConstMetric(descMean, prometheus.GaugeValue, a.meanRadius, a.api)
@@ -161,9 +159,6 @@ func (c *Collector) admit(docs ...*analysis.Document) {
 	}
 	traces := map[string]int64{}
 	for _, d := range docs {
-		if d == nil {
-			continue
-		}
 		for _, a := range d.APIs {
 			if !c.own[a.API] && a.API != graph.OtherAPI {
 				traces[a.API] = a.Traces
@@ -181,11 +176,15 @@ func (c *Collector) admit(docs ...*analysis.Document) {
 }
 
 // series returns the series of d's APIs: those with series of their own,
-// then the overflow's (when it has an API), and the APIs in the overflow.
+// then the overflow's (when it has an API), and the APIs in the overflow
+// (graph.OtherAPI, the analysis's own overflow, not among them).
 func (c *Collector) series(d *analysis.Document) ([]apiSeries, map[string]bool) {
 	out := make([]apiSeries, 0, min(len(d.APIs), len(c.own))+1)
 	other := apiSeries{api: graph.OtherAPI}
 	in := map[string]bool{}
+	overflow := false
+	var failed int64
+	var radiusSum float64
 	for _, a := range d.APIs {
 		s := apiSeries{api: a.API, maxRadius: a.MaxRadius, meanRadius: a.MeanRadius, suppressed: a.SuppressedRetries,
 			spurious: a.SpuriousRequestsPrevented, misattributed: a.MisattributedErrors}
@@ -193,17 +192,20 @@ func (c *Collector) series(d *analysis.Document) ([]apiSeries, map[string]bool) 
 			out = append(out, s)
 			continue
 		}
-		in[a.API] = true
+		overflow = true
+		if a.API != graph.OtherAPI {
+			in[a.API] = true
+		}
 		other.maxRadius = max(other.maxRadius, a.MaxRadius)
-		other.failed += a.FailedTraces
-		other.radiusSum += a.MeanRadius * float64(a.FailedTraces)
+		failed += a.FailedTraces
+		radiusSum += a.MeanRadius * float64(a.FailedTraces)
 		other.suppressed += a.SuppressedRetries
 		other.spurious += a.SpuriousRequestsPrevented
 		other.misattributed += a.MisattributedErrors
 	}
-	if len(in) > 0 {
-		if other.failed > 0 {
-			other.meanRadius = other.radiusSum / float64(other.failed)
+	if overflow {
+		if failed > 0 {
+			other.meanRadius = radiusSum / float64(failed)
 		}
 		out = append(out, other)
 	}
@@ -224,12 +226,7 @@ func (c *Collector) refresh(now time.Time) {
 			var inW, inT map[string]bool
 			c.window, inW = c.series(win)
 			c.total, inT = c.series(tot)
-			c.hasWin = true
-			delete(inW, graph.OtherAPI)
-			delete(inT, graph.OtherAPI)
-			for api := range inT {
-				inW[api] = true
-			}
+			maps.Copy(inW, inT)
 			c.folded = len(inW)
 		}
 	}
