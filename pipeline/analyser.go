@@ -692,6 +692,10 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 		}
 		a.p.log.Info("window state rebuilt from its records", "window", w, "traces", st.Traces)
 	}
+	// The names the window admitted are those its counts hold now (and
+	// those stored with it): fix them before a re-opened trace that leaves
+	// the window takes its names out of the counts (they stay admitted).
+	st.Admitted()
 	a.windows.Put(w, st)
 	a.touched[w] = a.p.cfg.Now()
 	return st, nil

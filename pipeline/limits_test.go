@@ -181,6 +181,43 @@ func admittedAfterRestart(t *testing.T, open func() store.Store) {
 	}
 }
 
+// A re-opened trace that leaves its window (a late span starts in the
+// window before) does not take its names out of the window it leaves,
+// even when that window's state was just read from the store: b, which
+// only trace 2 carried, stays admitted there, so d (a third API) is folded
+// and b's next trace keeps its own API.
+func TestAdmittedWhenATraceLeaves(t *testing.T) {
+	bothStores(t, admittedWhenATraceLeaves)
+}
+
+func admittedWhenATraceLeaves(t *testing.T, open func() store.Store) {
+	c := cfg()
+	c.Analysis.Limits = analysis.Limits{APIs: 2}
+	st := open()
+	p, stop := start(t, st, c)
+	feedOne(t, p, rootSpan(1, 1, 0, "a", "GET /x", time.Second))
+	feedOne(t, p, rootSpan(2, 1, 0, "b", "GET /x", 2*time.Second))
+	stop()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st = open()
+	defer st.Close()
+	p, stop = start(t, st, c)
+	defer stop()
+	// Trace 2 gets a fragment (its parent is not in the trace) a second
+	// before the window: the trace moves to the window before, its API
+	// still b's.
+	feedOne(t, p, rootSpan(2, 2, 99, "b2", "GET /y", -time.Second))
+	feedOne(t, p, rootSpan(5, 1, 0, "d", "GET /x", 5*time.Second)) // a third API in the window: folded
+	feedOne(t, p, rootSpan(6, 1, 0, "b", "GET /x", 6*time.Second)) // admitted before: kept
+	got := reportAPIs(t, st, c.Analysis)
+	if len(got) != 3 || got["a GET /x"] != 1 || got["b GET /x"] != 2 || got[graph.OtherAPI] != 1 {
+		t.Fatalf("APIs %v, want a GET /x 1, b GET /x 2 (one a window earlier), %s 1 (d)", got, graph.OtherAPI)
+	}
+}
+
 // Traces analysed in one batch share their window's caps: 20 new APIs in
 // one request, a cap of 5, and exactly 5 are admitted (which 5 depends on
 // the order the batch holds them in), 15 counted under ⟨other APIs⟩ and
