@@ -175,11 +175,7 @@ func (d *Decoder) unzstd(b []byte) ([]byte, error) {
 		}
 	}
 	if d.zmsg == nil {
-		z, err := zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(limit),
-			zstd.WithDecoderMaxWindow(max(min(limit, zstd.MaxWindowSize), zstd.MinWindowSize)))
+		z, err := NewZstdReader(nil, limit)
 		if err != nil {
 			return nil, err
 		}

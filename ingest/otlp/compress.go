@@ -14,6 +14,8 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/stormradius/stormradius/ingest"
 )
 
 // coding is an HTTP Content-Encoding the receiver reads: every one the
@@ -80,16 +82,6 @@ func isSnappyFramed(b []byte) bool { return bytes.HasPrefix(b, snappyStreamID) }
 // --long frames ask for more; they are refused as too large.
 const zstdMaxWindow = 32 << 20
 
-// newZstdDecoder returns a synchronous zstd decoder (the collector's own
-// receivers disable async decoding too: a request is decoded by the
-// goroutine that serves it) that refuses windows over zstdMaxWindow.
-func newZstdDecoder() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(zstdMaxWindow))
-}
-
 // decoders are one request's decompressors, kept with its work so that a
 // steady stream of compressed requests allocates none.
 type decoders struct {
@@ -138,7 +130,7 @@ func (d *decoders) reader(c coding, raw []byte) (io.Reader, error) {
 		return d.fl, nil
 	case codingZstd:
 		if d.zstd == nil {
-			if d.zstd, err = newZstdDecoder(); err != nil {
+			if d.zstd, err = ingest.NewZstdReader(nil, zstdMaxWindow); err != nil {
 				return nil, fmt.Errorf("zstd decoder: %w", err) // options are constants: not the client's fault
 			}
 		}

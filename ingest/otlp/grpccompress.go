@@ -13,6 +13,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/encoding"
 
+	"github.com/stormradius/stormradius/ingest"
+
 	// grpc's gzip codec, registered first so that ours (below) replaces it.
 	_ "google.golang.org/grpc/encoding/gzip"
 )
@@ -208,7 +210,7 @@ func (c *zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 	dec, ok := c.decoders.Get().(*zstd.Decoder)
 	if !ok {
 		var err error
-		if dec, err = newZstdDecoder(); err != nil {
+		if dec, err = ingest.NewZstdReader(nil, zstdMaxWindow); err != nil {
 			return nil, err
 		}
 	}
