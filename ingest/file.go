@@ -319,11 +319,7 @@ type fileReader struct {
 // or either compressed as one zstd frame) and emits its spans. A decoding
 // error is reported through onBad.
 func (fr *fileReader) message(b []byte, n int) error {
-	where := fmt.Sprintf(": message %d", n)
-	if IsZstd(b) {
-		return fr.decodeRequest(decodeJob{b: b, zstd: true, where: where})
-	}
-	return fr.decodeRequest(decodeJob{b: b, json: isJSON(b), where: where})
+	return fr.decodeRequest(decodeJob{b: b, where: fmt.Sprintf(": message %d", n)})
 }
 
 // rejected reports a request that did not decode; where is ":<line>" or
@@ -400,16 +396,15 @@ func (fr *fileReader) readErr(err error, where, read string) error {
 		switch se.kind {
 		case ErrTruncated:
 			return newKindError(ErrTruncated, io.ErrUnexpectedEOF, fmt.Sprintf("%s: %s stream truncated %s (%s%s)", fr.name, se.codec, where, read, mayBeWritten))
-		case ErrCorrupt:
+		case ErrCorrupt, ErrLimit:
 			if read != "" {
 				where += " (" + strings.TrimSuffix(read, "; ") + ")"
 			}
-			return newKindError(ErrCorrupt, se.err, fmt.Sprintf("%s: %s stream corrupt %s: %v", fr.name, se.codec, where, se.err))
-		case ErrLimit:
-			if read != "" {
-				where += " (" + strings.TrimSuffix(read, "; ") + ")"
+			verb := "corrupt"
+			if se.kind == ErrLimit {
+				verb = "refused"
 			}
-			return newKindError(ErrLimit, se.err, fmt.Sprintf("%s: %s stream refused %s: %v", fr.name, se.codec, where, se.err))
+			return newKindError(se.kind, se.err, fmt.Sprintf("%s: %s stream %s %s: %v", fr.name, se.codec, verb, where, se.err))
 		}
 	}
 	return fmt.Errorf("%s: read error %s: %w", fr.name, where, err)

@@ -26,28 +26,27 @@ type decodePool struct {
 // decodeJob is one request of a file to decode.
 type decodeJob struct {
 	b     []byte
-	json  bool
 	lines bool // from a JSON lines file: already checked by the line scanner
-	zstd  bool // a message compressed as a zstd frame: JSON or protobuf inside
 	where string
 }
 
-// decode decodes the request j into d's span buffer; json says, for an
-// error, whether it was JSON (known only once a zstd message is
-// decompressed).
+// decode decodes the request j into d's span buffer: a JSON line, or a
+// message of a length-prefixed stream (protobuf or JSON, either maybe one
+// zstd frame: told from its bytes). json says, for an error, whether it
+// was JSON.
 func (d *Decoder) decode(j decodeJob) (spans []graph.Span, json bool, err error) {
-	b, json := j.b, j.json
-	if j.zstd {
+	if j.lines {
+		spans, err = d.decodeJSON(d.spans[:0], j.b)
+		return spans, true, err
+	}
+	b := j.b
+	if IsZstd(b) {
 		if b, err = d.unzstd(b); err != nil {
 			return d.spans[:0], false, err
 		}
-		json = isJSON(b)
 	}
-	if j.lines {
-		spans, err = d.decodeJSON(d.spans[:0], b)
-	} else {
-		spans, err = d.AppendRequest(d.spans[:0], b, json)
-	}
+	json = isJSON(b)
+	spans, err = d.AppendRequest(d.spans[:0], b, json)
 	return spans, json, err
 }
 
