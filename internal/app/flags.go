@@ -35,16 +35,15 @@ const (
 // they describe.
 func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	data := new(string)
-	var storeURL, httpAddr *string
-	switch role {
-	case Ingest:
-		storeURL = fs.String("store", "", "store URL (required): clickhouse://host:9000/db")
-		httpAddr = fs.String("http", ":8080", `/healthz, /readyz and /metrics listen address ("off" to disable); cmd/api serves the REST API and the UI`)
-	default:
+	storeHelp := "store URL (required): clickhouse://host:9000/db"
+	httpHelp := `/healthz, /readyz and /metrics listen address ("off" to disable); cmd/api serves the REST API and the UI`
+	if role != Ingest {
 		data = fs.String("data", "./data", "directory of the embedded store (used when --store is empty)")
-		storeURL = fs.String("store", "", "store URL instead of the embedded store: clickhouse://host:9000/db")
-		httpAddr = fs.String("http", ":8080", `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`)
+		storeHelp = "store URL instead of the embedded store: clickhouse://host:9000/db"
+		httpHelp = `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`
 	}
+	storeURL := fs.String("store", "", storeHelp)
+	httpAddr := fs.String("http", ":8080", httpHelp)
 	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
 	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
 	var tokens listValue
