@@ -208,10 +208,7 @@ func dayID(d int64) string { return dayDate(d).Format("20060102") }
 // summing them. A late insert into a settled day makes it a day of
 // several parts again, read by summing until the next Compact.
 func (s *Store) Compact(ctx context.Context, t int64) error {
-	if err := s.checkOpen("compact"); err != nil {
-		return err
-	}
-	if err := s.fence("compact"); err != nil {
+	if err := s.checkWrite("compact"); err != nil {
 		return err
 	}
 	parts, err := s.nodeMinuteParts(ctx, `partition_id < `+quote(dayID(dayOf(t))))

@@ -325,9 +325,12 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	return nil
 }
 
-// fence returns nil when the store may write (see store.LeaseFence), else
-// an error saying what was refused.
-func (s *Store) fence(what string) error {
+// checkWrite refuses a write (what) once the store is closed, or once this
+// instance's lease may be lost (store.LeaseFence).
+func (s *Store) checkWrite(what string) error {
+	if err := s.checkOpen(what); err != nil {
+		return err
+	}
 	if err := s.lease.Check(); err != nil {
 		return fmt.Errorf("clickhouse: %s: %w", what, err)
 	}

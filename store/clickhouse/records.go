@@ -116,10 +116,7 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if err := s.checkOpen("apply"); err != nil {
-		return err
-	}
-	if err := s.fence("apply"); err != nil {
+	if err := s.checkWrite("apply"); err != nil {
 		return err
 	}
 	minutes, windows := map[int64]struct{}{}, map[int64]struct{}{}

@@ -80,10 +80,7 @@ func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, erro
 // PutSummaries stores window summaries, replacing those of the same
 // windows.
 func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
-	if err := s.checkOpen("put summaries"); err != nil {
-		return err
-	}
-	if err := s.fence("put summaries"); err != nil {
+	if err := s.checkWrite("put summaries"); err != nil {
 		return err
 	}
 	if len(sums) == 0 {
@@ -169,10 +166,7 @@ var (
 // day their window starts: a window that straddles the floor keeps its
 // day's partition (the floor hides the rest of that day's windows).
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
-	if err := s.checkOpen("delete"); err != nil {
-		return err
-	}
-	if err := s.fence("delete"); err != nil {
+	if err := s.checkWrite("delete"); err != nil {
 		return err
 	}
 	cutoff := floorDiv(t, nsPerDay) * nsPerDay
