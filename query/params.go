@@ -50,10 +50,10 @@ func ParseRange(v url.Values, now time.Time) (store.Query, error) {
 			q.From = q.To - int64(DefaultRange)
 		}
 	}
-	if q.To <= q.From && !toSet {
-		return q, badParam("to", "must be after from (to is now when not given)")
-	}
 	if q.To <= q.From {
+		if !toSet {
+			return q, badParam("to", "must be after from (to is now when not given)")
+		}
 		return q, badParam("to", "must be after from")
 	}
 	q.From, q.To = store.Bound(q.From), store.Bound(q.To)

@@ -90,17 +90,19 @@ func unixSeconds(s string) (ns int64, ok bool, err error) {
 	if whole == "" || strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
 		return 0, false, nil
 	}
-	tooLate := fmt.Errorf("unix seconds after %d.%09d, outside the range times can take (%s)", maxUnixSeconds, maxNanos, RangeText)
+	tooLate := func() error {
+		return fmt.Errorf("unix seconds after %d.%09d, outside the range times can take (%s)", maxUnixSeconds, maxNanos, RangeText)
+	}
 	sec, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil || sec > maxUnixSeconds {
-		return 0, true, tooLate
+		return 0, true, tooLate()
 	}
 	if len(frac) > 9 {
 		frac = frac[:9] // below a nanosecond
 	}
 	nano, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
 	if sec == maxUnixSeconds && nano > maxNanos {
-		return 0, true, tooLate
+		return 0, true, tooLate()
 	}
 	return sec*int64(time.Second) + nano, true, nil
 }
