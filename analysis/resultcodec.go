@@ -7,7 +7,7 @@ import (
 	"math"
 
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/internal/wire"
+	"github.com/stormradius/stormradius/graph/wire"
 	"github.com/stormradius/stormradius/radius"
 )
 

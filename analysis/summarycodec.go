@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/internal/wire"
+	"github.com/stormradius/stormradius/graph/wire"
 )
 
 // The binary form of a WindowSummary starts with summaryMagic, a byte

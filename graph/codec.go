@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/stormradius/stormradius/internal/wire"
+	"github.com/stormradius/stormradius/graph/wire"
 )
 
 // traceCodecVersion is the first byte of an encoded trace.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/gate"
-	"github.com/stormradius/stormradius/internal/timerange"
+	"github.com/stormradius/stormradius/query/timerange"
 	"github.com/stormradius/stormradius/store"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/bearer"
 	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/internal/bearer"
 	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/radius"
 	"github.com/stormradius/stormradius/store"

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stormradius/stormradius/internal/timerange"
+	"github.com/stormradius/stormradius/query/timerange"
 )
 
 // operation documents one route in the OpenAPI document.

@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/internal/storeurl"
 )
 
@@ -40,7 +39,7 @@ func run(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(os.Stderr, "api: %v\n", err)
 		return 2
 	}

@@ -19,7 +19,6 @@ import (
 	"syscall"
 
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/internal/flagenv"
 )
 
 func main() {
@@ -49,7 +48,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingest: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
 	}

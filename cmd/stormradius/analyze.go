@@ -10,9 +10,8 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/internal/flagenv"
-	"github.com/stormradius/stormradius/internal/timerange"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query/timerange"
 )
 
 func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -38,7 +37,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
 		return exitUsage
 	}

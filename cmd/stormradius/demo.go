@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/demo"
-	"github.com/stormradius/stormradius/internal/flagenv"
 )
 
 func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -39,7 +39,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "stormradius demo: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius demo: %v\n", err)
 		return exitUsage
 	}
@@ -62,7 +62,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUsage
 	}
 	addr := *httpAddr
-	if addr == "off" || (*headless && !flagenv.Given(fs, "http")) {
+	if addr == "off" || (*headless && !app.Given(fs, "http")) {
 		addr = ""
 	}
 	dir := *data

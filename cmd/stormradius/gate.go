@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/gate"
-	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
-	"github.com/stormradius/stormradius/internal/timerange"
 	"github.com/stormradius/stormradius/query"
+	"github.com/stormradius/stormradius/query/timerange"
 )
 
 // runGate asks the gate — a running server's (--url) or a store's
@@ -56,7 +56,7 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "stormradius gate: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius gate: %v\n", err)
 		return exitUsage
 	}

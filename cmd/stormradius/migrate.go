@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
 )
 
@@ -26,7 +26,7 @@ func runMigrate(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius migrate: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius migrate: %v\n", err)
 		return exitUsage
 	}

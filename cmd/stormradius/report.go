@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
-	"github.com/stormradius/stormradius/internal/timerange"
+	"github.com/stormradius/stormradius/query/timerange"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -32,7 +32,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if _, err := parseArgs(fs, args); err != nil {
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
 		return exitUsage
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/internal/flagenv"
 )
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -25,7 +24,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stderr, "stormradius serve: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius serve: %v\n", err)
 		return exitUsage
 	}

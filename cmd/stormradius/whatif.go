@@ -15,7 +15,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/internal/flagenv"
+	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/query"
 )
@@ -42,7 +42,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return exitUsage
 	}
-	if err := flagenv.Apply(fs); err != nil {
+	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 		return exitUsage
 	}
@@ -66,7 +66,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if (*chain == "") == (len(traces) == 0) {
 		return usageErr("give either --chain or --traces (with --api)")
 	}
-	if flagenv.Given(fs, "error-rate") {
+	if app.Given(fs, "error-rate") {
 		req.ErrorRate = errorRate
 	}
 	var state *analysis.State
@@ -77,7 +77,7 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return usageErr("--traces needs --api \"service operation\"")
 		}
 		req.API = *api
-		if flagenv.Given(fs, "retries") {
+		if app.Given(fs, "retries") {
 			req.Retries = retries
 		}
 		var in *loaded
@@ -171,7 +171,7 @@ func checkWhatIfNumbers(fs *flag.FlagSet, retries, budget, errorRate float64) er
 	if !(budget >= 0 && budget <= 1) { // NaN fails both
 		return fmt.Errorf("--budget %v: want a fraction of requests between 0 and 1 (0.1 is 10%%)", budget)
 	}
-	if flagenv.Given(fs, "error-rate") && !(errorRate >= 0 && errorRate <= 1) {
+	if app.Given(fs, "error-rate") && !(errorRate >= 0 && errorRate <= 1) {
 		return fmt.Errorf("--error-rate %v: want a fraction between 0 and 1 (0.05 is 5%%)", errorRate)
 	}
 	return nil

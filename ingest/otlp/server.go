@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	encproto "google.golang.org/grpc/encoding/proto"
 
-	"github.com/stormradius/stormradius/internal/bearer"
+	"github.com/stormradius/stormradius/bearer"
 	"github.com/stormradius/stormradius/store"
 )
 

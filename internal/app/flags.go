@@ -31,7 +31,7 @@ const (
 )
 
 // Flags registers the service's flags for role on fs and returns a
-// function that, after fs.Parse (and flagenv.Apply), builds the Config
+// function that, after fs.Parse (and ApplyEnv), builds the Config
 // they describe.
 func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	data := new(string)

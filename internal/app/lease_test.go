@@ -15,7 +15,6 @@ import (
 
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/internal/flagenv"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/sim"
@@ -152,7 +151,7 @@ func TestLeaseTimeoutFlag(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			return app.Config{}, err
 		}
-		if err := flagenv.Apply(fs); err != nil {
+		if err := app.ApplyEnv(fs); err != nil {
 			return app.Config{}, err
 		}
 		return build()

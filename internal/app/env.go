@@ -1,7 +1,8 @@
-// Package flagenv gives command-line flags environment fallbacks: a flag
+// Environment fallbacks for command-line flags: a flag
 // not set on the command line takes the value of STORMRADIUS_<NAME>, with
 // the name upper-cased and '-' turned into '_'.
-package flagenv
+
+package app
 
 import (
 	"flag"
@@ -10,17 +11,17 @@ import (
 	"strings"
 )
 
-// Prefix is the prefix of every environment variable.
-const Prefix = "STORMRADIUS_"
+// EnvPrefix is the prefix of every environment variable.
+const EnvPrefix = "STORMRADIUS_"
 
-// Name returns the environment variable of flag name.
-func Name(flagName string) string {
-	return Prefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// EnvName returns the environment variable of flag name.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Apply sets every flag of fs that was not given on the command line from
+// ApplyEnv sets every flag of fs that was not given on the command line from
 // its environment variable, if set. Call it after fs.Parse.
-func Apply(fs *flag.FlagSet) error {
+func ApplyEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
@@ -28,9 +29,9 @@ func Apply(fs *flag.FlagSet) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		if v, ok := os.LookupEnv(Name(f.Name)); ok {
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", Name(f.Name), v, e)
+				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, e)
 			}
 		}
 	})
@@ -43,7 +44,7 @@ func Given(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	if !given {
-		_, given = os.LookupEnv(Name(name))
+		_, given = os.LookupEnv(EnvName(name))
 	}
 	return given
 }

@@ -1,11 +1,11 @@
-package flagenv
+package app
 
 import (
 	"flag"
 	"testing"
 )
 
-func TestApply(t *testing.T) {
+func TestApplyEnv(t *testing.T) {
 	t.Setenv("STORMRADIUS_CLAIM_HEADER", "x-uber-error-claim")
 	t.Setenv("STORMRADIUS_FORMAT", "table")
 	t.Setenv("STORMRADIUS_WORKERS", "many")
@@ -15,7 +15,7 @@ func TestApply(t *testing.T) {
 	if err := fs.Parse([]string{"--format", "json"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(fs); err != nil {
+	if err := ApplyEnv(fs); err != nil {
 		t.Fatal(err)
 	}
 	if *header != "x-uber-error-claim" {
@@ -30,7 +30,7 @@ func TestApply(t *testing.T) {
 	fs2 := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs2.Int("workers", 0, "")
 	fs2.Parse(nil)
-	if err := Apply(fs2); err == nil {
+	if err := ApplyEnv(fs2); err == nil {
 		t.Error("a bad env value must be an error naming the variable")
 	}
 }
