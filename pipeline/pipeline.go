@@ -43,7 +43,7 @@ type Config struct {
 	// MaxInflightSpans bounds the spans held in memory: being written plus
 	// waiting for their trace to be analysed (default 1,000,000). Past 80%
 	// of it, the oldest traces are analysed early; past it, Consume
-	// refuses with store.ErrBackpressure.
+	// refuses with ErrBackpressure.
 	MaxInflightSpans int
 	// MaxWriteSpans bounds one group-committed span write (default 50,000).
 	MaxWriteSpans int
@@ -150,8 +150,8 @@ func New(st store.Store, cfg Config) *Pipeline {
 	return p
 }
 
-// Consume stores spans durably and queues them for analysis (store.Consumer).
-// It returns an error wrapping store.ErrBackpressure when too many spans
+// Consume stores spans durably and queues them for analysis (Consumer).
+// It returns an error wrapping ErrBackpressure when too many spans
 // are in flight, store.ErrUnavailable when the store failed, and ctx's
 // error when the caller gave up (the spans may still be stored and
 // analysed: at least once).
@@ -168,7 +168,7 @@ func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
 	if cur := p.inflight.Add(n); cur > int64(p.cfg.MaxInflightSpans) && cur != n {
 		p.inflight.Add(-n)
 		p.m.rejected.WithLabelValues("backpressure").Add(float64(n))
-		return fmt.Errorf("pipeline: %d spans in flight: %w", cur-n, store.ErrBackpressure)
+		return fmt.Errorf("pipeline: %d spans in flight: %w", cur-n, ErrBackpressure)
 	}
 	req := &writeReq{spans: spans, done: make(chan error, 1)}
 	select {
@@ -182,7 +182,7 @@ func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
 	}
 	// Once queued, the write is waited for even if the caller gives up:
 	// the writer reads the caller's slice, which must not be reused before
-	// Consume returns (store.Consumer). Writes are bounded (30 s).
+	// Consume returns (Consumer). Writes are bounded (30 s).
 	err := <-req.done
 	if err == nil && ctx.Err() != nil {
 		return ctx.Err() // stored, but the caller asked to stop waiting
@@ -191,7 +191,7 @@ func (p *Pipeline) Consume(ctx context.Context, spans []graph.Span) error {
 }
 
 // Saturated reports whether Consume would refuse any spans now
-// (store.Saturated): the spans in flight already fill the budget.
+// (Saturated): the spans in flight already fill the budget.
 func (p *Pipeline) Saturated() bool {
 	return p.inflight.Load() >= int64(p.cfg.MaxInflightSpans)
 }

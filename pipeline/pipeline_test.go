@@ -176,7 +176,7 @@ func feed(t *testing.T, p *pipeline.Pipeline, batches [][]graph.Span) {
 			for b := range ch {
 				for {
 					err := p.Consume(context.Background(), b)
-					if errors.Is(err, store.ErrBackpressure) {
+					if errors.Is(err, pipeline.ErrBackpressure) {
 						time.Sleep(5 * time.Millisecond)
 						continue
 					}
@@ -265,7 +265,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	checkReport(t, st, c, c2.Analysis, want, "report after recovery")
 }
 
-// Past the in-flight budget, Consume refuses with ErrBackpressure and
+// Past the in-flight budget, Consume refuses with pipeline.ErrBackpressure and
 // stores nothing; once the pipeline has caught up it accepts again.
 func TestBackpressure(t *testing.T) {
 	c := storetest.NewCorpus(t, 50, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
@@ -294,11 +294,11 @@ func TestBackpressure(t *testing.T) {
 	if !p.Saturated() {
 		t.Fatal("not saturated at 100 spans of 100")
 	}
-	if err := p.Consume(ctx, all[100:101]); !errors.Is(err, store.ErrBackpressure) {
-		t.Fatalf("one span over budget: %v, want ErrBackpressure", err)
+	if err := p.Consume(ctx, all[100:101]); !errors.Is(err, pipeline.ErrBackpressure) {
+		t.Fatalf("one span over budget: %v, want pipeline.ErrBackpressure", err)
 	}
-	if err := p.Consume(ctx, all[90:120]); !errors.Is(err, store.ErrBackpressure) {
-		t.Fatalf("over budget: %v, want ErrBackpressure", err)
+	if err := p.Consume(ctx, all[90:120]); !errors.Is(err, pipeline.ErrBackpressure) {
+		t.Fatalf("over budget: %v, want pipeline.ErrBackpressure", err)
 	}
 	if spans, _ := st.TraceSpans(ctx, all[100].TraceID, nil); containsSpan(spans, all[100].SpanID) {
 		t.Fatalf("a refused span was stored")

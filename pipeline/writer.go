@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/store"
 )
 
 // writeReq is one Consume call waiting for its spans to be durable.
@@ -106,6 +105,6 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 }
 
 var (
-	_ store.Consumer  = (*Pipeline)(nil)
-	_ store.Saturated = (*Pipeline)(nil)
+	_ Consumer  = (*Pipeline)(nil)
+	_ Saturated = (*Pipeline)(nil)
 )

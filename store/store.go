@@ -25,9 +25,6 @@ import (
 var (
 	// ErrNotFound: no such trace, record or window.
 	ErrNotFound = errors.New("not found")
-	// ErrBackpressure: too much data is in flight; the client should retry
-	// later (OTLP: 503 / UNAVAILABLE with Retry-After; Kafka: pause).
-	ErrBackpressure = errors.New("overloaded: too much data in flight, retry later")
 	// ErrUnavailable: the database cannot be reached or refused the write;
 	// nothing was stored, the client should retry later.
 	ErrUnavailable = errors.New("store unavailable")

@@ -1,6 +1,6 @@
 // Package kafka reads the traces that the OpenTelemetry Collector's kafka
 // exporter writes to a Kafka topic and hands their spans to a
-// store.Consumer, with at-least-once delivery.
+// pipeline.Consumer, with at-least-once delivery.
 //
 // # What the exporter writes
 //

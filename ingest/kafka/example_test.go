@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stormradius/stormradius/ingest/kafka"
-	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/pipeline"
 )
 
 // A collector configured with
@@ -23,7 +23,7 @@ import (
 // is read by a Receiver with the defaults; every ingester that uses the same
 // group id shares the topic's partitions.
 func ExampleReceiver() {
-	var pipeline store.Consumer // the service's pipeline: Consume returns once spans are durable
+	var pipeline pipeline.Consumer // the service's pipeline: Consume returns once spans are durable
 
 	r, err := kafka.NewReceiver(kafka.Config{
 		Brokers:    []string{"kafka:9092"},

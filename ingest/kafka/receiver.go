@@ -19,15 +19,15 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
-	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/pipeline"
 )
 
 // Receiver consumes a topic the kafka exporter writes as one member of a
-// consumer group, and feeds the spans to a store.Consumer, committing
+// consumer group, and feeds the spans to a pipeline.Consumer, committing
 // offsets only for what the store accepted.
 type Receiver struct {
 	cfg  Config
-	next store.Consumer
+	next pipeline.Consumer
 	log  *slog.Logger
 	m    *metrics
 	dec  *ingest.Decoder // Run's goroutine only
@@ -45,7 +45,7 @@ type Receiver struct {
 // NewReceiver returns a Receiver that reads the topic cfg names and feeds
 // next. It checks cfg and registers the metrics; it does not connect (Run
 // does).
-func NewReceiver(cfg Config, next store.Consumer) (*Receiver, error) {
+func NewReceiver(cfg Config, next pipeline.Consumer) (*Receiver, error) {
 	if next == nil {
 		return nil, errors.New("kafka: no consumer to feed")
 	}
@@ -357,9 +357,9 @@ const stillPausedLogInterval = 30 * time.Second
 // error is the store's own timeout, not ours.
 func retryReason(err error) string {
 	switch {
-	case errors.Is(err, store.ErrBackpressure):
+	case errors.Is(err, pipeline.ErrBackpressure):
 		return reasonBackpressure
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, pipeline.ErrUnavailable):
 		return reasonUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return reasonTimeout

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -114,7 +115,7 @@ func produce(t *testing.T, brokers []string, recs []record, opts ...kgo.Opt) {
 	}
 }
 
-// recorder is a store.Consumer that keeps what it accepted. fail, when set,
+// recorder is a pipeline.Consumer that keeps what it accepted. fail, when set,
 // decides each call (numbered from 1) before anything is kept.
 type recorder struct {
 	mu       sync.Mutex
@@ -209,7 +210,7 @@ func testConfig(t *testing.T, brokers []string) Config {
 }
 
 // start runs a receiver; stop cancels it and returns Run's error.
-func start(t *testing.T, cfg Config, next store.Consumer) (r *Receiver, stop func() error) {
+func start(t *testing.T, cfg Config, next pipeline.Consumer) (r *Receiver, stop func() error) {
 	t.Helper()
 	r, err := NewReceiver(cfg, next)
 	if err != nil {
@@ -526,7 +527,7 @@ func TestBackpressurePauses(t *testing.T) {
 		if call%2 == 0 {
 			return fmt.Errorf("clickhouse: insert spans: %w", store.ErrUnavailable)
 		}
-		return fmt.Errorf("pipeline: %w", store.ErrBackpressure)
+		return fmt.Errorf("pipeline: %w", pipeline.ErrBackpressure)
 	}}
 	cfg := testConfig(t, brokers)
 	cfg.LagInterval = 20 * time.Millisecond

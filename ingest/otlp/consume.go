@@ -10,7 +10,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
-	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/pipeline"
 )
 
 // work is what one in-flight request needs, pooled so that a steady stream
@@ -74,9 +74,9 @@ func (s *Server) acquire(ctx context.Context) bool {
 func (s *Server) release() { <-s.slots }
 
 // saturated reports whether the consumer would refuse any span now
-// (store.Saturated): the request is then answered without being decoded.
+// (pipeline.Saturated): the request is then answered without being decoded.
 func (s *Server) saturated() bool {
-	c, ok := s.consumer.(store.Saturated)
+	c, ok := s.consumer.(pipeline.Saturated)
 	return ok && c.Saturated()
 }
 
@@ -194,9 +194,9 @@ func (s *Server) consume(ctx context.Context, p protocol, w *work, start time.Ti
 // classify maps a Consume error to a failure.
 func classify(ctx context.Context, err error) (failure, error) {
 	switch {
-	case errors.Is(err, store.ErrBackpressure):
+	case errors.Is(err, pipeline.ErrBackpressure):
 		return failBackpressure, err
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, pipeline.ErrUnavailable), errors.Is(err, pipeline.ErrClosed):
 		// Closed: this process is going away; another (or this one,
 		// restarted) will take the retry.
 		return failUnavailable, err

@@ -2,7 +2,7 @@
 // :4317) and OTLP/HTTP POST /v1/traces (default :4318), as an OpenTelemetry
 // Collector's otlp and otlphttp exporters (and the SDKs' exporters) expect
 // them. They decode requests into graph.Span records with an ingest.Decoder
-// and hand them to a store.Consumer; a request is acknowledged only once
+// and hand them to a pipeline.Consumer; a request is acknowledged only once
 // Consume returned nil, that is once its spans are durably stored (SPEC §6).
 //
 // Protobuf requests, over HTTP and over gRPC, reach the ingest.Decoder as

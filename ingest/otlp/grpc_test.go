@@ -23,6 +23,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -108,7 +109,7 @@ func TestGRPCConsumerFailures(t *testing.T) {
 		code  codes.Code
 		retry bool
 	}{
-		{fmt.Errorf("pipeline: admit: %w", store.ErrBackpressure), codes.Unavailable, true},
+		{fmt.Errorf("pipeline: admit: %w", pipeline.ErrBackpressure), codes.Unavailable, true},
 		{fmt.Errorf("clickhouse: insert spans: %w", store.ErrUnavailable), codes.Unavailable, true},
 		{fmt.Errorf("clickhouse: insert spans: %w", errTest), codes.Internal, false},
 	} {

@@ -23,7 +23,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// recorder is a store.Consumer that records what it is given. It can be
+// recorder is a pipeline.Consumer that records what it is given. It can be
 // told to fail, and to block until released.
 type recorder struct {
 	mu    sync.Mutex
@@ -35,7 +35,7 @@ type recorder struct {
 	full  bool          // Saturated's answer
 }
 
-// Saturated implements store.Saturated.
+// Saturated implements pipeline.Saturated.
 func (r *recorder) Saturated() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

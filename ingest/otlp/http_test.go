@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -283,7 +284,7 @@ func TestHTTPConsumerFailures(t *testing.T) {
 		retryAfter string
 		reason     string
 	}{
-		{fmt.Errorf("pipeline: admit 5 spans: %w", store.ErrBackpressure), 503, "2", "backpressure"},
+		{fmt.Errorf("pipeline: admit 5 spans: %w", pipeline.ErrBackpressure), 503, "2", "backpressure"},
 		{fmt.Errorf("sqlite: write spans: %w", store.ErrUnavailable), 503, "2", "unavailable"},
 		{fmt.Errorf("pipeline: %w", store.ErrClosed), 503, "2", "unavailable"},
 		{fmt.Errorf("sqlite: write spans: %w", errTest), 500, "", "internal"},
@@ -317,7 +318,7 @@ func TestHTTPConsumerFailures(t *testing.T) {
 	}
 }
 
-// A consumer that would refuse any span (store.Saturated) gets no call:
+// A consumer that would refuse any span (pipeline.Saturated) gets no call:
 // the request is answered 503 with Retry-After before its body is read —
 // a body that is not even OTLP is not looked at — and counted as a 503.
 func TestHTTPSaturatedConsumer(t *testing.T) {

@@ -17,11 +17,11 @@ import (
 	encproto "google.golang.org/grpc/encoding/proto"
 
 	"github.com/stormradius/stormradius/bearer"
-	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/pipeline"
 )
 
 // Server runs the OTLP gRPC and HTTP trace receivers in front of one
-// store.Consumer.
+// pipeline.Consumer.
 //
 // The spans slice passed to Consume is reused once Consume returns (as
 // io.Writer's p is): a Consumer that keeps spans past the call copies them.
@@ -30,7 +30,7 @@ import (
 // is never reused. The strings in the spans are immutable and may be kept.
 type Server struct {
 	cfg      Config
-	consumer store.Consumer
+	consumer pipeline.Consumer
 	log      *slog.Logger
 	metrics  *metrics
 	auth     *bearer.Tokens
@@ -57,7 +57,7 @@ type Server struct {
 
 // New returns a Server that feeds consumer, configured by cfg. It loads the
 // TLS certificate and registers the metrics, but listens only on Start.
-func New(cfg Config, consumer store.Consumer) (*Server, error) {
+func New(cfg Config, consumer pipeline.Consumer) (*Server, error) {
 	if consumer == nil {
 		return nil, errors.New("otlp: nil consumer")
 	}
