@@ -10,6 +10,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
 )
@@ -75,7 +76,7 @@ func TestBatchRangeEqualsReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := store.Query{From: time.Date(2026, 3, 1, 10, 3, 30, 0, time.UTC).UnixNano(), To: time.Date(2026, 3, 1, 10, 6, 0, 0, time.UTC).UnixNano()}
-	fromStore, err := store.Document(ctx, st, q, c2.Analysis)
+	fromStore, err := query.Document(ctx, st, q, c2.Analysis)
 	if err != nil {
 		t.Fatal(err)
 	}

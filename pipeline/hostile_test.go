@@ -10,6 +10,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	. "github.com/stormradius/stormradius/graph/graphtest"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -72,7 +73,7 @@ func TestHugeTrace(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.Document(ctx, st, store.Query{}, c.Analysis)
+	d, err := query.Document(ctx, st, store.Query{}, c.Analysis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestHostileShapes(t *testing.T) {
 	if got := metric(t, reg, "stormradius_spans_clock_skew_total"); got != 3 { // the late span too
 		t.Errorf("skewed spans %v, want 3", got)
 	}
-	d, err := store.Document(ctx, st, store.Query{}, c.Analysis)
+	d, err := query.Document(ctx, st, store.Query{}, c.Analysis)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -70,7 +71,7 @@ func feedOne(t *testing.T, p interface {
 
 func reportAPIs(t *testing.T, st store.Store, acfg analysis.Config) map[string]int64 {
 	t.Helper()
-	doc, err := store.Document(context.Background(), st, store.Query{}, acfg)
+	doc, err := query.Document(context.Background(), st, store.Query{}, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func checkAtTheCap(t *testing.T, st store.Store, acfg analysis.Config, want stri
 			t.Fatalf("APIs %v, want %v", got, wantAPIs)
 		}
 	}
-	doc, err := store.Document(context.Background(), st, store.Query{}, acfg)
+	doc, err := query.Document(context.Background(), st, store.Query{}, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -105,7 +106,7 @@ func checkRecords(t *testing.T, st store.Records, c *storetest.Corpus, acfg anal
 // document) and every record analyze's result; what names the report.
 func checkReport(t *testing.T, st store.Store, c *storetest.Corpus, acfg analysis.Config, want, what string) {
 	t.Helper()
-	got, err := store.Document(context.Background(), st, store.Query{}, acfg)
+	got, err := query.Document(context.Background(), st, store.Query{}, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ func (s *Service) Incidents(ctx context.Context, q store.Query, limit int) ([]an
 	}
 	api := q.API
 	q.API = ""
-	all, err := store.FindIncidents(ctx, s.Store, q, s.Config, false)
-	if errors.Is(err, store.ErrNoIncidents) {
+	all, err := FindIncidents(ctx, s.Store, q, s.Config, false)
+	if errors.Is(err, ErrNoIncidents) {
 		return []analysis.IncidentDoc{}, nil
 	}
 	if err != nil {
@@ -45,11 +45,11 @@ func (s *Service) Incidents(ctx context.Context, q store.Query, limit int) ([]an
 // Incident returns one incident with its example traces; ErrNotFound when
 // the id names none.
 func (s *Service) Incident(ctx context.Context, id string) (*analysis.IncidentDoc, error) {
-	d, err := store.FindIncident(ctx, s.Store, id, s.Config)
+	d, err := FindIncident(ctx, s.Store, id, s.Config)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, notFound{err}
-	case errors.Is(err, store.ErrNoIncidents):
+	case errors.Is(err, ErrNoIncidents):
 		return nil, fmt.Errorf("%w: no incident %s (%v)", ErrNotFound, id, err)
 	}
 	return d, err

@@ -31,13 +31,13 @@ const MaxPoints = 2000
 // Document returns the SPEC §5.2 document of the traces q selects, with
 // its incidents.
 func (s *Service) Document(ctx context.Context, q store.Query) (*analysis.Document, error) {
-	return store.Document(ctx, s.Store, q, s.Config)
+	return Document(ctx, s.Store, q, s.Config)
 }
 
 // Figures returns the document without its incidents: what /apis, /fleet
 // and /services show.
 func (s *Service) Figures(ctx context.Context, q store.Query) (*analysis.Document, error) {
-	return store.DocumentWithout(ctx, s.Store, q, s.Config)
+	return DocumentWithout(ctx, s.Store, q, s.Config)
 }
 
 // API returns the document row of one root API, ErrNotFound when the range

@@ -148,6 +148,31 @@ func MinuteStart(m int64) int64 {
 	return Bound(m * perMinute)
 }
 
+// WindowRange returns the windows (inclusive) that hold the minutes q
+// selects; lo > hi when it selects none.
+func WindowRange(q Query, window time.Duration) (lo, hi int64) {
+	mlo, mhi := q.MinuteRange()
+	if mlo >= mhi {
+		return 1, 0
+	}
+	lo, hi = math.MinInt64, math.MaxInt64
+	m := int64(time.Minute)
+	if q.From != 0 {
+		// From's minute starts at or after From: it is an int64.
+		lo = analysis.WindowOf(mlo*m, window)
+	}
+	if q.To != 0 {
+		// The last nanosecond of the last minute, which for the last
+		// minute of int64 is past its end.
+		last := int64(math.MaxInt64)
+		if mhi-1 < math.MaxInt64/m {
+			last = mhi*m - 1
+		}
+		hi = analysis.WindowOf(last, window)
+	}
+	return lo, hi
+}
+
 // Contains reports whether a trace starting at unixNano is in the range.
 func (q Query) Contains(unixNano int64) bool {
 	lo, hi := q.MinuteRange()

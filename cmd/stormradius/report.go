@@ -10,6 +10,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/query/timerange"
 	"github.com/stormradius/stormradius/store"
 )
@@ -53,7 +54,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer st.Close()
 	cfg := analysis.Config{Window: st.Window()}
-	doc, err := store.Document(ctx, st, q, cfg)
+	doc, err := query.Document(ctx, st, q, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "stormradius report: %v\n", err)
 		return exitFail

@@ -24,6 +24,7 @@ import (
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -99,7 +100,7 @@ func reportWhenQuiet(t *testing.T, dir string, wantSpans int64) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := store.Document(ctx, st, store.Query{}, analysis.Config{Window: st.Window()})
+		d, err := query.Document(ctx, st, store.Query{}, analysis.Config{Window: st.Window()})
 		st.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/web"
 )
@@ -314,7 +315,7 @@ func TestLongNameEndToEnd(t *testing.T) {
 	}
 	waitAnalysedAll(t, svc.addrs.Store, 1)
 
-	doc, err := store.Document(context.Background(), svc.addrs.Store, store.Query{}, analysis.Config{Window: time.Hour})
+	doc, err := query.Document(context.Background(), svc.addrs.Store, store.Query{}, analysis.Config{Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

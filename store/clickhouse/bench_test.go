@@ -10,6 +10,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
 )
@@ -108,7 +109,7 @@ func BenchmarkReportWeek(b *testing.B) {
 	b.Logf("compacted in %v", time.Since(t0).Round(time.Millisecond))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		d, err := store.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
+		d, err := query.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -58,6 +58,8 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/fence"
+	"github.com/stormradius/stormradius/store/internal/summarycache"
 )
 
 // Options configures a Store.
@@ -103,13 +105,13 @@ type Store struct {
 	server serverVersion
 	window time.Duration
 	log    *slog.Logger
-	sums   store.SummaryCache
+	sums   summarycache.Cache
 	// edgeReadMax: see windowEdgeRecords.
 	edgeReadMax int
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
 	sentIDs func([]graph.TraceID)
 
-	lease       store.LeaseFence // see lease.go
+	lease       fence.Fence // see lease.go
 	leaseSettle time.Duration
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
@@ -172,7 +174,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
-		edgeReadMax: edgeReadMax, lease: store.LeaseFence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle}
+		edgeReadMax: edgeReadMax, lease: fence.Fence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/chtest"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -654,14 +655,14 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 			if m1 != m2 || ok1 != ok2 {
 				t.Fatalf("%s: last minute of %+v: %d %v, want %d %v", when, q, m1, ok1, m2, ok2)
 			}
-			find := func(r store.Reader) []analysis.IncidentDoc {
+			find := func(r query.Reader) []analysis.IncidentDoc {
 				t.Helper()
 				var out []analysis.IncidentDoc
 				var err error
 				if q.From == 0 {
-					out, err = store.DocumentIncidents(ctx, r, q, cfg)
+					out, err = query.DocumentIncidents(ctx, r, q, cfg)
 				} else {
-					out, err = store.FindIncidents(ctx, r, q, cfg, true)
+					out, err = query.FindIncidents(ctx, r, q, cfg, true)
 				}
 				if err != nil {
 					t.Fatal(err)

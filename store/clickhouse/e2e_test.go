@@ -19,6 +19,7 @@ import (
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -131,7 +132,7 @@ func reportWhenQuiet(t *testing.T, dsn string, wantSpans int64) string {
 	var last string
 	same := 0
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		d, err := store.Document(ctx, st, store.Query{}, analysis.Config{Window: st.Window()})
+		d, err := query.Document(ctx, st, store.Query{}, analysis.Config{Window: st.Window()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -326,7 +326,7 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 }
 
 // checkWrite refuses a write (what) once the store is closed, or once this
-// instance's lease may be lost (store.LeaseFence).
+// instance's lease may be lost (fence.Fence).
 func (s *Store) checkWrite(what string) error {
 	if err := s.checkOpen(what); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/spangroup"
 )
 
 var spanColumns = []string{"day", "trace_id", "seq", "data"}
@@ -20,7 +21,7 @@ var spanColumns = []string{"day", "trace_id", "seq", "data"}
 // write (under spanMu).
 type spanWriter struct {
 	enc    graph.TraceEncoder
-	groups store.TraceGroups
+	groups spangroup.TraceGroups
 	group  []graph.Span
 	buf    []byte
 }
@@ -186,7 +187,7 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 			return dst, fmt.Errorf("clickhouse: trace %s: %w: %w", id, store.ErrCorrupt, err)
 		}
 	}
-	return store.DedupSpans(dst, start), nil
+	return spangroup.DedupSpans(dst, start), nil
 }
 
 // spansAfterChunk bounds the writes read back at a time.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -51,7 +52,7 @@ func BenchmarkReportWeekCold(b *testing.B) {
 	minutes := (q.To - q.From) / int64(time.Minute)
 	doc := func(s *sqlite.Store) time.Duration {
 		t0 := time.Now()
-		d, err := store.Document(ctx, s, q, analysis.Config{Window: s.Window()})
+		d, err := query.Document(ctx, s, q, analysis.Config{Window: s.Window()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -135,7 +135,7 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	return nil
 }
 
-// fence returns nil when the store may write (see store.LeaseFence), else
+// fence returns nil when the store may write (see fence.Fence), else
 // an error saying what was refused.
 func (s *Store) fence(what string) error {
 	if err := s.lease.Check(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/spangroup"
 )
 
 // rowsPerInsert is how many rows one INSERT statement carries: fewer
@@ -18,7 +19,7 @@ const rowsPerInsert = 64
 type spanStatements struct {
 	many, one *sql.Stmt
 	enc       graph.TraceEncoder
-	groups    store.TraceGroups
+	groups    spangroup.TraceGroups
 	buf       []byte
 }
 
@@ -141,7 +142,7 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 	if err := rows.Err(); err != nil {
 		return dst, unavailable(ctx, "read trace spans", err)
 	}
-	return store.DedupSpans(dst, start), nil
+	return spangroup.DedupSpans(dst, start), nil
 }
 
 // SpansAfter calls fn with the spans of every write after seq, in order.

@@ -30,6 +30,8 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/fence"
+	"github.com/stormradius/stormradius/store/internal/summarycache"
 )
 
 // Options configures a Store.
@@ -63,13 +65,13 @@ type Store struct {
 	window         time.Duration
 	log            *slog.Logger
 	dir            string
-	lease          store.LeaseFence // see lease.go
+	lease          fence.Fence // see lease.go
 
 	spanMu  sync.Mutex // orders span writes: sequence numbers follow commits
 	seq     uint64
 	spanSQL spanStatements
 
-	sums store.SummaryCache
+	sums summarycache.Cache
 
 	closeOnce sync.Once
 	stopCkpt  chan struct{}
@@ -103,7 +105,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Window < 0 {
 		return nil, fmt.Errorf("sqlite: negative window %v", opts.Window)
 	}
-	s := &Store{log: opts.Logger, dir: opts.Dir, lease: store.LeaseFence{Now: opts.LeaseClock}}
+	s := &Store{log: opts.Logger, dir: opts.Dir, lease: fence.Fence{Now: opts.LeaseClock}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
@@ -96,7 +97,7 @@ func BenchmarkReportWeek(b *testing.B) {
 	q := storetest.FillWeek(b, s, 100, time.Date(2026, 3, 8, 12, 30, 0, 0, time.UTC))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		d, err := store.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
+		d, err := query.Document(context.Background(), s, q, analysis.Config{Window: s.Window()})
 		if err != nil {
 			b.Fatal(err)
 		}

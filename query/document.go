@@ -1,17 +1,16 @@
-package store
+package query
 
 import (
 	"cmp"
 	"context"
-	"math"
-	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store"
 )
 
 // Reader is what reports read.
 type Reader interface {
-	Rollups
+	store.Rollups
 	Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error)
 }
 
@@ -24,7 +23,7 @@ type Reader interface {
 //
 // Its three reads (rollups, summaries, incidents) run side by side: each
 // is a round trip a server spends most of on one core.
-func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
+func Document(ctx context.Context, r Reader, q store.Query, cfg analysis.Config) (*analysis.Document, error) {
 	var d *analysis.Document
 	var inc []analysis.IncidentDoc
 	err := sideBySide(func() (err error) {
@@ -43,14 +42,14 @@ func Document(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*ana
 
 // DocumentWithout is Document without its incidents (an empty list), for
 // answers that show the rest of it.
-func DocumentWithout(ctx context.Context, r Reader, q Query, cfg analysis.Config) (*analysis.Document, error) {
+func DocumentWithout(ctx context.Context, r Reader, q store.Query, cfg analysis.Config) (*analysis.Document, error) {
 	var rep *analysis.Report
 	var sums []*analysis.WindowSummary
 	err := sideBySide(func() (err error) {
 		rep, err = r.Report(ctx, q)
 		return err
 	}, func() (err error) {
-		if lo, hi := WindowRange(q, cfg.Window); lo <= hi {
+		if lo, hi := store.WindowRange(q, cfg.Window); lo <= hi {
 			sums, err = r.Summaries(ctx, lo, hi)
 		}
 		return err
@@ -73,29 +72,4 @@ func sideBySide(f, g func() error) error {
 	fErr := f()
 	<-done
 	return cmp.Or(fErr, gErr)
-}
-
-// WindowRange returns the windows (inclusive) that hold the minutes q
-// selects; lo > hi when it selects none.
-func WindowRange(q Query, window time.Duration) (lo, hi int64) {
-	mlo, mhi := q.MinuteRange()
-	if mlo >= mhi {
-		return 1, 0
-	}
-	lo, hi = math.MinInt64, math.MaxInt64
-	m := int64(time.Minute)
-	if q.From != 0 {
-		// From's minute starts at or after From: it is an int64.
-		lo = analysis.WindowOf(mlo*m, window)
-	}
-	if q.To != 0 {
-		// The last nanosecond of the last minute, which for the last
-		// minute of int64 is past its end.
-		last := int64(math.MaxInt64)
-		if mhi-1 < math.MaxInt64/m {
-			last = mhi*m - 1
-		}
-		hi = analysis.WindowOf(last, window)
-	}
-	return lo, hi
 }

@@ -1,4 +1,4 @@
-package store
+package query
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store"
 )
 
 // Incidents are detected from the minute rollups (SPEC §4.8): the hot
@@ -30,14 +31,14 @@ var ErrNoIncidents = fmt.Errorf("this store does not keep what incidents are det
 // DocumentIncidents returns the incidents of the minutes q selects as a
 // document lists them: detected in those minutes alone, figures from those
 // minutes; with q.API, those that affected it. A store without an
-// IncidentReader lists none.
-func DocumentIncidents(ctx context.Context, r Reader, q Query, cfg analysis.Config) ([]analysis.IncidentDoc, error) {
-	ir, ok := r.(IncidentReader)
+// store.IncidentReader lists none.
+func DocumentIncidents(ctx context.Context, r Reader, q store.Query, cfg analysis.Config) ([]analysis.IncidentDoc, error) {
+	ir, ok := r.(store.IncidentReader)
 	if !ok {
 		return []analysis.IncidentDoc{}, nil
 	}
 	rules := cfg.Incidents.Resolved()
-	all := Query{From: q.From, To: q.To}
+	all := store.Query{From: q.From, To: q.To}
 	last, ok, err := ir.LastMinute(ctx, all)
 	if err != nil || !ok {
 		return []analysis.IncidentDoc{}, err
@@ -68,8 +69,8 @@ const MaxIncidentSpan = 31 * 24 * time.Hour
 // far as an incident goes on (up to MaxIncidentSpan), so an incident has
 // the same id and figures whatever range finds it. Examples are looked up
 // only when examples is set (they read records).
-func FindIncidents(ctx context.Context, r Reader, q Query, cfg analysis.Config, examples bool) ([]analysis.IncidentDoc, error) {
-	ir, ok := r.(IncidentReader)
+func FindIncidents(ctx context.Context, r Reader, q store.Query, cfg analysis.Config, examples bool) ([]analysis.IncidentDoc, error) {
+	ir, ok := r.(store.IncidentReader)
 	if !ok {
 		return nil, ErrNoIncidents
 	}
@@ -88,18 +89,18 @@ func FindIncidents(ctx context.Context, r Reader, q Query, cfg analysis.Config, 
 	return out, nil
 }
 
-// FindIncident returns the incident an id names (ErrNotFound when there is
+// FindIncident returns the incident an id names (store.ErrNotFound when there is
 // none), with its examples.
 func FindIncident(ctx context.Context, r Reader, id string, cfg analysis.Config) (*analysis.IncidentDoc, error) {
-	ir, ok := r.(IncidentReader)
+	ir, ok := r.(store.IncidentReader)
 	if !ok {
 		return nil, ErrNoIncidents
 	}
 	first, ok := analysis.ParseIncidentID(id)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not an incident id", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q is not an incident id", store.ErrNotFound, id)
 	}
-	spans, err := detectAround(ctx, ir, Query{From: MinuteStart(first), To: MinuteStart(first + 1)}, cfg.Incidents.Resolved())
+	spans, err := detectAround(ctx, ir, store.Query{From: store.MinuteStart(first), To: store.MinuteStart(first + 1)}, cfg.Incidents.Resolved())
 	if err != nil {
 		return nil, err
 	}
@@ -109,19 +110,19 @@ func FindIncident(ctx context.Context, r Reader, id string, cfg analysis.Config)
 			return &d, err
 		}
 	}
-	return nil, fmt.Errorf("%w: no incident %s", ErrNotFound, id)
+	return nil, fmt.Errorf("%w: no incident %s", store.ErrNotFound, id)
 }
 
 // detectAround detects the incidents overlapping q's minutes, widening the
 // minutes it reads (doubling) while an incident reaches the edge of what
 // was read.
-func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysis.IncidentRules) ([]analysis.IncidentSpan, error) {
+func detectAround(ctx context.Context, ir store.IncidentReader, q store.Query, rules analysis.IncidentRules) ([]analysis.IncidentSpan, error) {
 	lo, hi := q.MinuteRange()
 	maxSpan := int64(MaxIncidentSpan / time.Minute)
 	if q.From == 0 {
 		lo = hi - maxSpan
 	}
-	last, ok, err := ir.LastMinute(ctx, Query{From: MinuteStart(lo - maxSpan)})
+	last, ok, err := ir.LastMinute(ctx, store.Query{From: store.MinuteStart(lo - maxSpan)})
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysi
 	back, fwd := rules.QuietMinutes+60, rules.QuietMinutes+60
 	for {
 		rlo, rhi := lo-back, min(now, hi+fwd)
-		hot, err := ir.HotMinutes(ctx, Query{From: MinuteStart(rlo), To: MinuteStart(rhi)}, rules.MinOwned, rules.MinRate)
+		hot, err := ir.HotMinutes(ctx, store.Query{From: store.MinuteStart(rlo), To: store.MinuteStart(rhi)}, rules.MinOwned, rules.MinRate)
 		if err != nil {
 			return nil, err
 		}
@@ -160,13 +161,13 @@ func detectAround(ctx context.Context, ir IncidentReader, q Query, rules analysi
 // incidentFigures gives an incident its figures from the rollups of its
 // minutes, the call graphs of its windows and, with examples, up to
 // analysis.MaxExamples example traces.
-func incidentFigures(ctx context.Context, r Reader, ir IncidentReader, s analysis.IncidentSpan, cfg analysis.Config, examples bool) (analysis.IncidentDoc, error) {
-	q := Query{From: MinuteStart(s.First), To: MinuteStart(s.Last + 1)}
+func incidentFigures(ctx context.Context, r Reader, ir store.IncidentReader, s analysis.IncidentSpan, cfg analysis.Config, examples bool) (analysis.IncidentDoc, error) {
+	q := store.Query{From: store.MinuteStart(s.First), To: store.MinuteStart(s.Last + 1)}
 	rep, err := r.Report(ctx, q)
 	if err != nil {
 		return analysis.IncidentDoc{}, err
 	}
-	lo, hi := WindowRange(q, cfg.Window)
+	lo, hi := store.WindowRange(q, cfg.Window)
 	sums, err := r.Summaries(ctx, lo, hi)
 	if err != nil {
 		return analysis.IncidentDoc{}, err

@@ -1,4 +1,7 @@
-package store
+// Package spangroup groups the spans of a write by trace and drops spans
+// read back twice: what the stores that keep a row per trace per write
+// (store/sqlite, store/clickhouse) share.
+package spangroup
 
 import (
 	"slices"

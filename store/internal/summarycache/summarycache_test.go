@@ -1,4 +1,4 @@
-package store
+package summarycache
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 )
 
-func TestSummaryCache(t *testing.T) {
+func TestCache(t *testing.T) {
 	enc := func(w *analysis.WindowSummary) []byte {
 		b, err := json.Marshal(w)
 		if err != nil {
@@ -18,7 +18,7 @@ func TestSummaryCache(t *testing.T) {
 	}
 	v1 := enc(&analysis.WindowSummary{Window: 7, APIs: map[string]analysis.APIPotential{"a GET /x": {With: 1, Without: 4}}})
 	v2 := enc(&analysis.WindowSummary{Window: 7, APIs: map[string]analysis.APIPotential{"a GET /x": {With: 2, Without: 5}}})
-	var c SummaryCache
+	var c Cache
 	a, err := c.Decode(7, v1)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package store
+package spangroup
 
 import "github.com/stormradius/stormradius/graph"
 

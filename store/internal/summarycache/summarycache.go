@@ -1,4 +1,6 @@
-package store
+// Package summarycache keeps decoded window summaries for the stores' read
+// paths.
+package summarycache
 
 import (
 	"hash/maphash"
@@ -7,7 +9,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 )
 
-// SummaryCache decodes stored window summaries and keeps the decoded form
+// Cache decodes stored window summaries and keeps the decoded form
 // of the ones read lately: a summary is decoded again only when its stored
 // bytes change. Decoding dominates a long range's read (a week of hourly
 // summaries for 100 APIs: ~40 ms in the binary form stores write, ~0.6 s
@@ -15,7 +17,7 @@ import (
 // windows seldom change.
 // The summaries it returns are shared: callers must not modify them (the
 // read path only merges them into new values).
-type SummaryCache struct {
+type Cache struct {
 	mu   sync.Mutex
 	seed maphash.Seed
 	m    map[int64]cachedSummary
@@ -31,7 +33,7 @@ type cachedSummary struct {
 const maxCachedSummaries = 4096
 
 // Decode returns window win's summary stored as b.
-func (c *SummaryCache) Decode(win int64, b []byte) (*analysis.WindowSummary, error) {
+func (c *Cache) Decode(win int64, b []byte) (*analysis.WindowSummary, error) {
 	c.mu.Lock()
 	if c.m == nil {
 		c.seed, c.m = maphash.MakeSeed(), make(map[int64]cachedSummary)
