@@ -116,7 +116,7 @@ func BenchmarkAssembleAnalyse(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		doc, _ := analysis.Batch(graph.Lists(c.traces), analysis.Config{}, 1)
+		doc, _ := analysis.InMemory(graph.Lists(c.traces), analysis.Config{}, 1)
 		if doc.Fleet.FailedAPIs == 0 {
 			b.Fatal("no failures in corpus")
 		}
@@ -170,7 +170,7 @@ func analyzeBytes(b *testing.B, name string, data []byte) *analysis.Document {
 	}, nil); err != nil {
 		b.Fatal(err)
 	}
-	doc, _ := analysis.Batch(g.Group(), analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(g.Group(), analysis.Config{}, 1)
 	return doc
 }
 

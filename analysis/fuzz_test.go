@@ -31,7 +31,7 @@ func FuzzAnalyze(f *testing.F) {
 			}
 			spans = append(spans, s)
 		}
-		doc, state := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+		doc, state := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
 		if _, err := json.Marshal(doc); err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func TestHandTraceAuditAndMismatch(t *testing.T) {
 	b.Call(a, "A", "B", "GET /b", 1*ms, 2*ms, C(Failed, Claim(graph.ClaimUnclaimed)), Failed, Claim(graph.ClaimClaimed))
 	b.Span(a, graph.KindClient, "A", "GET", 3*ms, 4*ms, Peer("redis"), Failed)
 	b.Span(a, graph.KindClient, "A", "GET", 5*ms, 6*ms, Peer("redis"))
-	doc, _ := analysis.Batch(graph.Lists{b.Spans}, analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists{b.Spans}, analysis.Config{}, 1)
 	svc := map[string]analysis.ServiceDoc{}
 	for _, s := range doc.Services {
 		svc[s.Service] = s
@@ -71,7 +71,7 @@ func TestRootErrorsAndRemoteParents(t *testing.T) {
 	b3 := New(3)
 	a = b3.Root("A", "GET /x", 0, 20*ms)
 	b3.Call(a, "A", "B", "op", 1*ms, 2*ms, nil)
-	doc, _ := analysis.Batch(graph.Lists{b1.Spans, b2.Spans, b3.Spans}, analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists{b1.Spans, b2.Spans, b3.Spans}, analysis.Config{}, 1)
 	if doc.Fragments != 0 || len(doc.APIs) != 1 {
 		t.Fatalf("fragments %d apis %+v", doc.Fragments, doc.APIs)
 	}
@@ -105,7 +105,7 @@ func TestPotentialRadiusCycles(t *testing.T) {
 	root := self.Root("a", "GET /x", 0, 20*ms, Failed)
 	self.Call(root, "a", "a", "GET /x", 1*ms, 2*ms, C(Failed), Failed)
 	self.Call(root, "a", "a", "GET /x", 3*ms, 4*ms, C(Failed), Failed)
-	doc, _ := analysis.Batch(graph.Lists{self.Spans}, analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists{self.Spans}, analysis.Config{}, 1)
 	if x := doc.APIs[0]; x.MaxRadius != 1 || x.PotentialRadius != 1 || x.PotentialWithout != 1 {
 		t.Errorf("self-call: max %d potential %d/%d, want 1, 1/1", x.MaxRadius, x.PotentialRadius, x.PotentialWithout)
 	}
@@ -120,7 +120,7 @@ func TestPotentialRadiusCycles(t *testing.T) {
 		}
 		at += 20
 	}
-	doc, _ = analysis.Batch(graph.Lists{two.Spans}, analysis.Config{}, 1)
+	doc, _ = analysis.InMemory(graph.Lists{two.Spans}, analysis.Config{}, 1)
 	if x := doc.APIs[0]; x.MaxRadius != 2 || x.PotentialRadius != 2 || x.PotentialWithout != 2 {
 		t.Errorf("a→b→a: max %d potential %d/%d, want 2, 2/2", x.MaxRadius, x.PotentialRadius, x.PotentialWithout)
 	}

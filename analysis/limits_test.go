@@ -90,7 +90,7 @@ func TestLimitsAtTheCap(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, workers := range []int{1, 3} {
-				doc, _ := analysis.Batch(graph.Lists(capTraces()), analysis.Config{Limits: c.lim}, workers)
+				doc, _ := analysis.InMemory(graph.Lists(capTraces()), analysis.Config{Limits: c.lim}, workers)
 				if got := apiTraces(doc); !maps.Equal(got, c.apis) {
 					t.Errorf("workers %d: APIs %v, want %v", workers, got, c.apis)
 				}
@@ -110,8 +110,8 @@ func TestLimitsAtTheCap(t *testing.T) {
 // service past the cap, its API's figures are those of the overflow
 // bucket, and the rest of the document is the uncapped one's.
 func TestFoldingKeepsFigures(t *testing.T) {
-	full, _ := analysis.Batch(graph.Lists(capTraces()), analysis.Config{}, 1)
-	capped, _ := analysis.Batch(graph.Lists(capTraces()), analysis.Config{Limits: analysis.Limits{Services: 4}}, 1)
+	full, _ := analysis.InMemory(graph.Lists(capTraces()), analysis.Config{}, 1)
+	capped, _ := analysis.InMemory(graph.Lists(capTraces()), analysis.Config{Limits: analysis.Limits{Services: 4}}, 1)
 	byName := func(d *analysis.Document) map[string]analysis.APIDoc {
 		m := map[string]analysis.APIDoc{}
 		for _, a := range d.APIs {

@@ -14,7 +14,7 @@ import (
 // every truncation of an encoding is an error.
 func TestResultCodecRoundTrip(t *testing.T) {
 	traces := corpus(t, 300)
-	_, ws := analysis.Batch(graph.Lists(clone(traces)), analysis.Config{}, 1)
+	_, ws := analysis.InMemory(graph.Lists(clone(traces)), analysis.Config{}, 1)
 	var asm graph.Assembler
 	ev := analysis.NewEvaluator(analysis.Config{})
 	var enc analysis.ResultEncoder

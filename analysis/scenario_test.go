@@ -30,7 +30,7 @@ func simulate(t testing.TB, sc sim.Scenario) (*sim.Result, []graph.Span) {
 func run(t *testing.T, sc sim.Scenario) (*sim.Result, *analysis.Document) {
 	t.Helper()
 	res, spans := simulate(t, sc)
-	doc, _ := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 2)
+	doc, _ := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 2)
 	// The document must be valid JSON with the SPEC field names.
 	if _, err := json.Marshal(doc); err != nil {
 		t.Fatal(err)
@@ -406,7 +406,7 @@ func TestScenarioCallGraph(t *testing.T) {
 	svcs := sim.Chain(abcd, own)
 	svcs[2].Policy = sim.Policy{Retry: sim.RetryNaive, Retries: 1}
 	_, spans := simulate(t, sim.Scenario{Services: svcs, Root: "A", Faults: persistent("D"), Traces: n, Seed: 3})
-	_, state := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+	_, state := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
 	g, err := state.Merged().Graph("A GET /A", analysis.Config{})
 	if err != nil {
 		t.Fatal(err)

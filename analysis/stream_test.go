@@ -51,7 +51,7 @@ func clone(traces [][]graph.Span) [][]graph.Span {
 // The result never depends on trace order, span order or worker count.
 func TestBatchOrderIndependent(t *testing.T) {
 	traces := corpus(t, 400)
-	ref, _ := analysis.Batch(graph.Lists(clone(traces)), analysis.Config{}, 1)
+	ref, _ := analysis.InMemory(graph.Lists(clone(traces)), analysis.Config{}, 1)
 	if ref.APIs[0].FailedTraces == 0 || ref.Fragments == 0 {
 		t.Fatalf("corpus too tame: %+v", ref.APIs[0])
 	}
@@ -63,7 +63,7 @@ func TestBatchOrderIndependent(t *testing.T) {
 		for _, tr := range sh {
 			rng.Shuffle(len(tr), func(a, b int) { tr[a], tr[b] = tr[b], tr[a] })
 		}
-		got, _ := analysis.Batch(graph.Lists(sh), analysis.Config{}, 1+i)
+		got, _ := analysis.InMemory(graph.Lists(sh), analysis.Config{}, 1+i)
 		if g := docJSON(t, got); g != want {
 			t.Fatalf("shuffle %d: document differs:\n%s\nwant\n%s", i, g, want)
 		}
@@ -79,7 +79,7 @@ func TestBatchOrderIndependent(t *testing.T) {
 func TestStreamingMatchesBatch(t *testing.T) {
 	traces := corpus(t, 300)
 	cfg := analysis.Config{Window: time.Minute}
-	ref, refWindows := analysis.Batch(graph.Lists(clone(traces)), cfg, 2)
+	ref, refWindows := analysis.InMemory(graph.Lists(clone(traces)), cfg, 2)
 	if n := len(refWindows.Indexes()); n < 5 {
 		t.Fatalf("corpus spans %d windows, want ≥ 5", n)
 	}
@@ -154,7 +154,7 @@ func TestStreamingMatchesBatch(t *testing.T) {
 func TestReportSubtracts(t *testing.T) {
 	traces := corpus(t, 200)
 	cfg := analysis.Config{}
-	_, ws := analysis.Batch(graph.Lists(clone(traces)), cfg, 1)
+	_, ws := analysis.InMemory(graph.Lists(clone(traces)), cfg, 1)
 	var asm graph.Assembler
 	ev := analysis.NewEvaluator(cfg)
 	all, half := analysis.NewReport(), analysis.NewReport()
@@ -212,7 +212,7 @@ func TestWindowOf(t *testing.T) {
 func TestMergeSummariesGraph(t *testing.T) {
 	traces := corpus(t, 300)
 	cfg := analysis.Config{Window: time.Minute}
-	_, ws := analysis.Batch(graph.Lists(clone(traces)), cfg, 1)
+	_, ws := analysis.InMemory(graph.Lists(clone(traces)), cfg, 1)
 	var sums []*analysis.WindowSummary
 	for _, s := range ws.Summaries(cfg) {
 		b, _ := json.Marshal(s)

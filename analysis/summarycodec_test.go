@@ -23,7 +23,7 @@ import (
 func realSummaries(t testing.TB) []*analysis.WindowSummary {
 	t.Helper()
 	cfg := analysis.Config{Window: time.Minute}
-	_, ws := analysis.Batch(graph.Lists(corpus(t, 300)), cfg, 1)
+	_, ws := analysis.InMemory(graph.Lists(corpus(t, 300)), cfg, 1)
 	sums := ws.Summaries(cfg)
 	if len(sums) < 3 {
 		t.Fatalf("%d windows", len(sums))

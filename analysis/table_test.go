@@ -34,7 +34,7 @@ func TestTableHostileNamesAndVirtualOwners(t *testing.T) {
 	b := New(1)
 	api := b.Root("\x1b[2Jevil\xff", "GET /\x00x", 0, 20*ms, Failed)
 	b.Span(api, graph.KindClient, "\x1b[2Jevil\xff", "GET", 1*ms, 2*ms, Peer("redis"), Failed)
-	doc, _ := analysis.Batch(graph.Lists{b.Spans}, analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists{b.Spans}, analysis.Config{}, 1)
 	var out bytes.Buffer
 	if err := doc.WriteTable(&out); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func cycleTrace(id byte) []graph.Span {
 // "a GET /x", with failing nodes given by service.
 func whatIf(t *testing.T, traces graph.Lists, s radius.Scenario, failing ...string) map[string]float64 {
 	t.Helper()
-	_, state := analysis.Batch(traces, analysis.Config{}, 1)
+	_, state := analysis.InMemory(traces, analysis.Config{}, 1)
 	m, nodes, err := state.Merged().WhatIfModel("a GET /x", analysis.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func exportAndAnalyse(t *testing.T, svcs []*svc) *analysis.Document {
 			t.Fatal(err)
 		}
 	}
-	doc, _ := analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
 	return doc
 }
 

@@ -95,7 +95,7 @@ func TestStreamAtTheCap(t *testing.T) {
 		}
 		traces = append(traces, []graph.Span{rootSpan(byte(i+1), 1, 0, svc, op, time.Duration(i)*time.Second)})
 	}
-	ref, _ := analysis.Batch(graph.Lists(traces), c.Analysis, 1)
+	ref, _ := analysis.InMemory(graph.Lists(traces), c.Analysis, 1)
 	want := docJSON(t, ref)
 	bothStores(t, func(t *testing.T, open func() store.Store) {
 		st := open()

@@ -2,7 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -61,14 +60,7 @@ func start(t *testing.T, st store.Store, c pipeline.Config) (*pipeline.Pipeline,
 	}
 }
 
-func docJSON(t *testing.T, d *analysis.Document) string {
-	t.Helper()
-	b, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+func docJSON(t *testing.T, d *analysis.Document) string { return storetest.DocJSON(t, d) }
 
 // checkRecords checks that every trace of the corpus has one stored record
 // and that its result is the one analyze computes: evaluated against the
@@ -131,12 +123,7 @@ func flushWithin(t *testing.T, p *pipeline.Pipeline, d time.Duration) {
 // reference is analyze's document of the corpus.
 func reference(t *testing.T, c *storetest.Corpus, acfg analysis.Config) string {
 	t.Helper()
-	lists := make(graph.Lists, len(c.Spans))
-	for i, s := range c.Spans {
-		lists[i] = append([]graph.Span(nil), s...)
-	}
-	d, _ := analysis.Batch(lists, acfg, 1)
-	return docJSON(t, d)
+	return storetest.DocJSON(t, c.Document(acfg))
 }
 
 // shuffled returns every span of the corpus in random order, in random

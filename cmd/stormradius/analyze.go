@@ -10,7 +10,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/query/timerange"
 )
 
@@ -64,10 +64,10 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return exitUsage
 	}
 	var in *loaded
-	doc, _, stats, err := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
 		in = readInputs(ctx, files, *claimHeader, stdin, stderr, emit)
 		return nil
-	}, pipeline.BatchConfig{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp})
+	}, offline.Config{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp})
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
 		return exitFail
@@ -103,7 +103,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 // capped says what the caps on names changed (a note, not a failure: the
 // report counts everything), "" when nothing.
-func capped(st pipeline.BatchStats, lim analysis.Limits) string {
+func capped(st offline.Stats, lim analysis.Limits) string {
 	var parts []string
 	if st.Truncated > 0 {
 		parts = append(parts, fmt.Sprintf("%s with a name longer than %d bytes, cut", plural(st.Truncated, "span", "spans"), graph.MaxNameLen))

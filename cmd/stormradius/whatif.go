@@ -16,7 +16,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/app"
-	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/query"
 )
 
@@ -81,10 +81,10 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			req.Retries = retries
 		}
 		var in *loaded
-		_, windows, _, berr := pipeline.Batch(ctx, func(emit func([]graph.Span) error) error {
+		_, windows, _, berr := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
 			in = readInputs(ctx, traces, *claimHeader, stdin, stderr, emit)
 			return nil
-		}, pipeline.BatchConfig{})
+		}, offline.Config{})
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "stormradius whatif: interrupted")
 			return exitFail

@@ -587,6 +587,27 @@ func FillWeek(t testing.TB, s store.Store, apis int, end time.Time) store.Query 
 	return store.Query{From: start.UnixNano(), To: end.UnixNano()}
 }
 
+// Document is `stormradius analyze` of the corpus (one core): the
+// reference a stored, streamed run must equal.
+func (c *Corpus) Document(acfg analysis.Config) *analysis.Document {
+	lists := make(graph.Lists, len(c.Spans))
+	for i, s := range c.Spans {
+		lists[i] = append([]graph.Span(nil), s...)
+	}
+	d, _ := analysis.InMemory(lists, acfg, 1)
+	return d
+}
+
+// DocJSON is d as the REST API writes it, for comparing documents.
+func DocJSON(t testing.TB, d *analysis.Document) string {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // Analyze is `stormradius analyze` of the simulated traces (one window
 // length, one core): the reference a stored, streamed run must equal.
 func Analyze(res *sim.Result, window time.Duration) (*analysis.Document, *analysis.Windows) {
@@ -595,5 +616,5 @@ func Analyze(res *sim.Result, window time.Duration) (*analysis.Document, *analys
 	for _, tr := range res.Traces {
 		spans = dec.AppendTraces(spans, tr.Data)
 	}
-	return analysis.Batch(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
+	return analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
 }

@@ -1,4 +1,11 @@
-package pipeline
+// Package offline is the file engine of `stormradius analyze` (and of
+// `whatif` over a file): the same analysis as the streaming service
+// (package pipeline), for a finite input, with no store. Spans wait per
+// trace in a bounded buffer, assembled traces and their spans go to a spill
+// file, and once the input ends every trace is evaluated against its
+// window's final state; memory is bounded by the buffer and the window
+// states, not by the input.
+package offline
 
 import (
 	"bufio"
@@ -18,12 +25,12 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// batchChunk is how many spans the reading goroutine hands to the
+// readChunk is how many spans the reading goroutine hands to the
 // assembling one at a time.
-const batchChunk = 4096
+const readChunk = 4096
 
-// BatchConfig configures Batch.
-type BatchConfig struct {
+// Config configures Analyze.
+type Config struct {
 	// Analysis holds the analysis rules (window length included).
 	Analysis analysis.Config
 	// MaxPendingSpans bounds the spans held in memory waiting for their
@@ -39,8 +46,8 @@ type BatchConfig struct {
 	Range store.Query
 }
 
-// BatchStats describes a Batch run.
-type BatchStats struct {
+// Stats describes an Analyze run.
+type Stats struct {
 	Traces, Reopened, FlushedEarly int
 	SpillBytes                     int64
 	// Folded counts the traces whose names were past their window's caps
@@ -51,8 +58,8 @@ type BatchStats struct {
 	Truncated int
 }
 
-// Batch analyses the spans read pulls from a finite input (`analyze`): the
-// same analysis as the service, in batch mode, with the same caps on the
+// Analyze analyses the spans read pulls from a finite input (`analyze`): the
+// same analysis as the service, on a finite input, with the same caps on the
 // names a window admits (cfg.Analysis.Limits: names are admitted in the
 // order traces leave the buffer). Spans wait per trace in a
 // bounded buffer; a trace that stops receiving spans long enough (in input
@@ -65,20 +72,20 @@ type BatchStats struct {
 //
 // read calls emit with the spans of each request it decodes; the slice is
 // not kept after emit returns.
-func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, cfg BatchConfig) (*analysis.Document, *analysis.Windows, BatchStats, error) {
+func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error, cfg Config) (*analysis.Document, *analysis.Windows, Stats, error) {
 	if cfg.MaxPendingSpans <= 0 {
 		cfg.MaxPendingSpans = 500_000
 	}
 	if cfg.Analysis.Window <= 0 {
 		cfg.Analysis.Window = analysis.DefaultWindow
 	}
-	b := &batcher{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{},
+	b := &engine{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{},
 		adm: analysis.NewAdmissions(cfg.Analysis)}
 	b.lru.Init()
 	// Decoding (the caller's read) and buffering run on two goroutines: the
 	// spans are copied into chunks handed over a channel, and chunks come
 	// back for reuse, so the copy costs no allocation once warm.
-	chunk := min(batchChunk, max(1, cfg.MaxPendingSpans/8))
+	chunk := min(readChunk, max(1, cfg.MaxPendingSpans/8))
 	chunks := make(chan []graph.Span, 8)
 	free := make(chan []graph.Span, 10)
 	addErr := make(chan error, 1)
@@ -100,10 +107,10 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 				close(sh.flushes)
 				<-flushErrs
 			}
-			return nil, nil, BatchStats{}, err
+			return nil, nil, Stats{}, err
 		}
 		sh := &shard{b: b, spill: sp, windows: analysis.NewWindows(cfg.Analysis.Window),
-			done: map[graph.TraceID]*spilled{}, flushes: make(chan *batchTrace, 64)}
+			done: map[graph.TraceID]*spilled{}, flushes: make(chan *pendingTrace, 64)}
 		b.shards = append(b.shards, sh)
 		go func() {
 			var err error
@@ -188,13 +195,13 @@ func Batch(ctx context.Context, read func(emit func([]graph.Span) error) error, 
 	return doc, b.windows, b.stats, readErr
 }
 
-// batcher is one Batch run.
-type batcher struct {
-	cfg     BatchConfig
+// engine is one Analyze run.
+type engine struct {
+	cfg     Config
 	windows *analysis.Windows // the shards', merged when the input ends
-	stats   BatchStats
+	stats   Stats
 
-	pending      map[graph.TraceID]*list.Element // of *batchTrace, in lru
+	pending      map[graph.TraceID]*list.Element // of *pendingTrace, in lru
 	lru          list.List                       // front: most recently touched
 	pendingSpans int
 
@@ -213,11 +220,11 @@ const maxShards = 4
 // own: it alone touches its done traces, spill file and windows until the
 // input ends.
 type shard struct {
-	b       *batcher
+	b       *engine
 	spill   *spill
 	windows *analysis.Windows
 	done    map[graph.TraceID]*spilled
-	flushes chan *batchTrace
+	flushes chan *pendingTrace
 
 	asm              graph.Assembler
 	buf              []graph.Span
@@ -225,7 +232,7 @@ type shard struct {
 	folded           analysis.FoldCounts
 }
 
-type batchTrace struct {
+type pendingTrace struct {
 	id    graph.TraceID
 	spans []graph.Span
 }
@@ -237,7 +244,7 @@ type spilled struct {
 	facts spillRef   // the current facts; older ones are superseded
 }
 
-func (b *batcher) add(spans []graph.Span) error {
+func (b *engine) add(spans []graph.Span) error {
 	if b.failed.Load() {
 		return errFlushFailed
 	}
@@ -245,12 +252,12 @@ func (b *batcher) add(spans []graph.Span) error {
 		sp := &spans[i]
 		e := b.pending[sp.TraceID]
 		if e == nil {
-			e = b.lru.PushFront(&batchTrace{id: sp.TraceID})
+			e = b.lru.PushFront(&pendingTrace{id: sp.TraceID})
 			b.pending[sp.TraceID] = e
 		} else {
 			b.lru.MoveToFront(e)
 		}
-		t := e.Value.(*batchTrace)
+		t := e.Value.(*pendingTrace)
 		if t.spans == nil {
 			select {
 			case t.spans = <-b.recycle: // a flushed trace's, emptied
@@ -280,21 +287,21 @@ var errFlushFailed = errors.New("analyze: flush failed")
 
 // detach takes the trace of e out of the buffer and hands it to the
 // flushing goroutine.
-func (b *batcher) detach(e *list.Element) {
-	t := b.lru.Remove(e).(*batchTrace)
+func (b *engine) detach(e *list.Element) {
+	t := b.lru.Remove(e).(*pendingTrace)
 	delete(b.pending, t.id)
 	b.pendingSpans -= len(t.spans)
 	b.shards[binary.LittleEndian.Uint64(t.id[8:])%uint64(len(b.shards))].flushes <- t
 }
 
-func (b *batcher) flushAll() {
+func (b *engine) flushAll() {
 	for b.lru.Len() > 0 {
 		b.detach(b.lru.Back())
 	}
 }
 
 // flush assembles a trace that left the buffer and adds it to its window.
-func (sh *shard) flush(t *batchTrace) error {
+func (sh *shard) flush(t *pendingTrace) error {
 	// The spans as they came (assembly dedups in place), for a re-open.
 	ref, err := sh.spill.writeSpans(t.spans)
 	if err != nil {
@@ -351,7 +358,7 @@ func (sh *shard) flush(t *batchTrace) error {
 // counts show incidents, their figures are gathered from both: only the
 // filed results of their minutes are decoded, and no trace is evaluated
 // twice.
-func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
+func (b *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	current := make([]map[int64]bool, len(b.shards))
 	for i, sh := range b.shards {
 		current[i] = make(map[int64]bool, len(sh.done))
@@ -447,7 +454,7 @@ func (b *batcher) evaluate(ctx context.Context) (*analysis.Document, error) {
 // reads the spill file and hands the records, undecoded, to workers that
 // decode and evaluate them, each with its own evaluator and names; fn(w,
 // r) gets worker w's results (sums do not care about order).
-func (b *batcher) scan(ctx context.Context, current []map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
+func (b *engine) scan(ctx context.Context, current []map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
 	type group struct {
 		data []byte
 		ends []int

@@ -7,7 +7,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// Batch analyses a set of traces: every trace is assembled and added to its
+// InMemory analyses a set of traces held in memory: every trace is assembled and added to its
 // window's state (SPEC §4.3: the epoch-aligned window of length cfg.Window
 // holding its start), then evaluated against that window's final state.
 // workers ≤ 0 means one per CPU. While every window's names are within
@@ -15,7 +15,7 @@ import (
 // workers; past them, names are admitted in the order of src (Limits).
 // Spans are taken from src one trace at a time and not kept once
 // assembled.
-func Batch(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
+func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	n := src.Len()
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)

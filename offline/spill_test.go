@@ -1,4 +1,4 @@
-package pipeline_test
+package offline_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/store/storetest"
 )
 
 // analyze's spill files hold the spans: under the common umask 022 they
-// are 0600 while they exist, and gone once Batch returns.
+// are 0600 while they exist, and gone once Analyze returns.
 func TestSpillFilesPrivate(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
@@ -41,7 +41,7 @@ func TestSpillFilesPrivate(t *testing.T) {
 		}
 		return nil
 	}
-	if _, _, _, err := pipeline.Batch(context.Background(), read, pipeline.BatchConfig{Analysis: analysis.Config{Window: 10 * time.Minute},
+	if _, _, _, err := offline.Analyze(context.Background(), read, offline.Config{Analysis: analysis.Config{Window: 10 * time.Minute},
 		MaxPendingSpans: 50, TempDir: dir}); err != nil {
 		t.Fatal(err)
 	}

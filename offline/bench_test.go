@@ -1,4 +1,4 @@
-package pipeline_test
+package offline_test
 
 import (
 	"bytes"
@@ -14,13 +14,13 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
-	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/sim"
 )
 
 // BenchmarkAnalyzeProto is `stormradius analyze` on a protobuf file as the
 // command runs it — the decoder on every core (ingest.Decoder.Workers),
-// pipeline.Batch (pending traces, spill file, windows, evaluation on every
+// offline.Analyze (pending traces, spill file, windows, evaluation on every
 // core, the document) — against pdata's own unmarshal of the same
 // requests (one core, as pdata decodes a request). Each iteration times
 // both, one after the other, each phase ending with a collection of its
@@ -58,12 +58,12 @@ func BenchmarkAnalyzeProto(b *testing.B) {
 		}
 		runtime.GC() // pdata's garbage is its own cost
 		t1 := time.Now()
-		doc, _, _, err := pipeline.Batch(context.Background(), func(emit func([]graph.Span) error) error {
+		doc, _, _, err := offline.Analyze(context.Background(), func(emit func([]graph.Span) error) error {
 			dec := ingest.NewDecoder(ingest.DecoderConfig{})
 			dec.Workers = runtime.GOMAXPROCS(0)
 			_, err := dec.ReadFile(bytes.NewReader(file.Bytes()), "corpus", emit, nil)
 			return err
-		}, pipeline.BatchConfig{Analysis: analysis.Config{}, TempDir: b.TempDir()})
+		}, offline.Config{Analysis: analysis.Config{}, TempDir: b.TempDir()})
 		runtime.GC() // and so is the pipeline's
 		t2 := time.Now()
 		if err != nil || doc.Spans != int64(st.Spans) {

@@ -1,0 +1,10 @@
+package offline
+
+// SetMaxMinuteResults sets how many minutes' sums an Analyze worker keeps for
+// incidents (the rest of its results go to its file) and returns the
+// previous bound.
+func SetMaxMinuteResults(n int) int {
+	old := maxMinuteResults
+	maxMinuteResults = n
+	return old
+}
