@@ -17,9 +17,9 @@ type Config struct {
 	// failed responses carried a valid claim (default 0.5).
 	SpeaksClaims float64
 	// Window is the length of the windows every multi-trace figure is
-	// taken over (SPEC §4.3; default DefaultWindow).
+	// taken over (docs/SPEC.md §4.3; default DefaultWindow).
 	Window time.Duration
-	// Incidents say when an owner's failures are an incident (SPEC §4.8).
+	// Incidents say when an owner's failures are an incident (docs/SPEC.md §4.8).
 	Incidents IncidentRules
 	// Limits cap the distinct names a window admits (zero: the defaults).
 	Limits Limits
@@ -45,7 +45,7 @@ type TraceResult struct {
 	// Fragments counts the trace's fragment roots.
 	Fragments int
 	// RootFailed reports that the root hop failed: the request failed for
-	// whoever sent it (SPEC §5.2 root_errors).
+	// whoever sent it (docs/SPEC.md §5.2 root_errors).
 	RootFailed bool
 	// RemoteParent reports that the root hop's caller is outside the trace.
 	RemoteParent bool
@@ -54,7 +54,7 @@ type TraceResult struct {
 	Versions []ServiceVersion
 	// Nodes counts, per node of the trace, its hops and the failure events
 	// it owns, sorted by node: incidents are detected from their
-	// per-minute sums (SPEC §4.8: the owned-failure rate of an owner).
+	// per-minute sums (docs/SPEC.md §4.8: the owned-failure rate of an owner).
 	Nodes []NodeCount
 	// Events are the failure events; Radius is their largest radius.
 	Events []Event
@@ -120,7 +120,7 @@ type ServiceResult struct {
 
 // EdgeClass is everything a trace's result depends on from its window,
 // for one dependency: whether it is fail-open, whether it is
-// retry-enabled, and M_e, its max attempts (SPEC §4.3, §4.5). A stored
+// retry-enabled, and M_e, its max attempts (docs/SPEC.md §4.3, §4.5). A stored
 // result is stale when the class of an edge it uses changed. Why an edge
 // is fail-open (attribution.Source) is not part of it: the failure memory
 // taking over from the default at an edge's 20th failed call changes no

@@ -46,8 +46,8 @@ func TestHandTraceAuditAndMismatch(t *testing.T) {
 	}
 }
 
-// Roots as real deployments have them (SPEC §3) and root_errors beside
-// failed_traces (SPEC §5.2). Three traces of "A GET /x":
+// Roots as real deployments have them (docs/SPEC.md §3) and root_errors beside
+// failed_traces (docs/SPEC.md §5.2). Three traces of "A GET /x":
 //   - t1: A's SERVER span has a parent outside the trace (a load balancer)
 //     and no span is parentless: A is the root hop (remote_parent_traces
 //     1), not a fragment, not a context drop of A. B fails on its own, A
@@ -86,7 +86,7 @@ func TestRootErrorsAndRemoteParents(t *testing.T) {
 	}
 }
 
-// Potential radius on cycles (SPEC §4.5): paths are simple, and the
+// Potential radius on cycles (docs/SPEC.md §4.5): paths are simple, and the
 // reported figure is never below the observed max radius.
 //
 // Self-call: root a GET /x calls a GET /x twice (the call retried once),

@@ -13,7 +13,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// IncidentRules say when an owner's failures are an incident (SPEC §4.8).
+// IncidentRules say when an owner's failures are an incident (docs/SPEC.md §4.8).
 // The zero value means the SPEC's: a minute whose owned-failure rate is at
 // least 5% with at least 10 owned failures opens one; 5 quiet minutes
 // close it.
@@ -132,7 +132,7 @@ func DetectIncidents(minutes MinuteNodes, now int64, rules IncidentRules) []Inci
 	return out
 }
 
-// IncidentDoc is an incident with its figures (SPEC §4.8).
+// IncidentDoc is an incident with its figures (docs/SPEC.md §4.8).
 type IncidentDoc struct {
 	ID        string    `json:"id"`
 	Service   string    `json:"service"`

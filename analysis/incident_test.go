@@ -7,7 +7,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// SPEC §4.8 on hand-made minutes. X: 100 requests a minute; owned 4 at
+// docs/SPEC.md §4.8 on hand-made minutes. X: 100 requests a minute; owned 4 at
 // minute 0 (4%: not hot), 10 at 1 (10%: hot), 9 at 2 (9 < 10 owned: not
 // hot), 20 at 3 (hot), none at 4–8 (five quiet minutes: the incident of
 // 1–3 closes), 30 at 9 (hot: a new incident). Y: 50 requests and 10 owned

@@ -8,7 +8,7 @@ import (
 )
 
 // InMemory analyses a set of traces held in memory: every trace is assembled and added to its
-// window's state (SPEC §4.3: the epoch-aligned window of length cfg.Window
+// window's state (docs/SPEC.md §4.3: the epoch-aligned window of length cfg.Window
 // holding its start), then evaluated against that window's final state.
 // workers ≤ 0 means one per CPU. While every window's names are within
 // cfg.Limits the result does not depend on the order of traces or on

@@ -21,7 +21,7 @@ const (
 	DefaultMaxVersions   = 10_000
 )
 
-// Limits bound the distinct names one window (SPEC §4.3) admits, so that
+// Limits bound the distinct names one window (docs/SPEC.md §4.3) admits, so that
 // names a client invents cannot grow the window states, rollups, lists and
 // metric series without bound. A window admits each name the first time a
 // trace brings it, while it has room; a name it admitted stays admitted

@@ -8,7 +8,7 @@ import (
 )
 
 // potentialIndex answers, from a window State, how every node answers
-// errors: the inputs of the potential radius (SPEC §4.5).
+// errors: the inputs of the potential radius (docs/SPEC.md §4.5).
 type potentialIndex struct {
 	s        *State
 	cfg      Config

@@ -73,7 +73,7 @@ func (o *OwnerAgg) isZero() bool {
 }
 
 // NodeAgg counts a node's hops and the failure events it owned: its
-// owned-failure rate is Owned / Requests (SPEC §4.8).
+// owned-failure rate is Owned / Requests (docs/SPEC.md §4.8).
 type NodeAgg struct {
 	Requests, Owned int64
 }
@@ -387,7 +387,7 @@ func MaxOf[K int | float64](hist map[K]int64) K {
 	return m
 }
 
-// Document is the analysis output of SPEC §5.2. Fields beyond the spec's
+// Document is the analysis output of docs/SPEC.md §5.2. Fields beyond the spec's
 // are extras the spec allows.
 type Document struct {
 	Spans     int64        `json:"spans"`
@@ -397,7 +397,7 @@ type Document struct {
 	APIs      []APIDoc     `json:"apis"`
 	Services  []ServiceDoc `json:"services"`
 	Edges     []EdgeDoc    `json:"edges"`
-	// Incidents are the incidents of the range (SPEC §4.8), in order of
+	// Incidents are the incidents of the range (docs/SPEC.md §4.8), in order of
 	// their first minute; their figures cover their minutes in the range.
 	Incidents []IncidentDoc `json:"incidents"`
 }
@@ -503,7 +503,7 @@ type EdgeDoc struct {
 }
 
 // Document renders the report with the summaries of the windows its
-// traces belong to (SPEC §4.3): per API, the potential radius is the
+// traces belong to (docs/SPEC.md §4.3): per API, the potential radius is the
 // largest of its windows' (never below its observed max radius); per edge,
 // counts are summed over the windows and the fail-open state is read from
 // the sums.
@@ -559,7 +559,7 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 		}
 		// Recursion through one node reaches deeper than the call graph
 		// (whose cycle-closing edges are not walked) shows: the potential
-		// radius is never below what was observed (SPEC §4.5).
+		// radius is never below what was observed (docs/SPEC.md §4.5).
 		p := potential[name]
 		ad.PotentialRadius = max(p.With, maxRadius)
 		ad.PotentialWithout = max(p.Without, maxRadius)

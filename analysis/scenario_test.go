@@ -314,7 +314,7 @@ func TestScenarioFanOutIsNotRetry(t *testing.T) {
 // with ≥ 20 failures); Z is declared. A blames any failed downstream
 // (naive attribution): of its own errors, those coinciding with a failed
 // dependency are unclaimed — misattributed. With three independent
-// dependencies at 10%, the expected share is 1 − 0.9³ = 27.1% (SPEC §4.7's
+// dependencies at 10%, the expected share is 1 − 0.9³ = 27.1% (docs/SPEC.md §4.7's
 // formula). An honest A (failure memory) claims them all: 0 misattributed,
 // while the naive attributor would still have misattributed the same share.
 func TestScenarioCoincidentalErrors(t *testing.T) {
@@ -372,7 +372,7 @@ func TestScenarioCoincidentalErrors(t *testing.T) {
 // node was seen to unclaim: only level 1 would retry — potential radius 1
 // (the seed: 25 → 3, here the ideal fleet); without ownership every
 // retry-enabled level counts: 25. The observed max radius is 1, so the
-// floor at the observed radius (SPEC §4.5) changes nothing. (With
+// floor at the observed radius (docs/SPEC.md §4.5) changes nothing. (With
 // sporadic errors everywhere, coincident errors at two levels make real
 // radii far above 1 even under ownership, and the floor would show them.)
 func TestScenarioPotentialRadiusDeepChain(t *testing.T) {

@@ -182,7 +182,7 @@ func TestReportSubtracts(t *testing.T) {
 	}
 }
 
-// Windows are aligned to the epoch (SPEC §4.3): [k·W, (k+1)·W).
+// Windows are aligned to the epoch (docs/SPEC.md §4.3): [k·W, (k+1)·W).
 func TestWindowOf(t *testing.T) {
 	h := int64(time.Hour)
 	for _, c := range []struct{ at, want int64 }{

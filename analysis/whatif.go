@@ -9,7 +9,7 @@ import (
 )
 
 // WhatIfModel returns the call graph of api as seen in the window, as a
-// what-if model (SPEC §4.7): nodes are "service operation", edges carry the
+// what-if model (docs/SPEC.md §4.7): nodes are "service operation", edges carry the
 // calls per request observed, the observed retries per edge (max attempts
 // − 1 on retry-enabled edges, 0 elsewhere) and the learned fail-open state.
 // The nodes are returned too.

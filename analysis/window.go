@@ -11,7 +11,7 @@ import (
 	"github.com/stormradius/stormradius/radius"
 )
 
-// DefaultWindow is the length of the failure memory's windows (SPEC §4.3).
+// DefaultWindow is the length of the failure memory's windows (docs/SPEC.md §4.3).
 const DefaultWindow = time.Hour
 
 // WindowOf returns the index of the window of length size, aligned to the
@@ -126,7 +126,7 @@ func (w *Windows) Summaries(cfg Config) []*WindowSummary {
 }
 
 // APIPotential is the potential radius of one root API's call graph in a
-// window (SPEC §4.5), with and without error ownership, before the floor
+// window (docs/SPEC.md §4.5), with and without error ownership, before the floor
 // at the observed max radius that reports apply.
 type APIPotential struct {
 	With    int `json:"with"`

@@ -150,7 +150,7 @@ func TestVirtualOwner(t *testing.T) {
 	}
 }
 
-// The failure memory (SPEC §4.3).
+// The failure memory (docs/SPEC.md §4.3).
 func TestFailOpenLearning(t *testing.T) {
 	var cfg Config
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-// Package attribution decides who owns each error of a trace (SPEC §4.1),
+// Package attribution decides who owns each error of a trace (docs/SPEC.md §4.1),
 // what claim every failed hop should have answered and how that compares
 // with what it did answer (§4.2), which dependencies are fail-open, learned
 // from a failure memory (§4.3), and which errors were blamed on the wrong
@@ -8,7 +8,7 @@ package attribution
 import "github.com/stormradius/stormradius/graph"
 
 // Config holds the failure memory's rules. The zero value means the
-// defaults of SPEC §4.3.
+// defaults of docs/SPEC.md §4.3.
 type Config struct {
 	// MinFailedCalls is how many failed calls an edge needs before its
 	// fail-open state is learned rather than defaulted (default 20).

@@ -2,7 +2,7 @@ package attribution
 
 import "github.com/stormradius/stormradius/graph"
 
-// Audit is the verdict of the claim audit on one failed hop (SPEC §4.2).
+// Audit is the verdict of the claim audit on one failed hop (docs/SPEC.md §4.2).
 type Audit uint8
 
 // Audit verdicts. AuditNone is for hops that are not audited: hops that did
@@ -42,7 +42,7 @@ type Verdict struct {
 	// them that are fail-open.
 	FailedCalls, FailedOpen int32
 	// Misattributed: the hop answered unclaimed although all its failed
-	// calls are fail-open, so the error was its own (SPEC §4.4).
+	// calls are fail-open, so the error was its own (docs/SPEC.md §4.4).
 	Misattributed bool
 	// NaiveMisattributed: what an attributor without failure memory, which
 	// blames any failed downstream, would have misattributed.
@@ -101,7 +101,7 @@ func Attribute(t *graph.Trace, failOpen []bool, out []Verdict) []Verdict {
 
 // CriteriaSatisfied reports whether the retry criteria were satisfied for a
 // failed call: it was retried, an attempt said so, or its last response was
-// unclaimed (SPEC §4.2).
+// unclaimed (docs/SPEC.md §4.2).
 func CriteriaSatisfied(c *graph.Call) bool {
 	return c.Retried() || c.Criteria || c.Claim == graph.ClaimUnclaimed
 }

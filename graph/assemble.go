@@ -10,7 +10,7 @@ import (
 // thousands of parallel failing calls stays linear.
 const maxRetryCandidates = 64
 
-// Assembler builds Traces from spans (SPEC §3). It keeps scratch memory
+// Assembler builds Traces from spans (docs/SPEC.md §3). It keeps scratch memory
 // between calls and is not safe for concurrent use: use one per goroutine.
 // The zero value is ready to use.
 type Assembler struct {
@@ -330,7 +330,7 @@ func (a *Assembler) buildHops(t *Trace) {
 	}
 }
 
-// primaryRoot returns the span that is the trace's root hop (SPEC §3), -1
+// primaryRoot returns the span that is the trace's root hop (docs/SPEC.md §3), -1
 // when every tree of the trace is a fragment: the earliest parentless span
 // that is not a CLIENT span (a CLIENT span without a parent is a service
 // that dropped its context); when no span is parentless, the earliest
@@ -480,7 +480,7 @@ func (a *Assembler) addPending(t *Trace, client, callee int32) {
 	a.pend = append(a.pend, p)
 }
 
-// group turns hop h's pending attempts into calls (SPEC §3) and appends them
+// group turns hop h's pending attempts into calls (docs/SPEC.md §3) and appends them
 // to the trace.
 func (a *Assembler) group(t *Trace, h int32) {
 	pend := a.pend

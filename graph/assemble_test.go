@@ -49,7 +49,7 @@ func hopOf(t *testing.T, tr *graph.Trace, service string, nth int) int32 {
 }
 
 // A calls B; B's first attempt fails, A retries after it ended: one call
-// of two attempts, no resend attribute (timing rule of SPEC §3).
+// of two attempts, no resend attribute (timing rule of docs/SPEC.md §3).
 func TestSequentialRetryWithoutResend(t *testing.T) {
 	b := New(1)
 	a := b.Root("A", "GET /a", 0, 10*ms, Failed)
@@ -258,7 +258,7 @@ func TestFragments(t *testing.T) {
 		}
 	})
 	t.Run("internal root is an API", func(t *testing.T) {
-		// A cron job: a parentless INTERNAL span calling B. SPEC §3: the
+		// A cron job: a parentless INTERNAL span calling B. docs/SPEC.md §3: the
 		// parentless span is the root hop unless it is a CLIENT span.
 		b := New(9)
 		in := b.Span(graph.SpanID{}, graph.KindInternal, "job", "tick", 0, 5*ms)

@@ -4,7 +4,7 @@ package graph
 // with more attempts are counted as having MaxAttemptBuckets.
 const MaxAttemptBuckets = 32
 
-// Edge is a dependency as the failure memory sees it (SPEC §4.3): a caller
+// Edge is a dependency as the failure memory sees it (docs/SPEC.md §4.3): a caller
 // service calling one operation of a callee service.
 type Edge struct {
 	Caller string `json:"caller"`
@@ -60,7 +60,7 @@ func (e *EdgeStats) MaxAttempts() int {
 }
 
 // RetryEnabled reports whether a call on the edge was seen retried, or an
-// attempt said a retry was suppressed (SPEC §4.5).
+// attempt said a retry was suppressed (docs/SPEC.md §4.5).
 func (e *EdgeStats) RetryEnabled() bool { return e.Retried > 0 || e.Suppressed > 0 }
 
 // Merge adds sign × o to e (sign is +1 or -1).

@@ -110,7 +110,7 @@ type Span struct {
 	Start int64 // unix nanoseconds
 	End   int64 // unix nanoseconds
 
-	Failed bool  // the failure rules of SPEC §2 applied
+	Failed bool  // the failure rules of docs/SPEC.md §2 applied
 	Claim  Claim // the claim this span carried (returned by SERVER, received by CLIENT)
 
 	HasResend bool  // a resend number was present

@@ -24,7 +24,7 @@ type Trace struct {
 
 	// Roots are the hops that root a tree of the trace, earliest first.
 	Roots []int32
-	// Root is the root hop (SPEC §3): the earliest parentless span that is
+	// Root is the root hop (docs/SPEC.md §3): the earliest parentless span that is
 	// not a CLIENT span, or, when no span is parentless, the earliest SERVER
 	// span whose parent is outside the trace; -1 when every tree of the
 	// trace is a fragment.
@@ -37,7 +37,7 @@ type Trace struct {
 	APIName string
 
 	Duplicates int // spans dropped as duplicates of an earlier span id
-	Fragments  int // tree roots that are fragments (SPEC §3)
+	Fragments  int // tree roots that are fragments (docs/SPEC.md §3)
 }
 
 // Hop is one service handling one request: a SERVER span, the root span of
@@ -61,7 +61,7 @@ type Hop struct {
 	Claim  Claim
 
 	// Root marks the root of a tree; Fragment a root that is not the
-	// trace's root hop (SPEC §3: a CLIENT span without a parent, a span whose
+	// trace's root hop (docs/SPEC.md §3: a CLIENT span without a parent, a span whose
 	// parent is missing while the trace has a root, a broken parent link).
 	// Detached marks a CONSUMER hop: reached asynchronously, so it has no
 	// incoming attempt and its errors do not propagate to the producer.

@@ -24,7 +24,7 @@ const DefaultClaimHeader = "x-error-claim"
 const UnknownService = "unknown_service"
 
 // UnknownPeer is the peer (callee) name of spans that carry none of the peer
-// attributes of SPEC §2.
+// attributes of docs/SPEC.md §2.
 const UnknownPeer = "unknown"
 
 // maxInterned bounds the intern table: when it is full it is emptied and
@@ -44,7 +44,7 @@ type DecoderConfig struct {
 }
 
 // Decoder converts OTLP trace data into graph.Span records, applying the span
-// conventions of SPEC §2. It interns the strings it produces (service,
+// conventions of docs/SPEC.md §2. It interns the strings it produces (service,
 // version, operation, name, peer) so that repeated names share memory.
 //
 // A Decoder is not safe for concurrent use: use one per goroutine.
@@ -213,7 +213,7 @@ func kindOf(k int32) graph.Kind {
 	return graph.KindUnspecified
 }
 
-// derive fills the fields of out that SPEC §2 derives from the span's
+// derive fills the fields of out that docs/SPEC.md §2 derives from the span's
 // attributes a (out.Kind and out.Name are set); statusError is whether the
 // span status is ERROR. Both decoding paths, pdata's and the protobuf wire
 // decoder, end here, so they apply the same rules.
@@ -256,7 +256,7 @@ func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool) {
 }
 
 // peer names the callee as a span that may call an uninstrumented one sees
-// it: SPEC §2's list first (service.peer.name or peer.service, else
+// it: docs/SPEC.md §2's list first (service.peer.name or peer.service, else
 // server.address, else db.system.name or db.system), then what older or
 // other instrumentation writes instead: the old semantic conventions'
 // net.peer.name, the host of url.full or of the old http.url, and Envoy's

@@ -203,7 +203,7 @@ func TestFailed(t *testing.T) {
 }
 
 func TestGRPCCodes(t *testing.T) {
-	// SPEC §2: failed iff UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
+	// docs/SPEC.md §2: failed iff UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
 	// ABORTED, INTERNAL, UNAVAILABLE or DATA_LOSS.
 	failing := map[int]bool{2: true, 4: true, 8: true, 10: true, 13: true, 14: true, 15: true}
 	names := []string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
@@ -341,7 +341,7 @@ func TestRetryFlags(t *testing.T) {
 
 func TestPeer(t *testing.T) {
 	// Each rule, with every later rule's attribute present too: the rule
-	// wins over all that follow it. The order is SPEC §2's, then the old
+	// wins over all that follow it. The order is docs/SPEC.md §2's, then the old
 	// net.peer.name, the URL's host, and Envoy's upstream cluster.
 	rules := []struct{ key, value, want string }{
 		{"service.peer.name", "a-service-peer-name", "a-service-peer-name"},

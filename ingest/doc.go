@@ -2,7 +2,7 @@
 // data (pdata, OTLP protobuf and OTLP JSON, and the files the OpenTelemetry
 // Collector's file exporter writes, in every format and compression it
 // writes them) into compact graph.Span records, applying
-// every span convention of SPEC §2 exactly once, so that nothing downstream
+// every span convention of docs/SPEC.md §2 exactly once, so that nothing downstream
 // ever looks at an attribute map.
 //
 // A Decoder is the unit of work: it carries the configuration (the claim

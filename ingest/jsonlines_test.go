@@ -113,7 +113,7 @@ func TestReadFilePrettyDocument(t *testing.T) {
 	if st.Requests != 1 || st.Spans != 3 || len(spans) != 3 {
 		t.Fatalf("stats %+v", st)
 	}
-	// The spans as SPEC §2 reads them, worked out from the document.
+	// The spans as docs/SPEC.md §2 reads them, worked out from the document.
 	s0, s1, s2 := spans[0], spans[1], spans[2]
 	if s0.Service != "checkout" || s0.Version != "2.1.0" || s0.Operation != "POST /orders" || !s0.Failed || s0.StatusCode != 503 || s0.Claim != graph.ClaimClaimed ||
 		s0.Start != 1544712660000000000 || s0.End != 1544712661000000000 || s0.SpanID != (graph.SpanID{0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74}) {

@@ -217,7 +217,7 @@ func skip(b []byte, i int, wt uint8) (int, error) {
 
 // appendProto decodes b, a protobuf ExportTraceServiceRequest, in one pass
 // and appends its spans to dst, as AppendTraces does with what pdata
-// decodes. It reads only what SPEC §2 needs, but checks the whole request
+// decodes. It reads only what docs/SPEC.md §2 needs, but checks the whole request
 // as pdata does (every known field's wire type, lengths, id sizes, the
 // nesting limit), so that it rejects what pdata rejects. On error dst is
 // returned unchanged.

@@ -68,7 +68,7 @@ type Outcome struct {
 	// (WithFailOpen, FailOpen).
 	FailOpen bool
 	// CriteriaSatisfied: the retry criteria is satisfied for the call
-	// (SPEC §4.2): it was retried, or one of its failed attempts met the
+	// (docs/SPEC.md §4.2): it was retried, or one of its failed attempts met the
 	// caller's retry rule even if the retry was then denied (attempt
 	// limit, budget, deadline, non-idempotent method).
 	CriteriaSatisfied bool
@@ -83,7 +83,7 @@ func (o Outcome) satisfied() bool { return o.CriteriaSatisfied || o.Claim == Unc
 
 // Decide returns the claim a request that fails with a status ≥ 500
 // answers, given the outcomes of the outbound calls made while serving it
-// (the decision matrix of SPEC §4.2 with the at-least-once rule):
+// (the decision matrix of docs/SPEC.md §4.2 with the at-least-once rule):
 //
 //   - no failed fail-close call: the error is the request's own → Claimed;
 //   - every failed fail-close call has its retry criteria satisfied: the

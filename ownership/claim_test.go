@@ -37,7 +37,7 @@ func TestParseClaim(t *testing.T) {
 	}
 }
 
-// TestDecide walks the decision matrix of SPEC §4.2 with the at-least-once
+// TestDecide walks the decision matrix of docs/SPEC.md §4.2 with the at-least-once
 // rule. Each row's expectation is read off the SPEC, not the code.
 func TestDecide(t *testing.T) {
 	failed := ownership.Outcome{Failed: true}                                // fail-close, nobody retried

@@ -46,7 +46,7 @@
 // # Telemetry
 //
 // Both sides emit OpenTelemetry spans with the attributes the stormradius
-// analysis reads (its SPEC §2): a SERVER span per request with
+// analysis reads (its docs/SPEC.md §2): a SERVER span per request with
 // http.request.method, http.route, http.response.status_code, error.claim
 // and the captured claim header http.response.header.x-error-claim; a
 // CLIENT span per attempt with http.request.resend_count,

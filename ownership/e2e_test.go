@@ -129,7 +129,7 @@ func claimsOf(doc *analysis.Document) map[string]analysis.ClaimsDoc {
 
 // TestEndToEnd runs the chain A → B → C → D (D fails every request, every
 // hop retries once) with ownership and then with naive retries, exports
-// the spans over OTLP and checks the analysis against what SPEC §4
+// the spans over OTLP and checks the analysis against what docs/SPEC.md §4
 // predicts, derived by hand:
 //
 // Ownership. D answers claimed (its own error). C's call to D is retried

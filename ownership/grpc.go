@@ -169,7 +169,7 @@ func rpcAttrs(full string, code grpccodes.Code) []attribute.KeyValue {
 	}
 }
 
-// failingCode reports whether a gRPC status is a server-side failure (SPEC
+// failingCode reports whether a gRPC status is a server-side failure (docs/SPEC.md
 // §2), the kind a caller may retry.
 func failingCode(c grpccodes.Code) bool {
 	switch c {

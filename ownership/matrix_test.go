@@ -77,7 +77,7 @@ func serverClaim(t *testing.T, s *svc) (claim, header string) {
 	return claim, header
 }
 
-// TestMatrix checks each row of SPEC §4.2's decision matrix through a real
+// TestMatrix checks each row of docs/SPEC.md §4.2's decision matrix through a real
 // Handler, real Transports and real callees. The expected claim of each
 // row is derived from the SPEC:
 //   - owned error → claimed;

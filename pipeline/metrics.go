@@ -2,7 +2,7 @@ package pipeline
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// metrics are the pipeline's Prometheus metrics (SPEC §6: every drop or
+// metrics are the pipeline's Prometheus metrics (docs/SPEC.md §6: every drop or
 // partial trace is counted).
 type metrics struct {
 	stored        prometheus.Counter

@@ -10,7 +10,7 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// Incidents are detected from the minute rollups (SPEC §4.8): the hot
+// Incidents are detected from the minute rollups (docs/SPEC.md §4.8): the hot
 // minutes of each owner (owned-failure rate and count at or above the
 // thresholds) are read with the thresholds applied in the store, chained
 // into incidents by analysis.DetectIncidents, and given their figures from

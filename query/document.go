@@ -14,7 +14,7 @@ type Reader interface {
 	Summaries(ctx context.Context, lo, hi int64) ([]*analysis.WindowSummary, error)
 }
 
-// Document returns the SPEC §5.2 document of the traces q selects, from
+// Document returns the docs/SPEC.md §5.2 document of the traces q selects, from
 // rollups and window summaries alone: per-trace figures from the rollups
 // of the minutes in range, edges and potential radius from the summaries
 // of the windows those minutes belong to, and the incidents of the range

@@ -1,4 +1,4 @@
-// Package query answers the questions stormradius is asked — the SPEC §5.2
+// Package query answers the questions stormradius is asked — the docs/SPEC.md §5.2
 // document, per-API call graphs and radius series, the fleet, claim
 // integrity, traces, incidents, what-if and the rollout gate — once, for
 // every front end: the CLI, the REST handlers and the web UI share these

@@ -28,7 +28,7 @@ func New(st store.Store) *Service {
 // MaxPoints bounds a series: a step that would give more is refused.
 const MaxPoints = 2000
 
-// Document returns the SPEC §5.2 document of the traces q selects, with
+// Document returns the docs/SPEC.md §5.2 document of the traces q selects, with
 // its incidents.
 func (s *Service) Document(ctx context.Context, q store.Query) (*analysis.Document, error) {
 	return Document(ctx, s.Store, q, s.Config)

@@ -11,7 +11,7 @@ import (
 	"github.com/stormradius/stormradius/radius"
 )
 
-// WhatIfRequest is a what-if question (SPEC §4.7): a chain, or the call
+// WhatIfRequest is a what-if question (docs/SPEC.md §4.7): a chain, or the call
 // graph of a root API learned from traces, with failing nodes and a retry
 // behaviour.
 type WhatIfRequest struct {
@@ -34,7 +34,7 @@ type WhatIfRequest struct {
 	ErrorRate *float64 `json:"error_rate,omitempty"`
 }
 
-// WhatIfAnswer is the answer (SPEC §5.2: policy and requests).
+// WhatIfAnswer is the answer (docs/SPEC.md §5.2: policy and requests).
 type WhatIfAnswer struct {
 	Policy string `json:"policy"`
 	// Requests per node (chain) or per service (call graph), per request

@@ -10,7 +10,7 @@ import (
 
 func f(x float64) *float64 { return &x }
 
-// The seed's chain A→…→G, D failing, R = 1, B = 0.1 (SPEC §4.7 table).
+// The seed's chain A→…→G, D failing, R = 1, B = 0.1 (docs/SPEC.md §4.7 table).
 func TestWhatIfChain(t *testing.T) {
 	chain := []string{"A", "B", "C", "D", "E", "F", "G"}
 	for pol, want := range map[string][]float64{

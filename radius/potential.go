@@ -36,7 +36,7 @@ type PotentialEdge struct {
 // milliseconds.
 const PotentialBudget = 1 << 22
 
-// Potential computes the potential radius of a call graph (SPEC §4.5):
+// Potential computes the potential radius of a call graph (docs/SPEC.md §4.5):
 // every node is taken as a failing owner and every simple path is walked up
 // to a root; a fail-open edge is the last level walked, and an edge whose
 // caller is already on the walk (it closes a cycle; a self-call is one) is
@@ -269,7 +269,7 @@ func (p *potential) answer(n int32, below bool) graph.Claim {
 	case !node.Speaks:
 		return graph.ClaimMissing
 	case node.SeenPropagating && node.Propagated == graph.ClaimInvalid:
-		return graph.ClaimMissing // an invalid claim is treated as missing (SPEC §2)
+		return graph.ClaimMissing // an invalid claim is treated as missing (docs/SPEC.md §2)
 	case node.SeenPropagating:
 		return node.Propagated
 	case below:

@@ -14,7 +14,7 @@ func re(i int32) PotentialEdge    { return PotentialEdge{From: i, RetryEnabled: 
 func plain(i int32) PotentialEdge { return PotentialEdge{From: i} }
 func open(i int32) PotentialEdge  { return PotentialEdge{From: i, RetryEnabled: true, FailOpen: true} }
 
-// Hand-worked potential radii (SPEC §4.5: paths are simple; a node already
+// Hand-worked potential radii (docs/SPEC.md §4.5: paths are simple; a node already
 // on the walk ends it). Node 0 is the API's root in every graph.
 func TestPotentialHand(t *testing.T) {
 	const (
@@ -107,9 +107,9 @@ func TestPotentialHand(t *testing.T) {
 	}
 }
 
-// brute is the potential radius written straight from SPEC §4.5, with no
+// brute is the potential radius written straight from docs/SPEC.md §4.5, with no
 // memo and no pruning: every owner, every simple walk. An invalid answer
-// counts as missing (SPEC §2): only unclaimed stops a retry.
+// counts as missing (docs/SPEC.md §2): only unclaimed stops a retry.
 func brute(nodes []PotentialNode, naive bool) int {
 	onPath := make([]bool, len(nodes))
 	best := 0

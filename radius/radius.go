@@ -1,5 +1,5 @@
 // Package radius measures how far retry storms reach: the observed storm
-// radius of every failure event (SPEC §4.5), amplification, suppressed
+// radius of every failure event (docs/SPEC.md §4.5), amplification, suppressed
 // retries and the spurious requests error ownership prevented (§4.6), the
 // potential radius of a call graph, and the what-if model (§4.7). It is
 // pure: no I/O, no globals.
@@ -166,7 +166,7 @@ func (a *Analyzer) owners(t *graph.Trace, owner []bool, r *Result) {
 	slices.SortFunc(r.Owners, func(x, y OwnerStat) int { return x.Node.Compare(y.Node) })
 }
 
-// counterfactual replays the trace with naive retries (SPEC §4.6): every
+// counterfactual replays the trace with naive retries (docs/SPEC.md §4.6): every
 // failed call on a retry-enabled edge gets M_e attempts, the missing ones
 // copies of its last attempt's subtree, replayed the same way. mult[h] is
 // how many copies of hop h the replay makes, computed parents first.

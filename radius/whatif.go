@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Policy is a retry policy of the what-if model (SPEC §4.7).
+// Policy is a retry policy of the what-if model (docs/SPEC.md §4.7).
 type Policy uint8
 
 // Retry policies.
@@ -88,7 +88,7 @@ type Scenario struct {
 var ErrOverflow = errors.New("requests overflow")
 
 // Requests returns the requests each node serves per request at the root
-// while the failing nodes fail persistently (SPEC §4.7): every retrying
+// while the failing nodes fail persistently (docs/SPEC.md §4.7): every retrying
 // level multiplies the requests below it by 1+R (naive), 1+min(R,B)
 // (budget), and under ownership only edges into a failing node do, by
 // 1+min(R,B). A node fails when it is failing or a fail-close callee of it
@@ -260,7 +260,7 @@ func (m *Model) topo(out [][]int) ([]int, []bool) {
 
 // ErrorRateAfterRetries returns the error rate a caller sees after one
 // retry within budget b, when the callee fails independently at rate p
-// (SPEC §4.7): p − min(p, b) + min(p, b)·p.
+// (docs/SPEC.md §4.7): p − min(p, b) + min(p, b)·p.
 func ErrorRateAfterRetries(p, b float64) float64 {
 	m := min(p, b)
 	return p - m + m*p

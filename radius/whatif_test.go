@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The three request tables of SPEC §4.7 / the seed, chain A→…→G, D fails,
+// The three request tables of docs/SPEC.md §4.7 / the seed, chain A→…→G, D fails,
 // R = 1.
 func TestWhatIfSeedTables(t *testing.T) {
 	names := []string{"A", "B", "C", "D", "E", "F", "G"}
@@ -185,7 +185,7 @@ func TestWhatIfKept(t *testing.T) {
 	}
 }
 
-// The availability table of SPEC §4.7 / the seed (budget 10%).
+// The availability table of docs/SPEC.md §4.7 / the seed (budget 10%).
 func TestErrorRateAfterRetries(t *testing.T) {
 	for _, c := range []struct{ p, want float64 }{
 		{0.001, 0.000001}, {0.01, 0.0001}, {0.05, 0.0025}, {0.10, 0.01}, {0.20, 0.12}, {0.30, 0.23},
@@ -196,7 +196,7 @@ func TestErrorRateAfterRetries(t *testing.T) {
 	}
 }
 
-// Coincidental errors of SPEC §4.7: two fail-open dependencies at 10%
+// Coincidental errors of docs/SPEC.md §4.7: two fail-open dependencies at 10%
 // misattribute 19% (1.9 of 10 errors); at 2%, 3.96%.
 func TestNaiveMisattribution(t *testing.T) {
 	if got := NaiveMisattribution(0.1, 0.1); math.Abs(got-0.19) > 1e-12 || math.Abs(10*got-1.9) > 1e-12 {

@@ -1,5 +1,5 @@
 // Package sim is a deterministic service-mesh simulator that produces
-// OpenTelemetry traces (pdata) following the span conventions of SPEC.md §2.
+// OpenTelemetry traces (pdata) following the span conventions of docs/SPEC.md §2.
 //
 // A Scenario describes services, their outbound calls (edges), their retry
 // middleware and error-ownership middleware (Policy), and faults. Run plays

@@ -1,4 +1,4 @@
-// Package web serves stormradius over HTTP: the REST API of SPEC §5.3
+// Package web serves stormradius over HTTP: the REST API of docs/SPEC.md §5.3
 // (chi), its OpenAPI 3 document, and the embedded web UI. Handlers only
 // parse, call package query, and write JSON: every answer comes from the
 // same library the CLI uses.

@@ -88,7 +88,7 @@ var (
 	descMisattributed = prometheus.NewDesc("stormradius_misattributed_errors_total",
 		"Coincidental errors the naive attributor would have blamed on the wrong dependency, in the root API's traces.", []string{"api"}, nil)
 	descIncidents = prometheus.NewDesc("stormradius_open_incidents",
-		"Incidents open now (SPEC §4.8).", nil, nil)
+		"Incidents open now (docs/SPEC.md §4.8).", nil, nil)
 	descUp = prometheus.NewDesc("stormradius_rollups_up",
 		"1 when the last read of the rollups for these metrics succeeded.", nil, nil)
 	descFolded = prometheus.NewDesc("stormradius_metrics_apis_folded",

@@ -50,7 +50,7 @@ stormradius_spurious_requests_prevented_total{api="front GET /dispatch"} ` + fto
 # HELP stormradius_misattributed_errors_total Coincidental errors the naive attributor would have blamed on the wrong dependency, in the root API's traces.
 # TYPE stormradius_misattributed_errors_total counter
 stormradius_misattributed_errors_total{api="front GET /dispatch"} ` + ftoa(float64(all.MisattributedErrors)) + `
-# HELP stormradius_open_incidents Incidents open now (SPEC §4.8).
+# HELP stormradius_open_incidents Incidents open now (docs/SPEC.md §4.8).
 # TYPE stormradius_open_incidents gauge
 stormradius_open_incidents 1
 `

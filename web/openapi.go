@@ -37,8 +37,8 @@ var (
 )
 
 var (
-	opAPIs = operation{id: "listAPIs", summary: "Root APIs with their SPEC §5.2 figures",
-		description: "Every root API with traces in the range, each row the SPEC §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
+	opAPIs = operation{id: "listAPIs", summary: "Root APIs with their docs/SPEC.md §5.2 figures",
+		description: "Every root API with traces in the range, each row the docs/SPEC.md §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
 		params:      []param{pFrom, pTo}, ok: "APIList"}
 	opRadius = operation{id: "radiusSeries", summary: "A root API's storm radius over time",
 		description: "Steps without traces are zeros: a root API with no trace in the range is a series of zeros. An API the store holds no trace of at all (within its retention) is a 404, as /graph and /gate answer for an API without traces in their range.",
@@ -47,7 +47,7 @@ var (
 		params: []param{pAPI, pFrom, pTo}, ok: "Graph", statuses: []int{404}}
 	opFleet = operation{id: "fleet", summary: "Fleet-wide radius figures",
 		params: []param{pFrom, pTo}, ok: "Fleet"}
-	opIncidents = operation{id: "listIncidents", summary: "Incidents (SPEC §4.8) overlapping the range, newest first",
+	opIncidents = operation{id: "listIncidents", summary: "Incidents (docs/SPEC.md §4.8) overlapping the range, newest first",
 		description: "Detected from the minute rollups; an open incident keeps its id as it grows. Example traces are on the incident itself.",
 		params:      []param{pFrom, pTo, pAPIOpt, pLimit}, ok: "IncidentList"}
 	opIncident = operation{id: "getIncident", summary: "One incident with all its figures and example trace ids",
@@ -110,7 +110,7 @@ func (s *server) openAPIDoc() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{"title": "stormradius", "version": "1",
-			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (SPEC §5.3). Times are RFC 3339, unix seconds or now±DURATION, from " + timerange.RangeText + " (what int64 unix nanoseconds hold; others are a 400); ranges default to the last hour."},
+			"description": "Retry storm radius per root API, incidents, claim integrity, what-if and the rollout gate (docs/SPEC.md §5.3). Times are RFC 3339, unix seconds or now±DURATION, from " + timerange.RangeText + " (what int64 unix nanoseconds hold; others are a 400); ranges default to the last hour."},
 		"paths":      paths,
 		"components": components(),
 		"security":   security(s.tokens != nil),
@@ -176,7 +176,7 @@ func components() map[string]any {
 	boolean := map[string]any{"type": "boolean"}
 	arr := func(items any) map[string]any { return map[string]any{"type": "array", "items": items} }
 	ref := func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
-	api := obj("SPEC §5.2 per-API figures", map[string]any{"api": str, "traces": integer, "failed_traces": integer,
+	api := obj("docs/SPEC.md §5.2 per-API figures", map[string]any{"api": str, "traces": integer, "failed_traces": integer,
 		"root_errors": integer, "remote_parent_traces": integer, "max_radius": integer, "mean_radius": num,
 		"radius_histogram": map[string]any{"type": "object", "additionalProperties": integer}, "potential_radius": integer,
 		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
@@ -184,7 +184,7 @@ func components() map[string]any {
 		"api", "traces", "max_radius", "mean_radius")
 	figures := obj("one side of the gate", map[string]any{"label": str, "traces": integer, "failed_traces": integer,
 		"max_radius": integer, "mean_radius": num, "max_amplification": num})
-	incident := obj("an incident (SPEC §4.8)", map[string]any{"id": str, "service": str, "operation": str,
+	incident := obj("an incident (docs/SPEC.md §4.8)", map[string]any{"id": str, "service": str, "operation": str,
 		"start": str, "end": str, "open": boolean, "affected_apis": arr(str), "max_radius": integer, "mean_radius": num,
 		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
 		"load_increase_avoided": num, "misattributed_errors": integer, "services": arr(ref("Service")), "example_traces": arr(str)},

@@ -1,4 +1,4 @@
-// Command api is the scaled-out read side: the REST API (SPEC §5.3), the
+// Command api is the scaled-out read side: the REST API (docs/SPEC.md §5.3), the
 // web UI and /metrics over the ClickHouse store that cmd/ingest writes.
 // Run as many as the read load needs; they hold no state. Every flag also
 // reads STORMRADIUS_<FLAG>.

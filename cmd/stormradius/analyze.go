@@ -16,9 +16,9 @@ import (
 
 func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("analyze", stderr)
-	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
+	format := fs.String("format", "json", "output format: json (docs/SPEC.md §5.2) or table")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
-	window := fs.Duration("window", analysis.DefaultWindow, "analysis window (SPEC §4.3): multi-trace figures are taken over the epoch-aligned window of each trace")
+	window := fs.Duration("window", analysis.DefaultWindow, "analysis window (docs/SPEC.md §4.3): multi-trace figures are taken over the epoch-aligned window of each trace")
 	from := fs.String("from", "", "count only traces whose start minute is at or after this (RFC 3339, unix seconds or now-DURATION), as `report` does")
 	to := fs.String("to", "", "count only traces whose start minute is before this")
 	tmp := fs.String("tmp", "", "directory of the spill file (default: the system's temporary directory)")

@@ -47,7 +47,7 @@ func TestAnalyzeJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	// Decode generically: the SPEC §5.2 field names are the contract.
+	// Decode generically: the docs/SPEC.md §5.2 field names are the contract.
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestAnalyzeTable(t *testing.T) {
 	}
 }
 
-// The seed's three tables through the command line (SPEC §5.1, §5.2).
+// The seed's three tables through the command line (docs/SPEC.md §5.1, §5.2).
 func TestWhatIfChain(t *testing.T) {
 	for policy, want := range map[string]map[string]float64{
 		"naive":     {"A": 1, "B": 2, "C": 4, "D": 8, "E": 8, "F": 8, "G": 8},

@@ -22,10 +22,10 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	from := fs.String("from", "", "start of the range: RFC 3339, unix seconds or now-DURATION (default: everything)")
 	to := fs.String("to", "", "end of the range, exclusive (default: everything)")
 	api := fs.String("api", "", `only this root API ("service operation") in apis`)
-	format := fs.String("format", "json", "output format: json (SPEC §5.2) or table")
+	format := fs.String("format", "json", "output format: json (docs/SPEC.md §5.2) or table")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius report [--data DIR | --store URL] [--from T] [--to T] [--api API] [--format json|table]")
-		fmt.Fprintln(stderr, "\nPrints the SPEC §5.2 document of the stored traces whose start minute is in [from, to),")
+		fmt.Fprintln(stderr, "\nPrints the docs/SPEC.md §5.2 document of the stored traces whose start minute is in [from, to),")
 		fmt.Fprintln(stderr, "from rollups: once ingestion is quiet it equals `analyze` of the same traces.")
 		fmt.Fprintln(stderr, "Times are RFC 3339, unix seconds or now±DURATION, within "+timerange.RangeText+".")
 		fs.PrintDefaults()

@@ -25,7 +25,7 @@ func decodeInto(b []byte, v any) error {
 	return nil
 }
 
-// decodeDoc decodes a SPEC §5.2 document as a JSON object.
+// decodeDoc decodes a docs/SPEC.md §5.2 document as a JSON object.
 func decodeDoc(b []byte) (map[string]any, error) {
 	var d map[string]any
 	if err := decodeInto(b, &d); err != nil {

@@ -3,7 +3,7 @@
 // Collector's otlp and otlphttp exporters (and the SDKs' exporters) expect
 // them. They decode requests into graph.Span records with an ingest.Decoder
 // and hand them to a pipeline.Consumer; a request is acknowledged only once
-// Consume returned nil, that is once its spans are durably stored (SPEC §6).
+// Consume returned nil, that is once its spans are durably stored (docs/SPEC.md §6).
 //
 // Protobuf requests, over HTTP and over gRPC, reach the ingest.Decoder as
 // their bytes and are decoded straight into spans, without pdata's object
@@ -64,7 +64,7 @@
 // A span with a wrong-length id makes the whole request undecodable (400 /
 // INVALID_ARGUMENT, see below), as it is for pdata and the Collector.
 // Self-parents, missing parents and end times before start times are kept:
-// trace assembly handles them (SPEC §3).
+// trace assembly handles them (docs/SPEC.md §3).
 //
 // # Answers
 //

@@ -243,7 +243,7 @@ func closeStore(st store.Store, err *error) {
 	}
 }
 
-// watchIncidents logs incidents as they open, grow and close (SPEC §4.8),
+// watchIncidents logs incidents as they open, grow and close (docs/SPEC.md §4.8),
 // checking the rollups every 30 seconds until ctx ends.
 func watchIncidents(ctx context.Context, svc *query.Service, log *slog.Logger) {
 	w := query.NewIncidentWatch(svc)

@@ -63,7 +63,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
-	window := fs.Duration("window", 0, "analysis window (SPEC §4.3; default 1h; data keeps the window it was analysed with)")
+	window := fs.Duration("window", 0, "analysis window (docs/SPEC.md §4.3; default 1h; data keeps the window it was analysed with)")
 	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
 	leaseTimeout := fs.Duration("lease-timeout", DefaultLeaseTimeout, "one instance analyses a store: it holds the store's lease, renewed every third of this; "+
 		"another instance is refused at start until the holder stops, or this long after it crashed")

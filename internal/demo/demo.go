@@ -95,7 +95,7 @@ type Phase struct {
 	// Sent and Failed count the load generator's root requests; Skipped
 	// those it could not send (too many in flight).
 	Sent, Failed, Skipped int64
-	// Report is the SPEC §5.2 document of the phase's traces, read from
+	// Report is the docs/SPEC.md §5.2 document of the phase's traces, read from
 	// the store.
 	Report *analysis.Document
 	// Load is, per root API, the requests the failing service served per

@@ -13,7 +13,7 @@ import (
 )
 
 // JSON is the demo's --format json output: {"before": REPORT, "after":
-// REPORT} with each REPORT the SPEC §5.2 document of a phase's traces read
+// REPORT} with each REPORT the docs/SPEC.md §5.2 document of a phase's traces read
 // from the store; "demo" adds what the demo did and the gate's decisions.
 type JSON struct {
 	Before *analysis.Document `json:"before"`

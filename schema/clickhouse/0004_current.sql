@@ -1,4 +1,4 @@
--- Extras for current releases (SPEC §6): a statement after a line
+-- Extras for current releases (docs/SPEC.md §6): a statement after a line
 -- "-- requires: X.Y" runs only on ClickHouse X.Y or later; on older
 -- servers (Debian's 18.16) it is skipped. The tables are new and empty
 -- when this runs, so the changes cost nothing; a database created on an

@@ -15,7 +15,7 @@ import (
 
 // Migrations live in schema/clickhouse. A statement after a line
 // "-- requires: X.Y" runs only on servers of release X.Y or later: the
-// extras current releases get (SPEC §6). Applied migrations are recorded
+// extras current releases get (docs/SPEC.md §6). Applied migrations are recorded
 // in schema_migrations with the server release that applied them.
 
 const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -86,7 +86,7 @@ func TestMigrationsDryRun(t *testing.T) {
 	}
 }
 
-// BenchmarkReportWeek: the SPEC §5.2 document over 7 days of rollups for
+// BenchmarkReportWeek: the docs/SPEC.md §5.2 document over 7 days of rollups for
 // 100 APIs (target < 200 ms).
 func BenchmarkReportWeek(b *testing.B) {
 	s, err := sqlite.Open(context.Background(), sqlite.Options{Dir: b.TempDir(), Synchronous: "normal"})

@@ -332,7 +332,7 @@ export async function servicesPage(ctx) {
   ], edges, { id: 'edges', sort: 'caller', dir: 'asc' });
   return [
     h('h1', null, 'Services'),
-    h('p', { class: 'sub' }, rangeText(res.from, res.to), ' · the claim audit of every failed hop (SPEC §4.2): a service that claims what it did not originate is what a buggy or compromised service looks like.'),
+    h('p', { class: 'sub' }, rangeText(res.from, res.to), ' · the claim audit of every failed hop (docs/SPEC.md §4.2): a service that claims what it did not originate is what a buggy or compromised service looks like.'),
     h('h2', null, 'Claim integrity'),
     svcs.length ? [filtered('Filter services', 'filter-services', st, (tr) => tr.dataset.service || ''), st] : empty('No service in this range.'),
     h('h2', null, 'Dependencies'),
@@ -493,7 +493,7 @@ export async function whatifPage(ctx) {
   });
   return [
     h('h1', null, 'What-if'),
-    h('p', { class: 'sub' }, 'Requests each node serves per request at the root while a node fails persistently (SPEC §4.7): naive retries multiply by (1 + R) per retrying level, a budget by (1 + min(R, B)), ownership retries only into the failing node.'),
+    h('p', { class: 'sub' }, 'Requests each node serves per request at the root while a node fails persistently (docs/SPEC.md §4.7): naive retries multiply by (1 + R) per retrying level, a budget by (1 + min(R, B)), ownership retries only into the failing node.'),
     form,
     result,
   ];
