@@ -165,19 +165,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	r.B = b[17:]
 	nNames := r.Count(1, "names")
 	table := make([]string, 0, nNames)
-	for i := 0; i < nNames && r.Err == nil; i++ {
-		n := r.Uvarint("name length")
-		if n > uint64(len(r.B)) {
-			r.Fail("name length")
-			break
-		}
-		if intern != nil {
-			table = append(table, intern(r.B[:n]))
-		} else {
-			table = append(table, string(r.B[:n]))
-		}
-		r.B = r.B[n:]
-	}
+	table = r.Names(table, nNames, intern)
 	out.API = r.Str(table, "api")
 	out.Start = r.Varint("start")
 	out.Window = r.Varint("window")

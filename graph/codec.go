@@ -216,19 +216,7 @@ func decodeTrace(t *Trace, table []string, b []byte, intern func([]byte) string)
 		table = make([]string, 0, nNames+1)
 	}
 	table = append(table[:0], "")
-	for i := 0; i < nNames && r.Err == nil; i++ {
-		n := r.Uvarint("name length")
-		if n > uint64(len(r.B)) {
-			r.Fail("name length")
-			break
-		}
-		if intern != nil {
-			table = append(table, intern(r.B[:n]))
-		} else {
-			table = append(table, string(r.B[:n]))
-		}
-		r.B = r.B[n:]
-	}
+	table = r.Names(table, nNames, intern)
 	t.APIName = r.Str(table, "api")
 
 	t.Hops = reuse(t.Hops, r.count(11, "hops"))
@@ -372,17 +360,7 @@ func DecodeSpan(b []byte, s *Span, intern func([]byte) string) error {
 	r := newTraceReader(b[36:])
 	var names [5]string
 	for i := range names {
-		n := r.Uvarint("name length")
-		if n > uint64(len(r.B)) {
-			r.Fail("name length")
-			break
-		}
-		if intern != nil {
-			names[i] = intern(r.B[:n])
-		} else {
-			names[i] = string(r.B[:n])
-		}
-		r.B = r.B[n:]
+		names[i] = r.Name(intern)
 	}
 	s.Service, s.Version, s.Name, s.Operation, s.Peer = names[0], names[1], names[2], names[3], names[4]
 	s.Start = r.Varint("start")
@@ -455,19 +433,7 @@ func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, erro
 	}
 	nNames := r.count(1, "names")
 	table := make([]string, 0, nNames)
-	for i := 0; i < nNames && r.Err == nil; i++ {
-		n := r.Uvarint("name length")
-		if n > uint64(len(r.B)) {
-			r.Fail("name length")
-			break
-		}
-		if intern != nil {
-			table = append(table, intern(r.B[:n]))
-		} else {
-			table = append(table, string(r.B[:n]))
-		}
-		r.B = r.B[n:]
-	}
+	table = r.Names(table, nNames, intern)
 	n := r.count(45, "spans")
 	base := r.Varint("base")
 	for i := 0; i < n && r.Err == nil; i++ {

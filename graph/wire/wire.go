@@ -86,3 +86,35 @@ func (r *Reader) Str(table []string, what string) string {
 	}
 	return table[i]
 }
+
+// Name reads a length-prefixed name, through intern when it is not nil
+// (interning the stored names spares a string per read).
+func (r *Reader) Name(intern func([]byte) string) string {
+	n := r.Uvarint("name length")
+	if n > uint64(len(r.B)) {
+		r.Fail("name length")
+		return ""
+	}
+	var s string
+	if intern != nil {
+		s = intern(r.B[:n])
+	} else {
+		s = string(r.B[:n])
+	}
+	r.B = r.B[n:]
+	return s
+}
+
+// Names appends n length-prefixed names (a record's name table) to table,
+// stopping at the first error.
+func (r *Reader) Names(table []string, n int, intern func([]byte) string) []string {
+	for i := 0; i < n && r.Err == nil; i++ {
+		s := r.Name(intern)
+		if r.Err != nil {
+			break
+		}
+		table = append(table, s)
+	}
+	return table
+}
+
