@@ -117,4 +117,3 @@ func (r *Reader) Names(table []string, n int, intern func([]byte) string) []stri
 	}
 	return table
 }
-
