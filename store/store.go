@@ -58,10 +58,7 @@ type Record struct {
 }
 
 // Minute returns the unix minute of the record's start: its rollup bucket.
-func (r *Record) Minute() int64 { return MinuteOf(r.Start) }
-
-// MinuteOf returns the unix minute holding unixNano (floor).
-func MinuteOf(unixNano int64) int64 { return analysis.WindowOf(unixNano, time.Minute) }
+func (r *Record) Minute() int64 { return analysis.MinuteOf(r.Start) }
 
 // EdgeKey hashes a dependency for Record.Edges. A collision only makes a
 // record be re-evaluated for nothing.
@@ -108,13 +105,13 @@ type Query struct {
 func (q Query) MinuteRange() (lo, hi int64) {
 	lo, hi = -1<<62, 1<<62
 	if q.From != 0 {
-		lo = MinuteOf(q.From)
+		lo = analysis.MinuteOf(q.From)
 		if q.From%int64(time.Minute) != 0 {
 			lo++ // a minute starting before From is not in the range
 		}
 	}
 	if q.To != 0 {
-		hi = MinuteOf(q.To)
+		hi = analysis.MinuteOf(q.To)
 		if q.To%int64(time.Minute) != 0 {
 			hi++ // a minute starting before To is in the range
 		}
@@ -176,7 +173,7 @@ func WindowRange(q Query, window time.Duration) (lo, hi int64) {
 // Contains reports whether a trace starting at unixNano is in the range.
 func (q Query) Contains(unixNano int64) bool {
 	lo, hi := q.MinuteRange()
-	m := MinuteOf(unixNano)
+	m := analysis.MinuteOf(unixNano)
 	return m >= lo && m < hi
 }
 

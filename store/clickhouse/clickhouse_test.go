@@ -684,7 +684,7 @@ func TestIncidentsAgreeWithSQLite(t *testing.T) {
 		}
 	}
 	compare("stored")
-	day := store.MinuteOf(at(0, 0)) / 1440
+	day := analysis.MinuteOf(at(0, 0)) / 1440
 	settled := func() bool {
 		t.Helper()
 		d, err := s.settledDays(ctx, day*1440, day*1440+1440)

@@ -41,7 +41,7 @@ func TestEmitSQL(t *testing.T) {
 	c := storetest.NewCorpus(t, 6, base.Add(10*time.Hour+58*time.Minute), 30*time.Second)
 	id := c.Traces[0].ID
 	w := c.Results[0].Window
-	minute := store.MinuteOf(c.Results[0].Start)
+	minute := analysis.MinuteOf(c.Results[0].Start)
 
 	s, err := Open(ctx, Options{DSN: "clickhouse://127.0.0.1:9000/default?ttl=168h", Window: time.Hour, Logger: quiet,
 		dial: func(*ch.Options) (driver.Conn, error) { return rec, nil }})
@@ -96,7 +96,7 @@ func TestEmitSQL(t *testing.T) {
 	// recomputed from the records, with its hour and day, under a new
 	// generation. One without records (the canned answers hold none), so
 	// that the rollups still agree with the records the check sums.
-	s.repair[store.MinuteOf(base.Add(-72*time.Hour).UnixNano())] = struct{}{}
+	s.repair[analysis.MinuteOf(base.Add(-72*time.Hour).UnixNano())] = struct{}{}
 	must(s.Apply(ctx, store.Batch{}))
 	// Reads.
 	rec.answers["FROM record_index"] = [][]any{{id, w, minute, c.Results[0].Start, uint64(1), uint8(0)}}
@@ -112,8 +112,8 @@ func TestEmitSQL(t *testing.T) {
 	_, err = s.Report(ctx, store.Query{})
 	must(err)
 	// The owned minutes found first narrow the second read.
-	rec.answers["GROUP BY bucket, cityHash64"] = [][]any{{store.MinuteOf(h(10, 2)), "driver", "GET /driver"},
-		{store.MinuteOf(h(10, 3)), "redis", "GetDriver"}}
+	rec.answers["GROUP BY bucket, cityHash64"] = [][]any{{analysis.MinuteOf(h(10, 2)), "driver", "GET /driver"},
+		{analysis.MinuteOf(h(10, 3)), "redis", "GetDriver"}}
 	// The day before is summed, base's day is settled (one part: its
 	// rows filtered as read).
 	rec.answers["partition_id >= '"] = [][]any{{base.Format("20060102"), []string{base.Format("20060102") + "_1_9_1"}}}
