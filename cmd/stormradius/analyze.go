@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -80,14 +79,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: %s\n", msg)
 		return exitFail
 	}
-	if *format == "table" {
-		err = doc.WriteTable(stdout)
-	} else {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(doc)
-	}
-	if err != nil {
+	if err := writeDocument(stdout, doc, *format); err != nil {
 		fmt.Fprintf(stderr, "stormradius analyze: write output: %v\n", err)
 		return exitFail
 	}

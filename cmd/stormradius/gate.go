@@ -99,9 +99,7 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fail("%v", err)
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(d)
+		writeJSON(stdout, d) // the exit code is the answer; a closed stdout changes nothing
 	} else {
 		printDecision(stdout, d)
 	}

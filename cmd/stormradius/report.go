@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -72,14 +71,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return exitFail
 		}
 	}
-	if *format == "table" {
-		err = doc.WriteTable(stdout)
-	} else {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(doc)
-	}
-	if err != nil {
+	if err := writeDocument(stdout, doc, *format); err != nil {
 		fmt.Fprintf(stderr, "stormradius report: write output: %v\n", err)
 		return exitFail
 	}
