@@ -178,7 +178,8 @@ func (t *Trace) ObservedClaim(h int32) Claim {
 // service's hop, not a virtual node nor a CLIENT-span fragment root.
 func (h *Hop) Audited() bool { return !h.Virtual && !h.Client }
 
-// Start returns the start of the trace's earliest span, 0 when empty.
+// Start returns the earliest start of the trace's roots (its root hop and
+// any fragment roots), 0 when empty: the instant its window is chosen by.
 func (t *Trace) Start() int64 {
 	var s int64
 	for i := range t.Roots {
