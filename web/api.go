@@ -242,13 +242,15 @@ func (s *server) rangeOf(r *http.Request) (store.Query, error) {
 	return query.ParseRange(r.URL.Query(), s.cfg.Now())
 }
 
-// apiParam returns the required api parameter.
-func apiParam(r *http.Request) (string, error) {
+// apiRange reads the root API (required) and the range of a per-API
+// question.
+func (s *server) apiRange(r *http.Request) (string, store.Query, error) {
 	api := r.URL.Query().Get("api")
 	if api == "" {
-		return "", badParam("api", `required: the root API as "service operation"`)
+		return "", store.Query{}, badParam("api", `required: the root API as "service operation"`)
 	}
-	return api, nil
+	q, err := s.rangeOf(r)
+	return api, q, err
 }
 
 // figures answers from the document of the range (without incidents):
@@ -270,11 +272,7 @@ func (s *server) figures(pick func(d *analysis.Document) map[string]any) func(r 
 }
 
 func (s *server) radius(r *http.Request) (any, error) {
-	api, err := apiParam(r)
-	if err != nil {
-		return nil, err
-	}
-	q, err := s.rangeOf(r)
+	api, q, err := s.apiRange(r)
 	if err != nil {
 		return nil, err
 	}
@@ -306,11 +304,7 @@ func parseStep(v string) (time.Duration, error) {
 }
 
 func (s *server) graph(r *http.Request) (any, error) {
-	api, err := apiParam(r)
-	if err != nil {
-		return nil, err
-	}
-	q, err := s.rangeOf(r)
+	api, q, err := s.apiRange(r)
 	if err != nil {
 		return nil, err
 	}
