@@ -13,15 +13,15 @@ import (
 )
 
 // The binary form of a WindowSummary starts with summaryMagic, a byte
-// that never starts JSON text (nor any UTF-8 text), then the codec's
-// version.
+// that never starts UTF-8 text (so that text stored by mistake is told
+// apart at once), then the codec's version.
 const (
 	summaryMagic        = 0xF7
 	summaryCodecVersion = 1
 )
 
 // ErrCorruptSummary is returned (wrapped) by DecodeSummary for data that
-// is neither an encoded summary nor a summary's JSON.
+// is not an encoded summary.
 var ErrCorruptSummary = errors.New("corrupt encoded window summary")
 
 // Counts of an EdgeStats in the order the binary form numbers them: the
@@ -255,7 +255,7 @@ func (w *WindowSummary) AppendBinary(dst []byte) []byte {
 // MarshalBinary returns the binary form of w (AppendBinary).
 func (w *WindowSummary) MarshalBinary() ([]byte, error) { return w.AppendBinary(nil), nil }
 
-// UnmarshalBinary decodes either form of a summary into w (DecodeSummary).
+// UnmarshalBinary decodes the binary form of a summary into w (DecodeSummary).
 func (w *WindowSummary) UnmarshalBinary(b []byte) error {
 	d, err := DecodeSummary(b)
 	if err != nil {
@@ -367,24 +367,12 @@ func (r *summaryReader) nodeStats(st *graph.NodeStats) {
 	}
 }
 
-// DecodeSummary decodes a summary stored in either form: the binary one
-// (AppendBinary) or the JSON one (MarshalJSON, what earlier releases
-// stored). Any input is safe: data that is neither gives an error
-// wrapping ErrCorruptSummary, never a panic.
+// DecodeSummary decodes a summary encoded by AppendBinary. Any input is
+// safe: data that is not such a summary (its JSON included) gives an
+// error wrapping ErrCorruptSummary, never a panic.
 func DecodeSummary(b []byte) (*WindowSummary, error) {
-	text := b
-	for len(text) > 0 && (text[0] == ' ' || text[0] == '\t' || text[0] == '\n' || text[0] == '\r') {
-		text = text[1:]
-	}
-	if len(text) > 0 && text[0] == '{' {
-		w := &WindowSummary{}
-		if err := w.UnmarshalJSON(text); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCorruptSummary, err)
-		}
-		return w, nil
-	}
 	if len(b) < 2 || b[0] != summaryMagic {
-		return nil, fmt.Errorf("analysis: decode window summary: %w: neither binary nor JSON", ErrCorruptSummary)
+		return nil, fmt.Errorf("analysis: decode window summary: %w: not the binary form", ErrCorruptSummary)
 	}
 	if b[1] != summaryCodecVersion {
 		return nil, fmt.Errorf("analysis: decode window summary: %w: version %d, want %d", ErrCorruptSummary, b[1], summaryCodecVersion)

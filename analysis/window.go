@@ -204,7 +204,8 @@ type summaryJSON struct {
 
 const summaryVersion = 1
 
-// MarshalJSON encodes the summary deterministically.
+// MarshalJSON encodes the summary deterministically, for reading and
+// comparing summaries; stores keep the binary form (AppendBinary).
 func (w *WindowSummary) MarshalJSON() ([]byte, error) {
 	out := summaryJSON{Version: summaryVersion, Window: w.Window, Edges: []edgeJSON{}}
 	for k, v := range w.Edges {
@@ -229,7 +230,8 @@ func (w *WindowSummary) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalJSON decodes a summary encoded by MarshalJSON.
+// UnmarshalJSON decodes a summary encoded by MarshalJSON. DecodeSummary,
+// which stores read with, takes the binary form only.
 func (w *WindowSummary) UnmarshalJSON(b []byte) error {
 	var in summaryJSON
 	if err := json.Unmarshal(b, &in); err != nil {

@@ -1,3 +1,6 @@
+-- Neither table is used any more: spans and the write log are rows of
+-- trace_spans (0005, 0007), and 0011 drops both. As first created:
+--
 -- Spans as received (graph.AppendSpan in data), plus a few columns for
 -- people who query the table with SQL. A span re-sent the same day
 -- collapses with the stored copy on merge (same trace id and span id);

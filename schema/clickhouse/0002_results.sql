@@ -1,5 +1,6 @@
--- One record per analysed trace (store.Record): the result as JSON, the
--- facts, the edges it uses, and columnar copies of what the rollups sum.
+-- One record per analysed trace (store.Record): the result (in
+-- analysis.ResultEncoder's binary form), the facts, the edges it uses,
+-- and columnar copies of what the rollups sum (dropped by 0005).
 -- Keyed by (window, minute, trace id): a window's records and a minute's
 -- records are ranges of the primary key. A replaced record is a new row
 -- with a higher version; a deleted one, or one whose start moved to
@@ -57,7 +58,7 @@ PARTITION BY day
 ORDER BY (win, minute, trace_id);
 
 -- Where each trace's record lives, by trace id: point lookups read this
--- small table first. Filled by a materialized view from every insert into
+-- small table first. (Replaced by record_index in 0005; dropped by 0011.) Filled by a materialized view from every insert into
 -- records, tombstones included, so it cannot disagree with them.
 CREATE TABLE IF NOT EXISTS trace_index (
     day      Date,
@@ -74,7 +75,8 @@ ORDER BY trace_id;
 CREATE MATERIALIZED VIEW IF NOT EXISTS trace_index_mv TO trace_index AS
 SELECT day, trace_id, win, minute, start, version, deleted FROM records;
 
--- Window states (analysis.State, JSON) and summaries, replaced whole.
+-- Window states (analysis.State as JSON) and summaries (the binary form,
+-- analysis.WindowSummary.AppendBinary), replaced whole.
 -- day is the day the window starts.
 CREATE TABLE IF NOT EXISTS states (
     day     Date,

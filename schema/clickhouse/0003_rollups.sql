@@ -1,3 +1,7 @@
+-- These tables are not used any more: 0005 copies what they hold into the
+-- one narrow rollups table that replaces them, and 0011 drops them. As
+-- first created:
+--
 -- Rollups: the sum of the stored records' results (analysis.Report) per
 -- bucket. tier 0: bucket = unix minute; tier 1: bucket = unix hour. Not
 -- kept by deltas (there are no multi-table transactions): Apply recomputes

@@ -16,9 +16,8 @@
 --   each bucket's current generation, so a delta that lands late, after
 --   the repair, counts for nothing.
 --
--- The old spans and rollup_* tables are kept: spans is still read when it
--- holds rows (a database written by an earlier release), and the rollups
--- it holds are copied below.
+-- The rows of the old rollup_* tables are copied below; those tables and
+-- spans are not used after this migration (0011 drops them).
 
 -- Spans of one write, one row per trace: data is
 -- graph.TraceEncoder.AppendSpans of the trace's spans in the write.
@@ -90,10 +89,9 @@ CREATE TABLE IF NOT EXISTS rollup_gens (
 PARTITION BY day
 ORDER BY (tier, bucket);
 
--- A database written by an earlier release: its minute rollups (the
--- latest version of each row; minutes it left dirty are recomputed by the
--- first Apply, from the dirty table), then hours and days summed from
--- them. Each statement runs only while its part is missing, so running
+-- What the old rollup tables hold: their minute rollups (the latest
+-- version of each row; minutes left dirty are recomputed by the first
+-- Apply, from the dirty table), then hours and days summed from them. Each statement runs only while its part is missing, so running
 -- the migration again after an interruption copies nothing twice.
 INSERT INTO rollups (tier, bucket, day, gen, stat, n)
 SELECT 0, bucket, day, 0, stat, n FROM rollup_totals FINAL

@@ -128,10 +128,7 @@ type Store struct {
 	// gens is the current generation of every rollup bucket that has one
 	// (loaded by the first Apply; nil before).
 	gens map[bucketKey]uint64
-	// legacy: the database holds spans in the table of earlier releases
-	// (one row per span), read as well as trace_spans.
-	legacy bool
-	enc    analysis.ResultEncoder // under applyMu
+	enc  analysis.ResultEncoder // under applyMu
 	// watermark is the last checkpoint this store wrote (under applyMu).
 	watermark uint64
 
@@ -206,12 +203,6 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if err := s.readProgress(ctx); err != nil {
 		return err
 	}
-	var legacy uint64
-	if err := s.queryRow(ctx, "look for legacy spans", `SELECT count() FROM system.parts WHERE database = `+quote(s.db)+
-		` AND table = 'spans' AND active AND rows > 0`, &legacy); err != nil {
-		return err
-	}
-	s.legacy = legacy > 0
 	return s.applyTTL(ctx, meta, opts.TTL)
 }
 
@@ -224,17 +215,13 @@ func (s *Store) readProgress(ctx context.Context) error {
 	defer s.spanMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	// The last write: the latest log row (trace_spans), or of the write
-	// log of earlier releases.
-	var logged, old uint64
+	// The last write: the latest log row (trace_spans).
+	var logged uint64
 	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM trace_spans WHERE trace_id = `+
 		idList([]graph.TraceID{logID}), &logged); err != nil {
 		return err
 	}
-	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM writes`, &old); err != nil {
-		return err
-	}
-	s.seq = max(s.seq, old, logged)
+	s.seq = max(s.seq, logged)
 	// Versions order the rows of one key; they come from the clock, kept
 	// above every version already stored in the small tables.
 	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {

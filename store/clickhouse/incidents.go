@@ -276,8 +276,7 @@ func (s *Store) lastMinuteIn(ctx context.Context, lo, hi int64) (int64, bool, er
 
 // Examples scans the records of q's range (a range of the primary key)
 // for the owner's failure events. Only records whose result holds the
-// owner's names are read back (names are stored verbatim in results; the
-// JSON of earlier releases is read whole).
+// owner's names are read back (names are stored verbatim in results).
 func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n int) ([]graph.TraceID, error) {
 	if err := s.checkOpen("read examples"); err != nil {
 		return nil, err
@@ -292,8 +291,8 @@ func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n
 	in := graph.Interner{}
 	err := s.query(ctx, "read examples", `SELECT trace_id, result FROM (SELECT trace_id, deleted, start, result FROM records FINAL
 		WHERE win >= `+itoa(wlo)+` AND win <= `+itoa(whi)+` AND minute >= `+itoa(lo)+` AND minute < `+itoa(hi)+`)
-		WHERE deleted = 0 AND start >= `+itoa(s.retentionFloor(ctx))+` AND (startsWith(result, '{') OR (position(result, `+
-		quote(owner.Service)+`) > 0 AND position(result, `+quote(owner.Operation)+`) > 0))`, func(r driver.Rows) error {
+		WHERE deleted = 0 AND start >= `+itoa(s.retentionFloor(ctx))+` AND position(result, `+
+		quote(owner.Service)+`) > 0 AND position(result, `+quote(owner.Operation)+`) > 0`, func(r driver.Rows) error {
 		var id graph.TraceID
 		var b []byte
 		if err := r.Scan(&id, &b); err != nil {

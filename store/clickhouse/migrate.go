@@ -204,10 +204,8 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 }
 
 // ttlTables are the tables a TTL applies to, all partitioned by day.
-var ttlTables = []string{"trace_spans", "writes", "records", "record_index", "states", "summaries", "dirty",
-	"rollups", "rollup_gens", "node_minutes", "trace_buckets",
-	// Tables earlier releases wrote: what they hold expires too.
-	"spans", "trace_index", "rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service"}
+var ttlTables = []string{"trace_spans", "records", "record_index", "states", "summaries", "dirty",
+	"rollups", "rollup_gens", "node_minutes", "trace_buckets"}
 
 // ttlRelease is the first release the extras, TTL included, are used on.
 var ttlRelease = serverVersion{21, 8}

@@ -80,16 +80,9 @@ func (b *recordBlock) finish() {
 	}
 }
 
-// decodeResult decodes a stored result: analysis.ResultEncoder's binary
-// form, or JSON (records written by earlier releases).
+// decodeResult decodes a stored result (analysis.ResultEncoder's binary
+// form).
 func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, error) {
-	if len(b) > 0 && b[0] == '{' {
-		r := &analysis.TraceResult{}
-		if err := json.Unmarshal(b, r); err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
 	return analysis.DecodeResult(b, intern)
 }
 

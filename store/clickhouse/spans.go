@@ -97,28 +97,20 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	return seq, nil
 }
 
-// spanRow is one stored row of spans: a trace's spans of one write
-// (trace_spans), or, from the table of earlier releases, one span.
+// spanRow is one stored row of trace_spans: a trace's spans of one write,
+// or a write's log row.
 type spanRow struct {
 	traceID graph.TraceID
 	seq     uint64
 	data    []byte
-	single  bool // one span (graph.AppendSpan), from the legacy table
 }
 
 // decode appends the row's spans to dst (none from a log row).
 func (r *spanRow) decode(dst []graph.Span, intern func([]byte) string) ([]graph.Span, error) {
-	if !r.single {
-		if len(r.data) > 0 && r.data[0] == logMarker {
-			return dst, nil
-		}
-		return graph.DecodeSpans(r.data, dst, intern)
+	if len(r.data) > 0 && r.data[0] == logMarker {
+		return dst, nil
 	}
-	dst = append(dst, graph.Span{})
-	if err := graph.DecodeSpan(r.data, &dst[len(dst)-1], intern); err != nil {
-		return dst[:len(dst)-1], err
-	}
-	return dst, nil
+	return graph.DecodeSpans(r.data, dst, intern)
 }
 
 // readSpans calls fn with every stored row of the spans of ids (a span
@@ -136,20 +128,6 @@ func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, lo, hi uint6
 		list := idList(part)
 		var row spanRow
 		err := s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM trace_spans WHERE trace_id IN (`+list+`)`+seqs,
-			func(r driver.Rows) error {
-				if err := r.Scan(&row.traceID, &row.seq, &row.data); err != nil {
-					return err
-				}
-				return fn(&row)
-			})
-		if err != nil {
-			return err
-		}
-		if !s.legacy {
-			continue
-		}
-		row.single = true
-		err = s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM spans WHERE trace_id IN (`+list+`)`+seqs,
 			func(r driver.Rows) error {
 				if err := r.Scan(&row.traceID, &row.seq, &row.data); err != nil {
 					return err
@@ -207,14 +185,8 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	in := graph.Interner{}
 	var spans []graph.Span
 	for after := seq; ; {
-		// The log rows after the sequence, and the rows of the write log of
-		// earlier releases (table writes).
+		// The log rows after the sequence.
 		traces := map[uint64][]graph.TraceID{}
-		addIDs := func(sq uint64, b []byte) {
-			for ; len(b) >= 16; b = b[16:] {
-				traces[sq] = append(traces[sq], graph.TraceID(b[:16]))
-			}
-		}
 		err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
 			` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
 			var sq uint64
@@ -224,22 +196,9 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			}
 			if len(b) > 0 && b[0] == logMarker {
 				traces[sq] = traces[sq][:0:0]
-				addIDs(sq, b[1:])
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = s.query(ctx, "list writes", `SELECT seq, trace_ids FROM writes WHERE seq > `+utoa(after)+
-			` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
-			var sq uint64
-			var ids []string
-			if err := r.Scan(&sq, &ids); err != nil {
-				return err
-			}
-			for _, id := range ids {
-				addIDs(sq, []byte(id))
+				for b = b[1:]; len(b) >= 16; b = b[16:] {
+					traces[sq] = append(traces[sq], graph.TraceID(b[:16]))
+				}
 			}
 			return nil
 		})
@@ -251,11 +210,6 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 			seqs = append(seqs, sq)
 		}
 		slices.Sort(seqs)
-		if len(seqs) > spansAfterChunk {
-			// Each source gave its first writes; past the first chunk, the
-			// next round reads them again.
-			seqs = seqs[:spansAfterChunk]
-		}
 		if len(seqs) == 0 {
 			return nil
 		}

@@ -9,8 +9,7 @@ import (
 )
 
 // Summaries are written in the binary form (any bytes go in a String
-// column); the JSON rows earlier releases wrote still read, beside binary
-// ones.
+// column); a row in another form is corrupt.
 func TestSummaryFormats(t *testing.T) {
 	s := open(t, freshDatabase(t, server(t)), time.Hour)
 	defer s.Close()

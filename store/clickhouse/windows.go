@@ -89,8 +89,8 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	v := s.versions(len(sums) + 1)
 	days, wins, vers, encs := make([]time.Time, len(sums)), make([]int64, len(sums)), make([]uint64, len(sums)), make([]string, len(sums))
 	for i, w := range sums {
-		// The binary form (analysis.DecodeSummary reads it and the JSON
-		// of earlier releases): a String column holds any bytes.
+		// The binary form (analysis.DecodeSummary reads it back): a String
+		// column holds any bytes.
 		days[i], wins[i], vers[i], encs[i] = dayDate(dayOf(w.Window*int64(s.window))), w.Window, v+uint64(i), string(w.AppendBinary(nil))
 	}
 	if err := s.insert(ctx, "put summaries", "summaries", []string{"day", "win", "version", "summary"}, days, wins, vers, encs); err != nil {

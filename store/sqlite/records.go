@@ -466,8 +466,8 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	defer tx.Rollback()
 	var b []byte
 	for _, w := range sums {
-		// The binary form (analysis.DecodeSummary reads it and the JSON
-		// of earlier releases), as a BLOB.
+		// The binary form (analysis.DecodeSummary reads it back), as a
+		// BLOB.
 		b = w.AppendBinary(b[:0])
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO summaries (win, summary) VALUES (?, ?)`, w.Window, b); err != nil {
 			return unavailable(ctx, "put summaries", err)

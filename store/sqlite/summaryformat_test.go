@@ -8,8 +8,8 @@ import (
 	"github.com/stormradius/stormradius/store/storetest"
 )
 
-// Summaries are written in the binary form; the JSON rows earlier
-// releases wrote still read, beside binary ones; a corrupt row is an error.
+// Summaries are written in the binary form; a row in another form, or a
+// truncated one, is an error.
 func TestSummaryFormats(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, Options{Dir: t.TempDir(), Window: time.Hour})

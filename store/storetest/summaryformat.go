@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -12,9 +13,11 @@ import (
 )
 
 // SummaryFormats checks that s writes window summaries in the binary form
-// and still reads the JSON rows earlier releases wrote, beside binary ones.
-// putRaw stores b as window win's summary row as it is; readRaw reads the
-// row of window win back as stored.
+// (analysis.WindowSummary.AppendBinary) and reads them back, and that a
+// row in any other form — a summary's JSON included — is reported corrupt
+// (store.ErrCorrupt), not read as a summary. putRaw stores b as window
+// win's summary row as it is; readRaw reads the row of window win back as
+// stored.
 func SummaryFormats(t *testing.T, s store.Store, putRaw func(win int64, b []byte) error, readRaw func(win int64) ([]byte, error)) {
 	t.Helper()
 	ctx := context.Background()
@@ -32,10 +35,6 @@ func SummaryFormats(t *testing.T, s store.Store, putRaw func(win int64, b []byte
 	if err := s.PutSummaries(ctx, []*analysis.WindowSummary{mk(10)}); err != nil {
 		t.Fatal(err)
 	}
-	old, _ := json.Marshal(mk(11))
-	if err := putRaw(11, old); err != nil {
-		t.Fatal(err)
-	}
 	b, err := readRaw(10)
 	if err != nil {
 		t.Fatal(err)
@@ -44,12 +43,21 @@ func SummaryFormats(t *testing.T, s store.Store, putRaw func(win int64, b []byte
 		t.Fatalf("stored %q, want the binary form", b)
 	}
 	got, err := s.Summaries(ctx, 10, 11)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("%d summaries, %v", len(got), err)
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], mk(10)) {
+		t.Fatalf("summaries %+v, %v; want window 10's", got, err)
 	}
-	for i, w := range got {
-		if want := mk(10 + int64(i)); !reflect.DeepEqual(w, want) {
-			t.Errorf("window %d: %+v, want %+v", 10+i, w, want)
-		}
+	js, err := json.Marshal(mk(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putRaw(11, js); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Summaries(ctx, 10, 11); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a summary stored as JSON gave %d summaries, %v; want an error wrapping store.ErrCorrupt", len(got), err)
+	}
+	// The row beside it still reads.
+	if got, err := s.Summaries(ctx, 10, 10); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], mk(10)) {
+		t.Fatalf("window 10 beside a corrupt row: %+v, %v", got, err)
 	}
 }

@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_window ON records (win);
 CREATE INDEX IF NOT EXISTS records_by_start ON records (start);
 
--- Window states (analysis.State, JSON) and summaries, replaced whole.
+-- Window states (analysis.State as JSON) and summaries (the binary form,
+-- analysis.WindowSummary.AppendBinary), replaced whole.
 CREATE TABLE IF NOT EXISTS states (
     win   INTEGER PRIMARY KEY,
     state BLOB NOT NULL

@@ -12,9 +12,8 @@ import (
 // Cache decodes stored window summaries and keeps the decoded form
 // of the ones read lately: a summary is decoded again only when its stored
 // bytes change. Decoding dominates a long range's read (a week of hourly
-// summaries for 100 APIs: ~40 ms in the binary form stores write, ~0.6 s
-// as the JSON earlier releases wrote, which still reads), and closed
-// windows seldom change.
+// summaries for 100 APIs: ~40 ms in the binary form stores write), and
+// closed windows seldom change.
 // The summaries it returns are shared: callers must not modify them (the
 // read path only merges them into new values).
 type Cache struct {
