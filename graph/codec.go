@@ -318,65 +318,6 @@ func (t *Trace) check() error {
 	return nil
 }
 
-// spanCodecVersion is the first byte of an encoded span.
-const spanCodecVersion = 1
-
-// AppendSpan appends the compact binary form of s to b: every field, names
-// length-prefixed, times as varints. Stores keep spans in this form.
-func AppendSpan(b []byte, s *Span) []byte {
-	b = append(b, spanCodecVersion)
-	b = append(b, s.TraceID[:]...)
-	b = append(b, s.SpanID[:]...)
-	b = append(b, s.ParentID[:]...)
-	b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen),
-		bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed))
-	for _, str := range [...]string{s.Service, s.Version, s.Name, s.Operation, s.Peer} {
-		b = binary.AppendUvarint(b, uint64(len(str)))
-		b = append(b, str...)
-	}
-	b = binary.AppendVarint(b, s.Start)
-	b = binary.AppendVarint(b, s.End-s.Start)
-	b = binary.AppendVarint(b, int64(s.Resend))
-	b = binary.AppendVarint(b, int64(s.StatusCode))
-	b = binary.LittleEndian.AppendUint64(b, s.Target)
-	return b
-}
-
-// DecodeSpan decodes a span written by AppendSpan into s. intern, when not
-// nil, is given every name and returns the string to keep (so that stores
-// reading many spans share repeated names).
-func DecodeSpan(b []byte, s *Span, intern func([]byte) string) error {
-	if len(b) < 1+16+8+8+4 || b[0] != spanCodecVersion {
-		return fmt.Errorf("%w: bad span header", ErrCorruptTrace)
-	}
-	*s = Span{}
-	b = b[1:]
-	copy(s.TraceID[:], b)
-	copy(s.SpanID[:], b[16:])
-	copy(s.ParentID[:], b[24:])
-	s.Kind, s.Claim, s.FailOpen = Kind(b[32]), Claim(b[33]&3), Tri(b[34]%3)
-	f := b[35]
-	s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-	r := newTraceReader(b[36:])
-	var names [5]string
-	for i := range names {
-		names[i] = r.Name(intern)
-	}
-	s.Service, s.Version, s.Name, s.Operation, s.Peer = names[0], names[1], names[2], names[3], names[4]
-	s.Start = r.Varint("start")
-	s.End = s.Start + r.Varint("duration")
-	s.Resend = int32(r.Varint("resend"))
-	s.StatusCode = int32(r.Varint("status"))
-	if r.Err == nil && len(r.B) != 8 {
-		r.Fail("target")
-	}
-	if r.Err != nil {
-		return r.Err
-	}
-	s.Target = binary.LittleEndian.Uint64(r.B)
-	return nil
-}
-
 // spansCodecVersion is the first byte of a span list written by
 // TraceEncoder.AppendSpans.
 const spansCodecVersion = 2

@@ -94,23 +94,6 @@ func FuzzDecodeTrace(f *testing.F) {
 	})
 }
 
-func TestSpanCodec(t *testing.T) {
-	s := graph.Span{TraceID: graph.TraceID{1, 2}, SpanID: graph.SpanID{3}, ParentID: graph.SpanID{4}, Kind: graph.KindClient,
-		Service: "frontend", Version: "v2", Name: "GET", Operation: "GET", Peer: "redis",
-		Start: 1_700_000_000_000_000_000, End: 1_700_000_000_000_500_000, Failed: true, Claim: graph.ClaimUnclaimed,
-		HasResend: true, Resend: 2, CriteriaSatisfied: true, Suppressed: true, FailOpen: graph.True, Target: 99, StatusCode: 1014}
-	b := graph.AppendSpan(nil, &s)
-	var got graph.Span
-	if err := graph.DecodeSpan(b, &got, nil); err != nil || got != s {
-		t.Fatalf("%v\n got %+v\nwant %+v", err, got, s)
-	}
-	for n := 0; n < len(b); n++ {
-		if err := graph.DecodeSpan(b[:n], &got, nil); err == nil {
-			t.Fatalf("truncated at %d decodes", n)
-		}
-	}
-}
-
 func TestSpansCodec(t *testing.T) {
 	b := New(5)
 	a := b.Span(SpanID(9), graph.KindServer, "frontend", "GET /x", 1_000, 90_000, Failed, Claim(graph.ClaimClaimed))

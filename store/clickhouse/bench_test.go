@@ -37,10 +37,8 @@ func benchWriteSpans(b *testing.B, u *url.URL, c *storetest.Corpus, n int) {
 		}
 	}
 	spans = spans[:n]
-	size := 0
-	for i := range spans {
-		size += len(graph.AppendSpan(nil, &spans[i]))
-	}
+	var enc graph.TraceEncoder
+	size := len(enc.AppendSpans(nil, spans))
 	ctx := context.Background()
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
