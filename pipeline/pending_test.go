@@ -135,3 +135,294 @@ func BenchmarkPendingAdd(b *testing.B) {
 		}
 	}
 }
+
+// spansOf returns one span of each trace named (a trace id of its letter).
+func spansOf(names string) []graph.Span {
+	spans := make([]graph.Span, len(names))
+	for i := range names {
+		spans[i].TraceID[0] = names[i]
+		spans[i].SpanID[0] = byte(i + 1)
+	}
+	return spans
+}
+
+// namesOf returns the names of traces, in order.
+func namesOf(traces []*pendingTrace) string {
+	b := make([]byte, len(traces))
+	for i, t := range traces {
+		b[i] = t.id[0]
+	}
+	return string(b)
+}
+
+// checkPending verifies the buffer's lists: each links every pending trace
+// once, both ways, in its order, and the span count is the sum.
+func checkPending(t *testing.T, s *pendingSet) {
+	t.Helper()
+	spans := 0
+	for _, tr := range s.byID {
+		spans += len(tr.spans)
+	}
+	if spans != s.spans {
+		t.Errorf("spans %d, traces hold %d", s.spans, spans)
+	}
+	for o := range s.order {
+		l := &s.order[o]
+		n := 0
+		var prev *pendingTrace
+		for tr := l.head; tr != nil; prev, tr = tr, tr.link[o].next {
+			n++
+			if s.byID[tr.id] != tr {
+				t.Fatalf("list %d holds trace %q that is not pending", o, tr.id[0])
+			}
+			if tr.link[o].prev != prev {
+				t.Fatalf("list %d: %q's prev is wrong", o, tr.id[0])
+			}
+			if prev != nil && l.later(prev, tr) {
+				t.Errorf("list %d: %q before %q out of order", o, prev.id[0], tr.id[0])
+			}
+			if n > len(s.byID) {
+				t.Fatalf("list %d loops", o)
+			}
+		}
+		if l.tail != prev || n != len(s.byID) {
+			t.Errorf("list %d: %d traces (tail ok: %v), %d pending", o, n, l.tail == prev, len(s.byID))
+		}
+	}
+}
+
+// listNames returns the pending traces in order o.
+func listNames(s *pendingSet, o int) string {
+	var b []byte
+	for tr := s.order[o].head; tr != nil; tr = tr.link[o].next {
+		b = append(b, tr.id[0])
+	}
+	return string(b)
+}
+
+var pt0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// at returns pt0 plus s seconds.
+func at(s float64) time.Time { return pt0.Add(time.Duration(s * float64(time.Second))) }
+
+// TestPendingIdleOrder: idle traces leave in the order of their latest
+// span, not their first; a span of a pending trace moves it to the end.
+func TestPendingIdleOrder(t *testing.T) {
+	var s pendingSet
+	s.init()
+	s.add(spansOf("AB"), 1, at(0))
+	s.add(spansOf("C"), 2, at(1))
+	s.add(spansOf("A"), 3, at(2)) // A's latest span: 2 s
+	s.add(spansOf("D"), 4, at(3))
+	checkPending(t, &s)
+	if got := listNames(&s, byLast); got != "BCAD" {
+		t.Errorf("by latest arrival %q, want BCAD", got)
+	}
+	if got := listNames(&s, byFirst); got != "ABCD" {
+		t.Errorf("by first arrival %q, want ABCD", got)
+	}
+	// At 3 s, idle 2 s: B (latest 0 s) and C (1 s) are idle; A (2 s) and D not.
+	got, reasons := s.take(at(3), 2*time.Second, time.Hour, 1<<30, nil, nil)
+	if namesOf(got) != "BC" || len(reasons) != 2 || reasons[0] != "idle" || reasons[1] != "idle" {
+		t.Errorf("took %q %v, want BC idle", namesOf(got), reasons)
+	}
+	// A (writes 1 and 3) is pending: everything before write 1 is out.
+	if w := s.watermark(); w != 0 {
+		t.Errorf("watermark %d, want 0", w)
+	}
+	if s.spans != 3 { // A twice, D
+		t.Errorf("%d spans pending, want 3", s.spans)
+	}
+	checkPending(t, &s)
+	// At 4.5 s: A idle (2.5 s), D not (1.5 s).
+	if got, _ := s.take(at(4.5), 2*time.Second, time.Hour, 1<<30, nil, nil); namesOf(got) != "A" || len(got[0].spans) != 2 {
+		t.Errorf("took %q, want A with its 2 spans", namesOf(got))
+	}
+	if w := s.watermark(); w != 3 { // D (write 4) is pending
+		t.Errorf("watermark %d, want 3", w)
+	}
+	if got, _ := s.take(at(5), 2*time.Second, time.Hour, 1<<30, nil, nil); namesOf(got) != "D" {
+		t.Errorf("took %q, want D", namesOf(got))
+	}
+	if w := s.watermark(); w != 4 {
+		t.Errorf("watermark %d with nothing pending, want 4", w)
+	}
+	checkPending(t, &s)
+}
+
+// TestPendingAgeOrder: traces that never fall idle leave once older than
+// the maximum age, by first arrival; past the span budget the oldest by
+// first arrival leave early, whatever their latest span.
+func TestPendingAgeOrder(t *testing.T) {
+	var s pendingSet
+	s.init()
+	s.add(spansOf("A"), 1, at(0))
+	s.add(spansOf("B"), 2, at(1))
+	s.add(spansOf("C"), 3, at(2))
+	s.add(spansOf("BA"), 4, at(8)) // B and A keep arriving: not idle
+	s.add(spansOf("AB"), 5, at(9))
+	// At 10 s, idle 5 s, age 10 s: A (first 0 s) is aged, B (1 s) not;
+	// C (first and latest 2 s) is idle.
+	got, reasons := s.take(at(10), 5*time.Second, 10*time.Second, 1<<30, nil, nil)
+	if namesOf(got) != "AC" || reasons[0] != "age" || reasons[1] != "idle" {
+		t.Errorf("took %q %v, want A aged, C idle", namesOf(got), reasons)
+	}
+	if w := s.watermark(); w != 1 { // B: writes 2, 4, 5
+		t.Errorf("watermark %d, want 1", w)
+	}
+	checkPending(t, &s)
+
+	// Early: D (3 spans), E, F (2 spans) arrive in that order, then E
+	// again: E has the latest span. Over a budget of 2 spans the oldest by
+	// first arrival leave first: D (7 spans pending → 4), then E (4 → 2).
+	s = pendingSet{}
+	s.init()
+	s.add(spansOf("DDD"), 1, at(0))
+	s.add(spansOf("E"), 2, at(1))
+	s.add(spansOf("FF"), 3, at(2))
+	s.add(spansOf("E"), 4, at(3))
+	got, reasons = s.take(at(3), time.Hour, time.Hour, 2, nil, nil)
+	if namesOf(got) != "DE" || reasons[0] != "early" || reasons[1] != "early" || s.spans != 2 {
+		t.Errorf("took %q %v leaving %d spans, want D and E early leaving 2", namesOf(got), reasons, s.spans)
+	}
+	if w := s.watermark(); w != 2 { // F: write 3
+		t.Errorf("watermark %d, want 2", w)
+	}
+	checkPending(t, &s)
+}
+
+// TestPendingRestoredOrder: a trace put back after a refused store batch
+// counts as just arrived (it waits a full idle time and its age starts
+// again) but keeps its writes, so it holds the watermark down although it
+// is last by first arrival; one that arrived again meanwhile is merged
+// and keeps its place but gets the earlier writes.
+func TestPendingRestoredOrder(t *testing.T) {
+	idle, age := 5*time.Second, 60*time.Second
+	var s pendingSet
+	s.init()
+	s.add(spansOf("A"), 1, at(0))
+	s.add(spansOf("B"), 2, at(1))
+	s.add(spansOf("C"), 3, at(2))
+	group, _ := s.take(at(6), idle, age, 1<<30, nil, nil) // A (0 s) and B (1 s) idle
+	if namesOf(group) != "AB" {
+		t.Fatalf("took %q, want AB", namesOf(group))
+	}
+	if w := s.watermark(); w != 2 { // C: write 3
+		t.Errorf("watermark %d, want 2", w)
+	}
+	// B arrives again (write 4) while the batch is stored; the batch is
+	// refused and put back at 7 s.
+	s.add(spansOf("B"), 4, at(6.5))
+	s.restore(group, at(7))
+	checkPending(t, &s)
+	// By first arrival: C (2 s), B (6.5 s: its place), A (7 s: put back).
+	if got := listNames(&s, byFirst); got != "CBA" {
+		t.Errorf("by first arrival %q, want CBA", got)
+	}
+	if got := listNames(&s, bySeq); got != "ABC" { // writes 1, 2 (and 4), 3
+		t.Errorf("by first write %q, want ABC", got)
+	}
+	// The head of the first-arrival order (C, write 3) would say 2; A
+	// (write 1) is pending again.
+	if w := s.watermark(); w != 0 {
+		t.Errorf("watermark %d, want 0", w)
+	}
+	if b := s.byID[spansOf("B")[0].TraceID]; len(b.spans) != 2 || b.spans[0].SpanID[0] != 1 || b.minSeq != 2 || b.maxSeq != 4 {
+		t.Errorf("B merged: %d spans, writes %d..%d; want 2 spans, writes 2..4", len(b.spans), b.minSeq, b.maxSeq)
+	}
+	if s.spans != 4 { // A, B twice, C
+		t.Errorf("%d spans pending, want 4", s.spans)
+	}
+	// At 8 s only C is idle (6 s); A waits from 7 s, B from 6.5 s.
+	if got, _ := s.take(at(8), idle, age, 1<<30, nil, nil); namesOf(got) != "C" {
+		t.Errorf("took %q at 8 s, want C", namesOf(got))
+	}
+	if w := s.watermark(); w != 0 {
+		t.Errorf("watermark %d after C, want 0", w)
+	}
+	if got, _ := s.take(at(11.5), idle, age, 1<<30, nil, nil); namesOf(got) != "B" {
+		t.Errorf("took %q at 11.5 s, want B", namesOf(got))
+	}
+	if w := s.watermark(); w != 0 { // A
+		t.Errorf("watermark %d after B, want 0", w)
+	}
+	// A's age counts from 7 s: at 66.9 s it is not aged yet, at 67 s it is.
+	s.add(spansOf("A"), 5, at(11.9)) // keeps it from falling idle
+	s.add(spansOf("A"), 6, at(16.8))
+	for _, now := range []float64{21.7, 26.6, 31.5, 36.4, 41.3, 46.2, 51.1, 56, 60.9, 65.8} {
+		s.add(spansOf("A"), 7, at(now))
+	}
+	if got, _ := s.take(at(66.9), idle, age, 1<<30, nil, nil); len(got) != 0 {
+		t.Errorf("took %q at 66.9 s, want nothing", namesOf(got))
+	}
+	if got, r := s.take(at(67), idle, age, 1<<30, nil, nil); namesOf(got) != "A" || r[0] != "age" || len(got[0].spans) != 13 {
+		t.Errorf("took %q %v at 67 s, want A aged with 13 spans", namesOf(got), r)
+	}
+	if w := s.watermark(); w != 7 {
+		t.Errorf("watermark %d with nothing pending, want 7", w)
+	}
+	checkPending(t, &s)
+}
+
+// TestPendingReopenedOrder: a late span of a trace already analysed makes
+// it pending again as a new trace: last by first arrival, and its write is
+// the latest.
+func TestPendingReopenedOrder(t *testing.T) {
+	var s pendingSet
+	s.init()
+	s.add(spansOf("AB"), 1, at(0))
+	s.add(spansOf("C"), 2, at(3))
+	if got, _ := s.take(at(5), 5*time.Second, time.Hour, 1<<30, nil, nil); namesOf(got) != "AB" {
+		t.Fatalf("took %q, want AB", namesOf(got))
+	}
+	s.add(spansOf("A"), 3, at(6)) // late: A is re-opened
+	if got := listNames(&s, byFirst); got != "CA" {
+		t.Errorf("by first arrival %q, want CA", got)
+	}
+	if w := s.watermark(); w != 1 { // C: write 2
+		t.Errorf("watermark %d, want 1", w)
+	}
+	if got, _ := s.take(at(8), 5*time.Second, time.Hour, 1<<30, nil, nil); namesOf(got) != "C" {
+		t.Errorf("took %q, want C", namesOf(got))
+	}
+	if w := s.watermark(); w != 2 { // A again: write 3
+		t.Errorf("watermark %d, want 2", w)
+	}
+	checkPending(t, &s)
+}
+
+// TestPendingOutOfOrder: a write reads the clock before it takes the
+// buffer's lock, so traces put back meanwhile may carry a later time than
+// its own; its traces go before them, in every order.
+func TestPendingOutOfOrder(t *testing.T) {
+	var s pendingSet
+	s.init()
+	s.add(spansOf("AB"), 1, at(0))
+	group, _ := s.take(at(5), 5*time.Second, time.Hour, 1<<30, nil, nil)
+	s.add(spansOf("C"), 2, at(5.5))
+	s.restore(group, at(7)) // A, B back at 7 s
+	// A write that read the clock at 6.9 s: new D, E, and C again.
+	s.add(spansOf("DCE"), 3, at(6.9))
+	checkPending(t, &s)
+	if got := listNames(&s, byFirst); got != "CDEAB" {
+		t.Errorf("by first arrival %q, want CDEAB", got)
+	}
+	if got := listNames(&s, byLast); got != "DCEAB" {
+		t.Errorf("by latest arrival %q, want DCEAB", got)
+	}
+	if got := listNames(&s, bySeq); got != "ABCDE" { // writes 1, 1, 2, 3, 3
+		t.Errorf("by first write %q, want ABCDE", got)
+	}
+	// At 11.9 s D, C, E (6.9 s) are idle; A, B (7 s) not.
+	if got, _ := s.take(at(11.9), 5*time.Second, time.Hour, 1<<30, nil, nil); namesOf(got) != "DCE" {
+		t.Errorf("took %q, want DCE", namesOf(got))
+	}
+	if w := s.watermark(); w != 0 {
+		t.Errorf("watermark %d, want 0", w)
+	}
+	if got := s.all(nil); namesOf(got) != "AB" || s.traces() != 0 || s.spans != 0 || s.watermark() != 3 {
+		t.Errorf("all: %q, leaving %d traces, %d spans, watermark %d; want AB, 0, 0, 3",
+			namesOf(got), s.traces(), s.spans, s.watermark())
+	}
+	checkPending(t, &s)
+}
