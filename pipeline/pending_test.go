@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -425,4 +426,122 @@ func TestPendingOutOfOrder(t *testing.T) {
 			namesOf(got), s.traces(), s.spans, s.watermark())
 	}
 	checkPending(t, &s)
+}
+
+// TestPendingAgainstScan runs random arrivals, ticks, refused batches and
+// flushes against the definitions the buffer used to compute by scanning
+// every trace: what leaves early is the oldest by first arrival, what
+// leaves aged or idle is every trace aged or idle, and the watermark is
+// below the first write of every trace pending.
+func TestPendingAgainstScan(t *testing.T) {
+	type ref struct {
+		first, last   time.Time
+		minSeq, spans int
+	}
+	rng := rand.New(rand.NewPCG(17, 1))
+	var s pendingSet
+	s.init()
+	model := map[graph.TraceID]*ref{}
+	now, seq := pt0, 0
+	var taken []*pendingTrace // a batch in flight, put back if refused
+	idle, age := 5*time.Second, 20*time.Second
+	for step := 0; step < 20000; step++ {
+		now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
+		switch op := rng.IntN(10); {
+		case op < 6: // a write; now and then its clock was read before a restore
+			seq++
+			at := now
+			if rng.IntN(8) == 0 {
+				at = now.Add(-time.Duration(rng.IntN(500)) * time.Millisecond)
+			}
+			spans := make([]graph.Span, 1+rng.IntN(6))
+			for i := range spans {
+				spans[i].TraceID[0] = byte(rng.IntN(40))
+				m := model[spans[i].TraceID]
+				if m == nil {
+					m = &ref{first: at, minSeq: seq}
+					model[spans[i].TraceID] = m
+				}
+				m.last = at
+				m.spans++
+			}
+			s.add(spans, uint64(seq), at)
+		case op < 8: // a tick
+			limit := 1 << 30
+			if rng.IntN(4) == 0 {
+				limit = rng.IntN(60)
+			}
+			got, reasons := s.take(now, idle, age, limit, nil, nil)
+			left := 0
+			for _, m := range model {
+				left += m.spans
+			}
+			for i, tr := range got {
+				m := model[tr.id]
+				if m == nil || m.spans != len(tr.spans) || m.minSeq != int(tr.minSeq) || !m.first.Equal(tr.at[byFirst]) || !m.last.Equal(tr.at[byLast]) {
+					t.Fatalf("step %d: took %v, not as pending", step, tr.id[0])
+				}
+				switch reasons[i] {
+				case "early":
+					for _, o := range model {
+						if o.first.Before(m.first) {
+							t.Fatalf("step %d: %v left early before an older trace", step, tr.id[0])
+						}
+					}
+					if left <= limit {
+						t.Fatalf("step %d: %v left early within the budget", step, tr.id[0])
+					}
+				case "age":
+					if now.Sub(m.first) < age {
+						t.Fatalf("step %d: %v not aged", step, tr.id[0])
+					}
+				case "idle":
+					if now.Sub(m.last) < idle {
+						t.Fatalf("step %d: %v not idle", step, tr.id[0])
+					}
+				}
+				left -= m.spans
+				delete(model, tr.id)
+			}
+			for id, m := range model {
+				if now.Sub(m.first) >= age || now.Sub(m.last) >= idle {
+					t.Fatalf("step %d: %v is due and still pending", step, id[0])
+				}
+			}
+			if left > limit {
+				t.Fatalf("step %d: %d spans left over a budget of %d", step, left, limit)
+			}
+			if len(taken) == 0 {
+				taken = got
+			}
+		case op < 9: // the batch in flight is refused
+			for _, tr := range taken {
+				m := model[tr.id]
+				if m == nil {
+					m = &ref{first: now, last: now, minSeq: int(tr.minSeq)}
+					model[tr.id] = m
+				}
+				m.minSeq = min(m.minSeq, int(tr.minSeq))
+				m.spans += len(tr.spans)
+			}
+			s.restore(taken, now)
+			taken = nil
+		default: // the batch in flight is stored
+			taken = nil
+		}
+		want := uint64(seq)
+		for _, m := range model {
+			want = min(want, uint64(m.minSeq-1))
+		}
+		if w := s.watermark(); w != want {
+			t.Fatalf("step %d: watermark %d, want %d", step, w, want)
+		}
+		if step%100 == 0 {
+			checkPending(t, &s)
+		}
+	}
+	checkPending(t, &s)
+	if got := s.all(nil); len(got) != len(model) || s.traces() != 0 {
+		t.Fatalf("all: %d traces, %d pending; want %d, 0", len(got), s.traces(), len(model))
+	}
 }
