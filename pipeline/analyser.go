@@ -221,10 +221,7 @@ func (a *analyser) restore(traces []*pendingTrace) {
 	p := a.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.cfg.Now()
-	for _, t := range traces {
-		p.pending.restore(t, now)
-	}
+	p.pending.restore(traces, p.cfg.Now())
 }
 
 // release returns the in-flight budget of analysed traces.
