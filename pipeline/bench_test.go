@@ -1,7 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,14 +18,20 @@ import (
 )
 
 // BenchmarkPipelineAnalyse measures the analyser from flushed traces to
-// stored batches (analyser.step: each batch computed while the one before
-// is applied by the embedded SQLite store) on a simulated corpus over ten
-// 10-minute windows, in batches of 500 traces: early batches flip edge
-// classes, so later ones re-evaluate stored records; every tenth trace
-// then gets its last span late, and re-opens. spans/s counts the corpus's
-// spans over the whole run; compute-spans/s over the time spent computing
-// batches alone (job.computed), which is the analyser's own cost. B/op
-// and allocs/op include the store's.
+// stored batches on a simulated corpus over ten 10-minute windows, in
+// batches of 500 traces, over the embedded SQLite store: early batches
+// flip edge classes, so later ones re-evaluate stored records; every
+// tenth trace then gets its last span late, and re-opens. Metrics count
+// the corpus's spans.
+//
+//   - pipelined: analyser.step as the service runs it, each batch
+//     computed while the one before is applied. spans/s over the whole
+//     run; B/op and allocs/op include the store's writes.
+//   - compute: analyser.compute alone, each batch applied (synchronously)
+//     before the next is computed, which still reads the records of the
+//     one before from it as from a batch in flight. compute-spans/s,
+//     compute-B/op and compute-allocs/op count compute alone (its store
+//     reads included), which no other goroutine runs alongside.
 func BenchmarkPipelineAnalyse(b *testing.B) {
 	const window = 10 * time.Minute
 	c := storetest.NewCorpus(b, 6000, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
@@ -36,17 +46,15 @@ func BenchmarkPipelineAnalyse(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	var elapsed, computed time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
+	// setup opens a store holding the corpus's spans and returns an
+	// analyser over it and the batches to analyse.
+	setup := func(b *testing.B) (*analyser, *sqlite.Store, [][]*pendingTrace) {
 		st, err := sqlite.Open(ctx, sqlite.Options{Dir: b.TempDir(), Window: window, Synchronous: "normal"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		p := New(st, Config{Analysis: analysis.Config{Window: window}, Retention: -1})
-		var groups [][]*pendingTrace
+		var parts [][]*pendingTrace
 		for _, sp := range [][]graph.Span{early, late} {
 			seq, err := st.WriteSpans(ctx, sp)
 			if err != nil {
@@ -55,35 +63,86 @@ func BenchmarkPipelineAnalyse(b *testing.B) {
 			var ps pendingSet
 			ps.init()
 			ps.add(sp, seq, time.Now())
-			groups = append(groups, ps.all(nil))
-		}
-		a := p.an
-		b.StartTimer()
-		t0 := time.Now()
-		for _, g := range groups {
+			// In the order they started, as a stream flushes them (and
+			// the same batches every run: all's order is the map's).
+			g := ps.all(nil)
+			slices.SortFunc(g, func(x, y *pendingTrace) int {
+				return cmp.Or(cmp.Compare(minStart(x.spans), minStart(y.spans)), bytes.Compare(x.id[:], y.id[:]))
+			})
 			for lo := 0; lo < len(g); lo += 500 {
-				if err := a.step(ctx, g[lo:min(lo+500, len(g))], 0); err != nil {
-					b.Fatal(err)
-				}
-				computed += a.prev.computed
+				parts = append(parts, g[lo:min(lo+500, len(g))])
 			}
 		}
-		if err := a.finish(ctx); err != nil {
-			b.Fatal(err)
-		}
-		elapsed += time.Since(t0)
-		b.StopTimer()
-		// The paths the benchmark is meant to cover are taken.
-		if a.fromFlight == 0 || testutil.ToFloat64(p.m.reopened) == 0 || testutil.ToFloat64(p.m.reevaluated) == 0 {
+		return p.an, st, parts
+	}
+	// check checks that the paths the benchmark is meant to cover were
+	// taken, and closes the store.
+	check := func(b *testing.B, a *analyser, st *sqlite.Store) {
+		m := a.p.m
+		if a.fromFlight == 0 || testutil.ToFloat64(m.reopened) == 0 || testutil.ToFloat64(m.reevaluated) == 0 {
 			b.Fatalf("read from the batch in flight %d, re-opened %v, re-evaluated %v: a path is not exercised",
-				a.fromFlight, testutil.ToFloat64(p.m.reopened), testutil.ToFloat64(p.m.reevaluated))
+				a.fromFlight, testutil.ToFloat64(m.reopened), testutil.ToFloat64(m.reevaluated))
 		}
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
 		}
-		b.StartTimer()
 	}
-	n := float64(spans) * float64(b.N)
-	b.ReportMetric(n/elapsed.Seconds(), "spans/s")
-	b.ReportMetric(n/computed.Seconds(), "compute-spans/s")
+
+	b.Run("pipelined", func(b *testing.B) {
+		var elapsed time.Duration
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			a, st, parts := setup(b)
+			b.StartTimer()
+			t0 := time.Now()
+			for _, part := range parts {
+				if err := a.step(ctx, part, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := a.finish(ctx); err != nil {
+				b.Fatal(err)
+			}
+			elapsed += time.Since(t0)
+			b.StopTimer()
+			check(b, a, st)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(spans)*float64(b.N)/elapsed.Seconds(), "spans/s")
+	})
+
+	b.Run("compute", func(b *testing.B) {
+		var elapsed time.Duration
+		var allocated, allocs uint64
+		var m0, m1 runtime.MemStats
+		for i := 0; i < b.N; i++ {
+			a, st, parts := setup(b)
+			for _, part := range parts {
+				runtime.ReadMemStats(&m0)
+				t0 := time.Now()
+				j, err := a.compute(ctx, part, 0)
+				elapsed += time.Since(t0)
+				runtime.ReadMemStats(&m1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				allocated += m1.TotalAlloc - m0.TotalAlloc
+				allocs += m1.Mallocs - m0.Mallocs
+				if err := a.finish(ctx); err != nil {
+					b.Fatal(err)
+				}
+				j.err, j.ended = st.Apply(ctx, j.batch), true
+				a.prev = j
+			}
+			if err := a.finish(ctx); err != nil {
+				b.Fatal(err)
+			}
+			check(b, a, st)
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(spans)*n/elapsed.Seconds(), "compute-spans/s")
+		b.ReportMetric(float64(allocated)/n, "compute-B/op")
+		b.ReportMetric(float64(allocs)/n, "compute-allocs/op")
+	})
 }
