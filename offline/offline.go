@@ -93,23 +93,50 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 	// to their windows and spilled by shards (a trace always goes to the
 	// same one), each on a goroutine with its own spill file and windows.
 	b.recycle = make(chan []graph.Span, 64)
-	n := max(1, min(runtime.GOMAXPROCS(0), maxShards))
 	defer func() {
 		for _, sh := range b.shards {
 			sh.spill.remove()
 		}
 	}()
+	flushErrs, err := b.startShards(max(1, min(runtime.GOMAXPROCS(0), maxShards)))
+	if err != nil {
+		return nil, nil, Stats{}, err
+	}
+	go func() { addErr <- b.buffer(chunks, free, flushErrs) }()
+	readErr := readChunks(ctx, read, chunk, chunks, free)
+	err = <-addErr
+	b.mergeShards()
+	if err != nil {
+		return nil, nil, b.stats, err
+	}
+	if readErr != nil && ctx.Err() != nil {
+		return nil, nil, b.stats, ctx.Err()
+	}
+	// A read error after some input still gives the report of what was
+	// read (the caller reports the error).
+	doc, err := b.evaluate(ctx)
+	if err != nil {
+		return nil, nil, b.stats, err
+	}
+	return doc, b.windows, b.stats, readErr
+}
+
+// startShards opens n shards, each with its spill file and a goroutine
+// that flushes the traces sent to it and, once its channel is closed,
+// sends its first error (or nil) on the channel returned. If a spill file
+// cannot be opened, the shards opened are stopped.
+func (b *engine) startShards(n int) (<-chan error, error) {
 	flushErrs := make(chan error, n)
 	for range n {
-		sp, err := openSpill(cfg.TempDir)
+		sp, err := openSpill(b.cfg.TempDir)
 		if err != nil {
 			for _, sh := range b.shards {
 				close(sh.flushes)
 				<-flushErrs
 			}
-			return nil, nil, Stats{}, err
+			return nil, err
 		}
-		sh := &shard{b: b, spill: sp, windows: analysis.NewWindows(cfg.Analysis.Window),
+		sh := &shard{b: b, spill: sp, windows: analysis.NewWindows(b.cfg.Analysis.Window),
 			done: map[graph.TraceID]*spilled{}, flushes: make(chan *pendingTrace, 64)}
 		b.shards = append(b.shards, sh)
 		go func() {
@@ -124,28 +151,41 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 			flushErrs <- err
 		}()
 	}
-	go func() {
-		var err error
-		for c := range chunks {
-			if err == nil {
-				err = b.add(c)
-			}
-			select {
-			case free <- c[:0]:
-			default:
-			}
-		}
+	return flushErrs, nil
+}
+
+// buffer adds the spans of every chunk to the pending buffer, handing the
+// chunk back on free; once chunks is closed it flushes every pending
+// trace, stops the shards and returns the first error of the buffer or of
+// any shard.
+func (b *engine) buffer(chunks <-chan []graph.Span, free chan<- []graph.Span, flushErrs <-chan error) error {
+	var err error
+	for c := range chunks {
 		if err == nil {
-			b.flushAll()
+			err = b.add(c)
 		}
-		for _, sh := range b.shards {
-			close(sh.flushes)
+		select {
+		case free <- c[:0]:
+		default:
 		}
-		for range b.shards {
-			err = errors.Join(err, <-flushErrs)
-		}
-		addErr <- err
-	}()
+	}
+	if err == nil {
+		b.flushAll()
+	}
+	for _, sh := range b.shards {
+		close(sh.flushes)
+	}
+	for range b.shards {
+		err = errors.Join(err, <-flushErrs)
+	}
+	return err
+}
+
+// readChunks runs read, copying the spans it emits into chunks of about
+// chunk spans (taken from free when one is there) sent on chunks, which
+// it closes at the end; it returns read's error (ctx's once ctx ends).
+func readChunks(ctx context.Context, read func(emit func([]graph.Span) error) error, chunk int,
+	chunks chan<- []graph.Span, free <-chan []graph.Span) error {
 	var cur []graph.Span
 	send := func() {
 		if len(cur) > 0 {
@@ -172,7 +212,12 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 	})
 	send()
 	close(chunks)
-	err := <-addErr
+	return readErr
+}
+
+// mergeShards adds the shards' counts and windows to the run's, once they
+// stopped.
+func (b *engine) mergeShards() {
 	for _, sh := range b.shards {
 		b.stats.Traces += sh.traces
 		b.stats.Reopened += sh.reopened
@@ -180,19 +225,6 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 		b.stats.Folded.Merge(sh.folded)
 		b.windows.Merge(sh.windows)
 	}
-	if err != nil {
-		return nil, nil, b.stats, err
-	}
-	if readErr != nil && ctx.Err() != nil {
-		return nil, nil, b.stats, ctx.Err()
-	}
-	// A read error after some input still gives the report of what was
-	// read (the caller reports the error).
-	doc, err := b.evaluate(ctx)
-	if err != nil {
-		return nil, nil, b.stats, err
-	}
-	return doc, b.windows, b.stats, readErr
 }
 
 // engine is one Analyze run.

@@ -328,20 +328,57 @@ func (a *analyser) undo(j *job, submitted bool) {
 
 // compute analyses part as one store batch, against the windows as the
 // batch in flight leaves them and reading that batch's records in place of
-// the store's (it may not be stored yet).
+// the store's (it may not be stored yet). Its steps follow the data path
+// (docs/ARCHITECTURE.md, "Data path", steps 5–7): re-open, assemble, fold
+// and snapshot, add to the windows, evaluate, re-evaluate the records a
+// flip made stale, build the store batch.
 func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint64) (*job, error) {
-	p := a.p
 	start := time.Now()
-	prev := a.prev
+	olds, err := a.oldRecords(ctx, part)
+	if err != nil {
+		return nil, err
+	}
+	items, err := a.assemble(ctx, part, olds)
+	if err != nil {
+		return nil, err
+	}
+	before, err := a.foldAndSnapshot(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{part: part, before: before, start: start}
+	a.addToWindows(items)
+	changes, inGroup := a.evaluate(items)
+	if changes, err = a.reevaluateFlipped(ctx, before, inGroup, changes); err != nil {
+		a.undo(j, false)
+		return nil, err
+	}
+	a.buildBatch(ctx, j, changes, floor)
+	return j, nil
+}
+
+// batchTrace is one trace of a batch being computed: its new assembly,
+// and, when it is re-opened, its stored record and that record's trace.
+type batchTrace struct {
+	old    *store.Record
+	oldT   *graph.Trace
+	newT   *graph.Trace
+	maxSeq uint64 // the latest write its new record covers
+}
+
+// oldRecords returns the stored records of part's traces (a trace with
+// one is re-opened), reading those the batch in flight stores in place of
+// the store's.
+func (a *analyser) oldRecords(ctx context.Context, part []*pendingTrace) (map[graph.TraceID]*store.Record, error) {
 	ids := make([]graph.TraceID, len(part))
 	for i, t := range part {
 		ids[i] = t.id
 	}
-	olds, err := p.st.Records(ctx, ids)
+	olds, err := a.p.st.Records(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	if prev != nil {
+	if prev := a.prev; prev != nil {
 		for _, id := range ids {
 			if r, ok := prev.recs[id]; ok {
 				a.fromFlight++
@@ -353,15 +390,17 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 			}
 		}
 	}
-	type item struct {
-		old    *store.Record
-		oldT   *graph.Trace
-		newT   *graph.Trace
-		maxSeq uint64
-	}
-	items := make([]item, 0, len(part))
+	return olds, nil
+}
+
+// assemble assembles part's traces, a re-opened one (its record in olds)
+// from all its stored spans. The span buffer a.spans is reused from trace
+// to trace.
+func (a *analyser) assemble(ctx context.Context, part []*pendingTrace, olds map[graph.TraceID]*store.Record) ([]batchTrace, error) {
+	p := a.p
+	items := make([]batchTrace, 0, len(part))
 	for _, t := range part {
-		it := item{old: olds[t.id], maxSeq: t.maxSeq}
+		it := batchTrace{old: olds[t.id], maxSeq: t.maxSeq}
 		var spans []graph.Span
 		if it.old != nil {
 			// A late span re-opens the trace: all its stored spans (they
@@ -370,6 +409,7 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 			if late := minStart(t.spans); late-it.old.Start > int64(a.windows.Size) {
 				p.m.idReused.Inc()
 			}
+			var err error
 			if it.oldT, err = facts(it.old); err != nil {
 				return nil, err
 			}
@@ -389,32 +429,19 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 		p.m.duplicates.Add(float64(it.newT.Duplicates))
 		items = append(items, it)
 	}
+	return items, nil
+}
 
-	// Apply the group to the window states, remembering every touched
-	// edge's class before, so that flips are found and the states can be
-	// restored if the store refuses the batch.
+// foldAndSnapshot folds the names past each new trace's window's caps,
+// and remembers, before the batch changes the window states, the class
+// of every edge it touches (the old traces' and the new ones'), so that
+// flips are found and the states can be restored if the store refuses the
+// batch: by window, the edges' classes before.
+func (a *analyser) foldAndSnapshot(ctx context.Context, items []batchTrace) (map[int64]map[graph.Edge]edgeBefore, error) {
 	before := map[int64]map[graph.Edge]edgeBefore{}
-	snapshot := func(w int64, t *graph.Trace) error {
-		st, err := a.state(ctx, w)
-		if err != nil {
-			return err
-		}
-		m := before[w]
-		if m == nil {
-			m = map[graph.Edge]edgeBefore{}
-			before[w] = m
-		}
-		for i := range t.Calls {
-			e := analysis.CallEdge(t, &t.Calls[i])
-			if _, ok := m[e]; !ok {
-				m[e] = edgeBefore{class: st.Class(e, a.cfg), used: st.Edges[e] != nil}
-			}
-		}
-		return nil
-	}
 	for _, it := range items {
 		if it.oldT != nil {
-			if err := snapshot(a.windows.Of(it.oldT), it.oldT); err != nil {
+			if err := a.snapshot(ctx, before, a.windows.Of(it.oldT), it.oldT); err != nil {
 				return nil, err
 			}
 		}
@@ -427,18 +454,48 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 			return nil, err
 		}
 		a.folded(a.folder.Fold(st.Admitted(), it.newT), w)
-		if err := snapshot(w, it.newT); err != nil {
+		if err := a.snapshot(ctx, before, w, it.newT); err != nil {
 			return nil, err
 		}
 	}
-	j := &job{part: part, before: before, start: start}
+	return before, nil
+}
+
+// snapshot adds to before the edges of t in window w not there yet, with
+// their class in the window's state as it is now.
+func (a *analyser) snapshot(ctx context.Context, before map[int64]map[graph.Edge]edgeBefore, w int64, t *graph.Trace) error {
+	st, err := a.state(ctx, w)
+	if err != nil {
+		return err
+	}
+	m := before[w]
+	if m == nil {
+		m = map[graph.Edge]edgeBefore{}
+		before[w] = m
+	}
+	for i := range t.Calls {
+		e := analysis.CallEdge(t, &t.Calls[i])
+		if _, ok := m[e]; !ok {
+			m[e] = edgeBefore{class: st.Class(e, a.cfg), used: st.Edges[e] != nil}
+		}
+	}
+	return nil
+}
+
+// addToWindows applies the batch to the window states: a re-opened
+// trace's old facts are subtracted, every new trace added.
+func (a *analyser) addToWindows(items []batchTrace) {
 	for _, it := range items {
 		if it.oldT != nil {
 			a.windows.Remove(it.oldT)
 		}
 		a.windows.Add(it.newT)
 	}
+}
 
+// evaluate evaluates every trace of the batch against its window: the
+// changes that store their records, and the set of the batch's traces.
+func (a *analyser) evaluate(items []batchTrace) ([]store.Change, map[graph.TraceID]bool) {
 	changes := make([]store.Change, 0, len(items))
 	inGroup := make(map[graph.TraceID]bool, len(items))
 	for _, it := range items {
@@ -447,13 +504,18 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 		changes = append(changes, store.Change{Old: it.old, New: store.NewRecord(it.newT, &r, it.maxSeq)})
 		inGroup[it.newT.ID] = true
 	}
+	return changes, inGroup
+}
 
-	// Records of other traces evaluated with a class that just changed are
-	// stale: evaluate them again, in the same batch. Those of the batch in
-	// flight are read from it.
+// reevaluateFlipped marks the windows the batch touched as changed and
+// appends to changes those that replace the records of other traces
+// evaluated with an edge class that just changed (flipped): they are
+// stale, and are evaluated again in the same batch.
+func (a *analyser) reevaluateFlipped(ctx context.Context, before map[int64]map[graph.Edge]edgeBefore,
+	inGroup map[graph.TraceID]bool, changes []store.Change) ([]store.Change, error) {
 	for w, m := range before {
 		st := a.windows.State(w)
-		a.touched[w] = p.cfg.Now()
+		a.touched[w] = a.p.cfg.Now()
 		a.dirty[w] = true
 		var flipped []uint64
 		for e, was := range m {
@@ -466,51 +528,69 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 			continue
 		}
 		slices.Sort(flipped)
-		again := func(rec *store.Record) error {
-			t, err := facts(rec)
-			if err != nil {
-				return err
-			}
-			// A flip that does not change this trace's figures changes nothing.
-			if c, ok := a.reevaluate(rec, t, st); ok {
-				changes = append(changes, c)
-				p.m.reevaluated.Inc()
-			}
-			return nil
-		}
-		err := p.st.WindowRecords(ctx, w, flipped, func(rec *store.Record) error {
-			if inGroup[rec.TraceID] {
-				return nil // being replaced in this batch
-			}
-			if prev != nil {
-				if _, ok := prev.recs[rec.TraceID]; ok {
-					return nil // read from the batch in flight, below
-				}
-			}
-			return again(rec)
-		})
-		if prev != nil {
-			for _, c := range prev.batch.Changes {
-				if err != nil {
-					break
-				}
-				rec := c.New // the record it stores (the last change of the trace: recs)
-				if rec != nil && prev.recs[rec.TraceID] == rec && rec.Window == w && !inGroup[rec.TraceID] &&
-					store.SharesEdge(rec.Edges, flipped) {
-					a.fromFlight++
-					err = again(rec)
-				}
-			}
-		}
-		if err != nil {
-			a.undo(j, false)
+		var err error
+		if changes, err = a.reevaluateWindow(ctx, w, st, flipped, inGroup, changes); err != nil {
 			return nil, err
 		}
 	}
-	// The states as the batch leaves them, copied: the next batch changes
-	// the windows while this one is stored.
-	states := make(map[int64]*analysis.State, len(before))
-	for w := range before {
+	return changes, nil
+}
+
+// reevaluateWindow evaluates again, against st, the records of window w
+// that use a flipped edge (EdgeKeys, sorted), but those of the batch's own
+// traces (inGroup), and appends the changes of those whose result
+// changed. The records of the batch in flight are read from it, not from
+// the store.
+func (a *analyser) reevaluateWindow(ctx context.Context, w int64, st *analysis.State, flipped []uint64,
+	inGroup map[graph.TraceID]bool, changes []store.Change) ([]store.Change, error) {
+	p, prev := a.p, a.prev
+	again := func(rec *store.Record) error {
+		t, err := facts(rec)
+		if err != nil {
+			return err
+		}
+		// A flip that does not change this trace's figures changes nothing.
+		if c, ok := a.reevaluate(rec, t, st); ok {
+			changes = append(changes, c)
+			p.m.reevaluated.Inc()
+		}
+		return nil
+	}
+	err := p.st.WindowRecords(ctx, w, flipped, func(rec *store.Record) error {
+		if inGroup[rec.TraceID] {
+			return nil // being replaced in this batch
+		}
+		if prev != nil {
+			if _, ok := prev.recs[rec.TraceID]; ok {
+				return nil // read from the batch in flight, below
+			}
+		}
+		return again(rec)
+	})
+	if prev != nil {
+		for _, c := range prev.batch.Changes {
+			if err != nil {
+				break
+			}
+			rec := c.New // the record it stores (the last change of the trace: recs)
+			if rec != nil && prev.recs[rec.TraceID] == rec && rec.Window == w && !inGroup[rec.TraceID] &&
+				store.SharesEdge(rec.Edges, flipped) {
+				a.fromFlight++
+				err = again(rec)
+			}
+		}
+	}
+	return changes, err
+}
+
+// buildBatch makes j's store batch from changes: with the states of the
+// windows it touched as it leaves them, copied (the next batch changes
+// the windows while this one is stored), and the checkpoint, at most
+// floor.
+func (a *analyser) buildBatch(ctx context.Context, j *job, changes []store.Change, floor uint64) {
+	p := a.p
+	states := make(map[int64]*analysis.State, len(j.before))
+	for w := range j.before {
 		if st := a.windows.State(w); st != nil {
 			states[w] = st.Clone()
 		} else {
@@ -521,16 +601,15 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 	wm := min(p.pending.watermark(), floor)
 	p.mu.Unlock()
 	j.batch = store.Batch{Changes: changes, States: states, Watermark: wm}
-	j.computed = time.Since(start)
+	j.computed = time.Since(j.start)
 	j.recs = make(map[graph.TraceID]*store.Record, len(changes))
 	for _, c := range changes {
 		j.recs[c.ID()] = c.New
 	}
 	if p.log.Enabled(ctx, slog.LevelDebug) {
-		p.log.Debug("analysis batch computed", "traces", len(part), "changes", len(changes), "windows", len(before),
-			"in", j.computed, "in_flight", prev != nil)
+		p.log.Debug("analysis batch computed", "traces", len(j.part), "changes", len(changes), "windows", len(j.before),
+			"in", j.computed, "in_flight", a.prev != nil)
 	}
-	return j, nil
 }
 
 // foldLogEvery spaces the log lines that say names were folded.

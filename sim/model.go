@@ -276,6 +276,8 @@ type edgeC struct {
 
 const microTokens = 1_000_000
 
+// compile checks a scenario and turns it into nodes (the services, then
+// the virtual nodes they call) and the indexes of its roots.
 func compile(s *Scenario) ([]*node, []int32, error) {
 	if s.Traces < 0 {
 		return nil, nil, errors.New("sim: negative Traces")
@@ -294,129 +296,181 @@ func compile(s *Scenario) ([]*node, []int32, error) {
 		if _, dup := byName[sv.Name]; dup {
 			return nil, nil, fmt.Errorf("sim: duplicate service %q", sv.Name)
 		}
-		if sv.ErrorRate < 0 || sv.ErrorRate > 1 {
-			return nil, nil, fmt.Errorf("sim: service %q: ErrorRate %v outside [0,1]", sv.Name, sv.ErrorRate)
+		n, err := compileService(sv, int32(len(nodes)), header)
+		if err != nil {
+			return nil, nil, err
 		}
-		p := sv.Policy
-		if p.Retries < 0 || p.Budget < 0 {
-			return nil, nil, fmt.Errorf("sim: service %q: negative Retries or Budget", sv.Name)
-		}
-		if p.Retry > RetryOwnership || p.Claims > ClaimsInvalid || p.Placement > ClaimMetadata || sv.Protocol > GRPC {
-			return nil, nil, fmt.Errorf("sim: service %q: unknown enum value in policy or protocol", sv.Name)
-		}
-		n := &node{name: sv.Name, idx: int32(len(nodes)), svc: sv}
-		op := sv.Operation
-		switch sv.Protocol {
-		case HTTP:
-			if op == "" {
-				op = "GET /" + sv.Name
-			}
-			n.method, n.route = "GET", op
-			if m, r, ok := strings.Cut(op, " "); ok {
-				n.method, n.route = m, r
-			}
-			n.serverName = n.method + " " + n.route
-			n.clientName = n.method
-		case GRPC:
-			if op == "" {
-				op = "sim." + sv.Name + "/Handle"
-			}
-			n.rpcSvc, n.rpcMethod = op, ""
-			if i := strings.LastIndexByte(op, '/'); i >= 0 {
-				n.rpcSvc, n.rpcMethod = op[:i], op[i+1:]
-			}
-			n.serverName = op
-			n.clientName = op
-		}
-		switch p.Placement {
-		case ClaimAttribute:
-			n.claimKey = "error.claim"
-		case ClaimHeader:
-			n.claimKey, n.claimArray = "http.response.header."+header, true
-		case ClaimMetadata:
-			n.claimKey, n.claimArray = "rpc.response.metadata."+header, true
-		}
-		n.earn = int64(p.Budget*microTokens + 0.5)
-		n.tcap = BudgetCap * microTokens
 		byName[sv.Name] = n.idx
 		nodes = append(nodes, n)
 	}
 	nServices := len(nodes)
 	// Edges; virtual nodes are created on first reference.
 	for i := 0; i < nServices; i++ {
-		n := nodes[i]
-		seen := map[string]bool{}
-		for ei, e := range n.svc.Calls {
-			if e.To == "" {
-				return nil, nil, fmt.Errorf("sim: service %q: edge %d has no callee", n.name, ei)
-			}
-			if seen[e.To] {
-				return nil, nil, fmt.Errorf("sim: service %q calls %q twice; use Sequential", n.name, e.To)
-			}
-			seen[e.To] = true
-			if e.Parallel < 0 || e.Sequential < 0 {
-				return nil, nil, fmt.Errorf("sim: service %q: negative Parallel or Sequential", n.name)
-			}
-			to, ok := byName[e.To]
-			if e.Virtual {
-				if ok && !nodes[to].virtual {
-					return nil, nil, fmt.Errorf("sim: virtual node %q has the name of a service", e.To)
-				}
-				if !ok {
-					to = int32(len(nodes))
-					nodes = append(nodes, &node{name: e.To, idx: to, virtual: true})
-					byName[e.To] = to
-				}
-			} else {
-				if !ok {
-					return nil, nil, fmt.Errorf("sim: service %q calls unknown service %q", n.name, e.To)
-				}
-				if nodes[to].virtual {
-					return nil, nil, fmt.Errorf("sim: service %q calls virtual node %q without Virtual", n.name, e.To)
-				}
-			}
-			ec := edgeC{Edge: e, to: to, parallel: max(1, e.Parallel), sequential: max(1, e.Sequential)}
-			callee := nodes[to]
-			ec.targets = make([]string, ec.sequential)
-			if e.Virtual {
-				ec.clientName = e.Op
-				if ec.clientName == "" {
-					ec.clientName = "SELECT"
-				}
-				ec.nameAttr = e.NameAttr
-				if ec.nameAttr == "" {
-					ec.nameAttr = "peer.service"
-				}
-				ec.resendKey = "retry.attempt"
-				for k := range ec.targets {
-					ec.targets[k] = ec.clientName + " " + e.To + " WHERE shard = " + strconv.Itoa(k)
-				}
-			} else {
-				ec.clientName = callee.clientName
-				if callee.svc.Protocol == HTTP {
-					ec.resendKey = "http.request.resend_count"
-					base := "http://" + e.To + ":8080" + callee.route
-					for k := range ec.targets {
-						ec.targets[k] = base
-						if ec.sequential > 1 {
-							ec.targets[k] = base + "?seq=" + strconv.Itoa(k)
-						}
-					}
-				} else {
-					// gRPC spans have no url.full; sequential calls get one
-					// anyway so that they are not mistaken for retries.
-					ec.resendKey = "retry.attempt"
-					if ec.sequential > 1 {
-						for k := range ec.targets {
-							ec.targets[k] = "grpc://" + e.To + ":50051/" + callee.serverName + "?seq=" + strconv.Itoa(k)
-						}
-					}
-				}
-			}
-			n.calls = append(n.calls, ec)
+		var err error
+		if nodes, err = compileCalls(nodes, i, byName); err != nil {
+			return nil, nil, err
 		}
 	}
-	// Cycles (DFS over service edges).
+	if err := checkAcyclic(nodes, nServices); err != nil {
+		return nil, nil, err
+	}
+	for fi, f := range s.Faults {
+		idx, ok := byName[f.Service]
+		if !ok {
+			return nil, nil, fmt.Errorf("sim: fault %d on unknown node %q", fi, f.Service)
+		}
+		if f.Rate < 0 || f.Rate > 1 {
+			return nil, nil, fmt.Errorf("sim: fault %d on %q: Rate %v outside [0,1]", fi, f.Service, f.Rate)
+		}
+		nodes[idx].faults = append(nodes[idx].faults, fi)
+	}
+	roots, err := compileRoots(s, nodes, byName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nodes, roots, nil
+}
+
+// compileService checks service sv (but its name) and returns its node,
+// index idx, with its span names and claim key (claims in header when
+// they travel in a header). Its calls are compiled later (compileCalls),
+// once every service has a node.
+func compileService(sv *Service, idx int32, header string) (*node, error) {
+	if sv.ErrorRate < 0 || sv.ErrorRate > 1 {
+		return nil, fmt.Errorf("sim: service %q: ErrorRate %v outside [0,1]", sv.Name, sv.ErrorRate)
+	}
+	p := sv.Policy
+	if p.Retries < 0 || p.Budget < 0 {
+		return nil, fmt.Errorf("sim: service %q: negative Retries or Budget", sv.Name)
+	}
+	if p.Retry > RetryOwnership || p.Claims > ClaimsInvalid || p.Placement > ClaimMetadata || sv.Protocol > GRPC {
+		return nil, fmt.Errorf("sim: service %q: unknown enum value in policy or protocol", sv.Name)
+	}
+	n := &node{name: sv.Name, idx: idx, svc: sv}
+	op := sv.Operation
+	switch sv.Protocol {
+	case HTTP:
+		if op == "" {
+			op = "GET /" + sv.Name
+		}
+		n.method, n.route = "GET", op
+		if m, r, ok := strings.Cut(op, " "); ok {
+			n.method, n.route = m, r
+		}
+		n.serverName = n.method + " " + n.route
+		n.clientName = n.method
+	case GRPC:
+		if op == "" {
+			op = "sim." + sv.Name + "/Handle"
+		}
+		n.rpcSvc, n.rpcMethod = op, ""
+		if i := strings.LastIndexByte(op, '/'); i >= 0 {
+			n.rpcSvc, n.rpcMethod = op[:i], op[i+1:]
+		}
+		n.serverName = op
+		n.clientName = op
+	}
+	switch p.Placement {
+	case ClaimAttribute:
+		n.claimKey = "error.claim"
+	case ClaimHeader:
+		n.claimKey, n.claimArray = "http.response.header."+header, true
+	case ClaimMetadata:
+		n.claimKey, n.claimArray = "rpc.response.metadata."+header, true
+	}
+	n.earn = int64(p.Budget*microTokens + 0.5)
+	n.tcap = BudgetCap * microTokens
+	return n, nil
+}
+
+// compileCalls checks and compiles the calls of service nodes[i],
+// creating the virtual nodes they name first (appended to nodes, which it
+// returns).
+func compileCalls(nodes []*node, i int, byName map[string]int32) ([]*node, error) {
+	n := nodes[i]
+	seen := map[string]bool{}
+	for ei, e := range n.svc.Calls {
+		if e.To == "" {
+			return nil, fmt.Errorf("sim: service %q: edge %d has no callee", n.name, ei)
+		}
+		if seen[e.To] {
+			return nil, fmt.Errorf("sim: service %q calls %q twice; use Sequential", n.name, e.To)
+		}
+		seen[e.To] = true
+		if e.Parallel < 0 || e.Sequential < 0 {
+			return nil, fmt.Errorf("sim: service %q: negative Parallel or Sequential", n.name)
+		}
+		to, ok := byName[e.To]
+		if e.Virtual {
+			if ok && !nodes[to].virtual {
+				return nil, fmt.Errorf("sim: virtual node %q has the name of a service", e.To)
+			}
+			if !ok {
+				to = int32(len(nodes))
+				nodes = append(nodes, &node{name: e.To, idx: to, virtual: true})
+				byName[e.To] = to
+			}
+		} else {
+			if !ok {
+				return nil, fmt.Errorf("sim: service %q calls unknown service %q", n.name, e.To)
+			}
+			if nodes[to].virtual {
+				return nil, fmt.Errorf("sim: service %q calls virtual node %q without Virtual", n.name, e.To)
+			}
+		}
+		n.calls = append(n.calls, compileEdge(e, to, nodes[to]))
+	}
+	return nodes, nil
+}
+
+// compileEdge compiles a checked edge to callee (index to): its client
+// span name, the attribute that counts resends, and the target of each of
+// its sequential calls.
+func compileEdge(e Edge, to int32, callee *node) edgeC {
+	ec := edgeC{Edge: e, to: to, parallel: max(1, e.Parallel), sequential: max(1, e.Sequential)}
+	ec.targets = make([]string, ec.sequential)
+	if e.Virtual {
+		ec.clientName = e.Op
+		if ec.clientName == "" {
+			ec.clientName = "SELECT"
+		}
+		ec.nameAttr = e.NameAttr
+		if ec.nameAttr == "" {
+			ec.nameAttr = "peer.service"
+		}
+		ec.resendKey = "retry.attempt"
+		for k := range ec.targets {
+			ec.targets[k] = ec.clientName + " " + e.To + " WHERE shard = " + strconv.Itoa(k)
+		}
+		return ec
+	}
+	ec.clientName = callee.clientName
+	if callee.svc.Protocol == HTTP {
+		ec.resendKey = "http.request.resend_count"
+		base := "http://" + e.To + ":8080" + callee.route
+		for k := range ec.targets {
+			ec.targets[k] = base
+			if ec.sequential > 1 {
+				ec.targets[k] = base + "?seq=" + strconv.Itoa(k)
+			}
+		}
+		return ec
+	}
+	// gRPC spans have no url.full; sequential calls get one anyway so that
+	// they are not mistaken for retries.
+	ec.resendKey = "retry.attempt"
+	if ec.sequential > 1 {
+		for k := range ec.targets {
+			ec.targets[k] = "grpc://" + e.To + ":50051/" + callee.serverName + "?seq=" + strconv.Itoa(k)
+		}
+	}
+	return ec
+}
+
+// checkAcyclic returns an error naming a node on a cycle of calls, if
+// there is one (a depth-first search from each of the first nServices
+// nodes).
+func checkAcyclic(nodes []*node, nServices int) error {
 	state := make([]uint8, len(nodes))
 	var visit func(i int32) error
 	visit = func(i int32) error {
@@ -437,35 +491,29 @@ func compile(s *Scenario) ([]*node, []int32, error) {
 	}
 	for i := 0; i < nServices; i++ {
 		if err := visit(int32(i)); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
-	// Faults.
-	for fi, f := range s.Faults {
-		idx, ok := byName[f.Service]
-		if !ok {
-			return nil, nil, fmt.Errorf("sim: fault %d on unknown node %q", fi, f.Service)
-		}
-		if f.Rate < 0 || f.Rate > 1 {
-			return nil, nil, fmt.Errorf("sim: fault %d on %q: Rate %v outside [0,1]", fi, f.Service, f.Rate)
-		}
-		nodes[idx].faults = append(nodes[idx].faults, fi)
-	}
-	// Roots.
+	return nil
+}
+
+// compileRoots returns the node indexes of the scenario's roots (Root
+// first, then Roots), which must be services.
+func compileRoots(s *Scenario, nodes []*node, byName map[string]int32) ([]int32, error) {
 	var roots []int32
 	names := s.Roots
 	if s.Root != "" {
 		names = append([]string{s.Root}, s.Roots...)
 	}
 	if len(names) == 0 {
-		return nil, nil, errors.New("sim: no Root")
+		return nil, errors.New("sim: no Root")
 	}
 	for _, r := range names {
 		idx, ok := byName[r]
 		if !ok || nodes[idx].virtual {
-			return nil, nil, fmt.Errorf("sim: unknown root service %q", r)
+			return nil, fmt.Errorf("sim: unknown root service %q", r)
 		}
 		roots = append(roots, idx)
 	}
-	return nodes, roots, nil
+	return roots, nil
 }

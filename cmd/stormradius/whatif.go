@@ -21,6 +21,54 @@ import (
 )
 
 func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	q, ok := parseWhatIf(args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	var state *analysis.State
+	if len(q.traces) > 0 { // a call graph, not a chain
+		var in *loaded
+		if state, in, ok = learnCallGraph(ctx, q, stdin, stderr); !ok {
+			return exitFail
+		}
+		// A file that broke part-way still teaches the call graph what it
+		// held; the answer is given, with a warning and exit status 1.
+		defer func() {
+			if msg := in.summary(); msg != "" && code == exitOK {
+				fmt.Fprintf(stderr, "stormradius whatif: %s\n", strings.Replace(msg, "the report covers", "the call graph is learned from", 1))
+				code = exitFail
+			}
+		}()
+	}
+	out, err := query.WhatIf(q.req, state, analysis.Config{})
+	switch {
+	case errors.Is(err, query.ErrBadRequest):
+		fmt.Fprintf(stderr, "stormradius whatif: %s\n", strings.TrimPrefix(err.Error(), query.ErrBadRequest.Error()+": "))
+		return exitUsage
+	case err != nil:
+		// An unknown API, or the answer not fitting in a float64
+		// (radius.ErrOverflow): both are about the input.
+		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
+		return exitFail
+	}
+	return writeWhatIf(stdout, stderr, q, out)
+}
+
+// whatIfQuestion is a whatif command line, parsed and checked.
+type whatIfQuestion struct {
+	// req is the question: a chain (Chain set), or a root API whose call
+	// graph is learned from traces.
+	req         query.WhatIfRequest
+	traces      []string // trace files, with no --chain
+	claimHeader string
+	format      string  // json or table
+	retries     float64 // --retries, which the table's heading shows
+	errorRate   float64 // --error-rate, which the table shows
+}
+
+// parseWhatIf parses and checks whatif's flags; when one is wrong it says
+// so on stderr and ok is false.
+func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 	fs := newFlagSet("whatif", stderr)
 	chain := fs.String("chain", "", "a call chain, root first: A,B,C")
 	fail := fs.String("fail", "", "the failing node(s) (chain) or service(s) (call graph), comma-separated")
@@ -40,16 +88,16 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	files, err := parseArgs(fs, args)
 	if err != nil {
-		return exitUsage
+		return q, false
 	}
 	if err := app.ApplyEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
-		return exitUsage
+		return q, false
 	}
 	traces = append(traces, files...)
-	usageErr := func(msg string, a ...any) int {
+	usageErr := func(msg string, a ...any) (whatIfQuestion, bool) {
 		fmt.Fprintf(stderr, "stormradius whatif: "+msg+"\n", a...)
-		return exitUsage
+		return q, false
 	}
 	if *format != "json" && *format != "table" {
 		return usageErr("unknown --format %q (want json or table)", *format)
@@ -69,7 +117,6 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if app.Given(fs, "error-rate") {
 		req.ErrorRate = errorRate
 	}
-	var state *analysis.State
 	if *chain != "" {
 		req.Chain, req.Retries = splitList(*chain), retries
 	} else {
@@ -80,44 +127,37 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		if app.Given(fs, "retries") {
 			req.Retries = retries
 		}
-		var in *loaded
-		_, windows, _, berr := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
-			in = readInputs(ctx, traces, *claimHeader, stdin, stderr, emit)
-			return nil
-		}, offline.Config{})
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "stormradius whatif: interrupted")
-			return exitFail
-		}
-		if berr != nil {
-			fmt.Fprintf(stderr, "stormradius whatif: %v\n", berr)
-			return exitFail
-		}
-		if msg := in.empty(); msg != "" {
-			fmt.Fprintf(stderr, "stormradius whatif: %s\n", msg)
-			return exitFail
-		}
-		// A file that broke part-way still teaches the call graph what it
-		// held; the answer is given, with a warning and exit status 1.
-		defer func() {
-			if msg := in.summary(); msg != "" && code == exitOK {
-				fmt.Fprintf(stderr, "stormradius whatif: %s\n", strings.Replace(msg, "the report covers", "the call graph is learned from", 1))
-				code = exitFail
-			}
-		}()
-		state = windows.Merged()
 	}
-	out, err := query.WhatIf(req, state, analysis.Config{})
-	switch {
-	case errors.Is(err, query.ErrBadRequest):
-		return usageErr("%s", strings.TrimPrefix(err.Error(), query.ErrBadRequest.Error()+": "))
-	case err != nil:
-		// An unknown API, or the answer not fitting in a float64
-		// (radius.ErrOverflow): both are about the input.
+	return whatIfQuestion{req: req, traces: traces, claimHeader: *claimHeader, format: *format,
+		retries: *retries, errorRate: *errorRate}, true
+}
+
+// learnCallGraph reads q's trace files and returns the state of all their
+// windows, which holds the call graphs, and what was read; when nothing
+// could be learned it says why on stderr and ok is false.
+func learnCallGraph(ctx context.Context, q whatIfQuestion, stdin io.Reader, stderr io.Writer) (state *analysis.State, in *loaded, ok bool) {
+	_, windows, _, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
+		in = readInputs(ctx, q.traces, q.claimHeader, stdin, stderr, emit)
+		return nil
+	}, offline.Config{})
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "stormradius whatif: interrupted")
+		return nil, nil, false
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
-		return exitFail
+		return nil, nil, false
 	}
-	if *format == "json" {
+	if msg := in.empty(); msg != "" {
+		fmt.Fprintf(stderr, "stormradius whatif: %s\n", msg)
+		return nil, nil, false
+	}
+	return windows.Merged(), in, true
+}
+
+// writeWhatIf writes the answer in q's format and returns the exit code.
+func writeWhatIf(stdout, stderr io.Writer, q whatIfQuestion, out *query.WhatIfAnswer) int {
+	if q.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -126,14 +166,22 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	r := "R=" + formatNumber(*retries)
+	if err := writeWhatIfTable(stdout, q, out); err != nil {
+		return exitFail
+	}
+	return exitOK
+}
+
+// writeWhatIfTable writes the answer as a table: what the JSON document
+// holds, requests per node of the chain, or per service and then per node
+// of a call graph.
+func writeWhatIfTable(w io.Writer, q whatIfQuestion, out *query.WhatIfAnswer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	r := "R=" + formatNumber(q.retries)
 	if out.Retries == nil {
 		r = "R observed per edge"
 	}
 	fmt.Fprintf(tw, "policy %s, %s, B=%s, failing %s\n", out.Policy, r, formatNumber(out.Budget), analysis.Printable(strings.Join(out.Failing, ",")))
-	// The table lists what the JSON document does: requests per node of
-	// the chain, or per service and then per node of a call graph.
 	if out.Nodes == nil {
 		fmt.Fprintln(tw, "NODE\tREQUESTS PER ROOT REQUEST")
 		for _, name := range out.Order {
@@ -151,12 +199,9 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	if out.ErrorRateAfterRetries != nil {
 		fmt.Fprintf(tw, "error rate %s%% -> %s%% after retries (budget %s)\n",
-			formatNumber(100**errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(out.Budget))
+			formatNumber(100*q.errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(out.Budget))
 	}
-	if err := tw.Flush(); err != nil {
-		return exitFail
-	}
-	return exitOK
+	return tw.Flush()
 }
 
 // checkWhatIfNumbers checks the numeric flags of whatif, naming the one

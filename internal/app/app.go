@@ -102,98 +102,43 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer lease.stop() // before closeStore, which releases the lease
 
+	// From here on every way out goes through svc.shutdown.
 	pcfg := cfg.Pipeline
 	pcfg.Logger, pcfg.Registerer = log, reg
 	p := pipeline.New(st, pcfg)
 	pctx, stopPipeline := context.WithCancel(context.Background())
 	defer stopPipeline()
-	perr := make(chan error, 1)
-	go func() { perr <- p.Run(pctx) }()
+	tctx, stopTasks := context.WithCancel(context.Background())
+	defer stopTasks()
+	svc := &service{log: log, reg: reg, stopPipeline: stopPipeline, stopTasks: stopTasks,
+		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1)}
+	go func() { svc.perr <- p.Run(pctx) }()
 	select {
 	case <-p.Started():
-	case err := <-perr:
-		return fmt.Errorf("pipeline: %w", err)
+	case err := <-svc.perr:
+		svc.perr <- err // read again by shutdown
+		return svc.shutdown(nil)
 	case <-ctx.Done():
-		stopPipeline()
-		return errors.Join(ctx.Err(), <-perr)
+		return svc.shutdown(ctx.Err())
 	case err := <-lease.lost:
-		stopPipeline()
-		return errors.Join(err, <-perr)
+		return svc.shutdown(err)
 	}
 
-	var ready atomic.Bool
-	addrs := Addrs{Store: st, Pipeline: p}
-	httpErr := make(chan error, 1)
 	acfg := pcfg.Analysis
 	acfg.Window = st.Window()
-	srv, err := startHTTP(cfg.HTTPAddr, st, acfg, cfg.Web, reg, &ready, log, httpErr)
+	addrs, err := svc.start(ctx, tctx, cfg, p, st, acfg)
 	if err != nil {
-		stopPipeline()
-		return errors.Join(err, <-perr)
+		return svc.shutdown(err)
 	}
-	if srv != nil {
-		addrs.HTTP = srv.addr
-	}
-
-	var recv *otlp.Server
-	if !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP {
-		ocfg := cfg.OTLP
-		ocfg.Logger, ocfg.Registerer = log, reg
-		if recv, err = otlp.New(ocfg, p); err == nil {
-			err = recv.Start(ctx)
-		}
-		if err != nil {
-			srv.shutdown()
-			stopPipeline()
-			return errors.Join(err, <-perr)
-		}
-		addrs.OTLPGRPC, addrs.OTLPHTTP = recv.GRPCAddr(), recv.HTTPAddr()
-	}
-
-	var wg sync.WaitGroup
-	kctx, stopKafka := context.WithCancel(context.Background())
-	defer stopKafka()
-	kafkaErr := make(chan error, 1)
-	if len(cfg.Kafka.Brokers) > 0 {
-		kcfg := cfg.Kafka
-		kcfg.Logger, kcfg.Registerer = log, reg
-		kr, err := kafka.NewReceiver(kcfg, p)
-		if err != nil {
-			shutdownReceivers(recv, srv)
-			stopPipeline()
-			return errors.Join(err, <-perr)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); kafkaErr <- kr.Run(kctx) }()
-	}
-
-	if cfg.Web != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			watchIncidents(kctx, &query.Service{Store: st, Config: acfg}, log)
-		}()
-	}
-	ready.Store(true)
+	svc.ready.Store(true)
 	log.Info("stormradius is running", "otlp_grpc", addrs.OTLPGRPC, "otlp_http", addrs.OTLPHTTP, "http", addrs.HTTP,
 		"kafka", cfg.Kafka.Brokers, "window", st.Window())
 	if cfg.Ready != nil {
 		cfg.Ready(addrs)
 	}
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-httpErr:
-		runErr = fmt.Errorf("http: %w", err)
-	case err := <-kafkaErr:
-		runErr = fmt.Errorf("kafka: %w", err)
-	case err := <-perr:
-		perr <- err // read again below
-		runErr = fmt.Errorf("pipeline stopped: %w", err)
-	case runErr = <-lease.lost:
-	}
-	ready.Store(false)
+	runErr := svc.wait(ctx, lease.lost)
+	svc.ready.Store(false)
 	if errors.Is(runErr, store.ErrLeaseLost) {
 		// The store refuses the pipeline's writes now: what is pending is
 		// in the stored spans, which the lease's holder recovers.
@@ -201,24 +146,111 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		log.Info("shutting down: receivers stop, pending traces are analysed")
 	}
-	shutdownReceivers(recv, nil)
-	stopKafka()
-	wg.Wait()
-	stopPipeline()
-	if err := <-perr; err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("pipeline: %w", err))
-	}
-	srv.shutdown()
-	return runErr
+	return svc.shutdown(runErr)
 }
 
-func shutdownReceivers(recv *otlp.Server, srv *httpServer) {
-	if recv != nil {
+// service is what Run starts once it holds the store's lease, as far as
+// it got: shutdown stops it, in one order whatever ended it.
+type service struct {
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	ready atomic.Bool // /readyz
+
+	recv         *otlp.Server // nil when not started
+	srv          *httpServer  // nil when not started
+	stopTasks    context.CancelFunc
+	tasks        sync.WaitGroup // the Kafka consumer and the incident watch, on stopTasks's context
+	stopPipeline context.CancelFunc
+
+	// How each part ends: the pipeline (read once more by shutdown), the
+	// HTTP server and the Kafka consumer.
+	perr, httpErr, kafkaErr chan error
+}
+
+// start starts, around the running pipeline p, the HTTP server, the OTLP
+// receivers, and on tctx the Kafka consumer and the incident watch, each
+// if configured; it returns their addresses, or the error of the first
+// that could not start (what started is left to shutdown).
+func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipeline, st store.Store, acfg analysis.Config) (Addrs, error) {
+	addrs := Addrs{Store: st, Pipeline: p}
+	var err error
+	if s.srv, err = startHTTP(cfg.HTTPAddr, st, acfg, cfg.Web, s.reg, &s.ready, s.log, s.httpErr); err != nil {
+		return addrs, err
+	}
+	if s.srv != nil {
+		addrs.HTTP = s.srv.addr
+	}
+	if !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP {
+		ocfg := cfg.OTLP
+		ocfg.Logger, ocfg.Registerer = s.log, s.reg
+		recv, err := otlp.New(ocfg, p)
+		if err == nil {
+			err = recv.Start(ctx) // which stops what it started when it fails
+		}
+		if err != nil {
+			return addrs, err
+		}
+		s.recv = recv
+		addrs.OTLPGRPC, addrs.OTLPHTTP = recv.GRPCAddr(), recv.HTTPAddr()
+	}
+	if len(cfg.Kafka.Brokers) > 0 {
+		kcfg := cfg.Kafka
+		kcfg.Logger, kcfg.Registerer = s.log, s.reg
+		kr, err := kafka.NewReceiver(kcfg, p)
+		if err != nil {
+			return addrs, err
+		}
+		s.tasks.Add(1)
+		go func() { defer s.tasks.Done(); s.kafkaErr <- kr.Run(tctx) }()
+	}
+	if cfg.Web != nil {
+		s.tasks.Add(1)
+		go func() {
+			defer s.tasks.Done()
+			watchIncidents(tctx, &query.Service{Store: st, Config: acfg}, s.log)
+		}()
+	}
+	return addrs, nil
+}
+
+// wait waits until ctx ends (nil), a part of the service fails, or the
+// lease is lost, and says which.
+func (s *service) wait(ctx context.Context, leaseLost <-chan error) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.httpErr:
+		return fmt.Errorf("http: %w", err)
+	case err := <-s.kafkaErr:
+		return fmt.Errorf("kafka: %w", err)
+	case err := <-s.perr:
+		s.perr <- err // read again by shutdown
+		return fmt.Errorf("pipeline stopped: %w", err)
+	case err := <-leaseLost:
+		return err
+	}
+}
+
+// shutdown stops the service in order: the OTLP receivers stop taking
+// data (their in-flight requests finish), the Kafka consumer and the
+// incident watch stop, the pipeline analyses every pending trace (or,
+// with the lease lost, leaves them to the lease's holder), and the HTTP
+// server (/readyz, /metrics) stops last. It returns cause joined with the
+// pipeline's error. Run's defers then stop the lease and close the store.
+func (s *service) shutdown(cause error) error {
+	if s.recv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		recv.Shutdown(ctx)
+		s.recv.Shutdown(ctx)
 		cancel()
 	}
-	srv.shutdown()
+	s.stopTasks()
+	s.tasks.Wait()
+	s.stopPipeline()
+	if err := <-s.perr; err != nil {
+		cause = errors.Join(cause, fmt.Errorf("pipeline: %w", err))
+	}
+	s.srv.shutdown()
+	return cause
 }
 
 func newRegistry() *prometheus.Registry {

@@ -185,23 +185,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	in := graph.Interner{}
 	var spans []graph.Span
 	for after := seq; ; {
-		// The log rows after the sequence.
-		traces := map[uint64][]graph.TraceID{}
-		err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
-			` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
-			var sq uint64
-			var b []byte
-			if err := r.Scan(&sq, &b); err != nil {
-				return err
-			}
-			if len(b) > 0 && b[0] == logMarker {
-				traces[sq] = traces[sq][:0:0]
-				for b = b[1:]; len(b) >= 16; b = b[16:] {
-					traces[sq] = append(traces[sq], graph.TraceID(b[:16]))
-				}
-			}
-			return nil
-		})
+		traces, err := s.writesAfter(ctx, after, floor)
 		if err != nil {
 			return err
 		}
@@ -213,43 +197,80 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 		if len(seqs) == 0 {
 			return nil
 		}
-		set := map[graph.TraceID]struct{}{}
-		for _, sq := range seqs {
-			for _, id := range traces[sq] {
-				set[id] = struct{}{}
-			}
-		}
-		lo, hi := seqs[0], seqs[len(seqs)-1]
-		ids := make([]graph.TraceID, 0, len(set))
-		for t := range set {
-			ids = append(ids, t)
-		}
-		byWrite := map[uint64][]spanRow{}
-		err = s.readSpans(ctx, ids, lo, hi, func(r *spanRow) error {
-			c := *r
-			c.data = slices.Clone(r.data)
-			byWrite[r.seq] = append(byWrite[r.seq], c)
-			return nil
-		})
-		if err != nil {
+		if spans, err = s.emitWrites(ctx, seqs, traces, in, spans, fn); err != nil {
 			return err
-		}
-		for _, sq := range seqs {
-			spans = spans[:0]
-			rows := byWrite[sq]
-			slices.SortFunc(rows, func(a, b spanRow) int { return bytes.Compare(a.traceID[:], b.traceID[:]) })
-			for i := range rows {
-				if spans, err = rows[i].decode(spans, in.Intern); err != nil {
-					return fmt.Errorf("clickhouse: write %d: %w: %w", sq, store.ErrCorrupt, err)
-				}
-			}
-			if err := fn(sq, spans); err != nil {
-				return err
-			}
 		}
 		if len(in) > 1<<16 {
 			in = graph.Interner{}
 		}
-		after = hi
+		after = seqs[len(seqs)-1]
 	}
+}
+
+// writesAfter returns the traces of the first spansAfterChunk writes
+// after sequence after, by write, from the log rows; floor is the
+// retention floor's day.
+func (s *Store) writesAfter(ctx context.Context, after uint64, floor string) (map[uint64][]graph.TraceID, error) {
+	traces := map[uint64][]graph.TraceID{}
+	err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
+		` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
+		var sq uint64
+		var b []byte
+		if err := r.Scan(&sq, &b); err != nil {
+			return err
+		}
+		if len(b) > 0 && b[0] == logMarker {
+			traces[sq] = traces[sq][:0:0]
+			for b = b[1:]; len(b) >= 16; b = b[16:] {
+				traces[sq] = append(traces[sq], graph.TraceID(b[:16]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return traces, nil
+}
+
+// emitWrites reads the span rows of writes seqs (sorted) from the traces
+// they touched, and calls fn with each write's spans, in order, decoded
+// into spans (returned for reuse) with names interned in in.
+func (s *Store) emitWrites(ctx context.Context, seqs []uint64, traces map[uint64][]graph.TraceID, in graph.Interner,
+	spans []graph.Span, fn func(uint64, []graph.Span) error) ([]graph.Span, error) {
+	set := map[graph.TraceID]struct{}{}
+	for _, sq := range seqs {
+		for _, id := range traces[sq] {
+			set[id] = struct{}{}
+		}
+	}
+	lo, hi := seqs[0], seqs[len(seqs)-1]
+	ids := make([]graph.TraceID, 0, len(set))
+	for t := range set {
+		ids = append(ids, t)
+	}
+	byWrite := map[uint64][]spanRow{}
+	err := s.readSpans(ctx, ids, lo, hi, func(r *spanRow) error {
+		c := *r
+		c.data = slices.Clone(r.data)
+		byWrite[r.seq] = append(byWrite[r.seq], c)
+		return nil
+	})
+	if err != nil {
+		return spans, err
+	}
+	for _, sq := range seqs {
+		spans = spans[:0]
+		rows := byWrite[sq]
+		slices.SortFunc(rows, func(a, b spanRow) int { return bytes.Compare(a.traceID[:], b.traceID[:]) })
+		for i := range rows {
+			if spans, err = rows[i].decode(spans, in.Intern); err != nil {
+				return spans, fmt.Errorf("clickhouse: write %d: %w: %w", sq, store.ErrCorrupt, err)
+			}
+		}
+		if err := fn(sq, spans); err != nil {
+			return spans, err
+		}
+	}
+	return spans, nil
 }
