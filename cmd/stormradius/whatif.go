@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -158,9 +157,7 @@ func learnCallGraph(ctx context.Context, q whatIfQuestion, stdin io.Reader, stde
 // writeWhatIf writes the answer in q's format and returns the exit code.
 func writeWhatIf(stdout, stderr io.Writer, q whatIfQuestion, out *query.WhatIfAnswer) int {
 	if q.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := writeJSON(stdout, out); err != nil {
 			fmt.Fprintf(stderr, "stormradius whatif: %v\n", err)
 			return exitFail
 		}
