@@ -361,14 +361,7 @@ func (fr *fileReader) emitSpans(spans []graph.Span) error {
 	fr.d.spans = spans
 	fr.lock()
 	defer fr.unlock()
-	fr.st.Requests++
-	fr.st.Spans += len(spans)
-	if fr.emit != nil {
-		if err := fr.emit(spans); err != nil {
-			return fmt.Errorf("%s: %w", fr.name, err)
-		}
-	}
-	return nil
+	return fr.emitLocked(spans)
 }
 
 func (fr *fileReader) bad(err error) {
