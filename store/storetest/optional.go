@@ -584,6 +584,8 @@ func seriesCases(api string) []seriesCase {
 		{store.Query{From: d(1, 0, 0, 0), To: d(3, 0, 0, 0), API: api}, 1440},        // whole days
 		{store.Query{From: d(1, 22, 53, 30), To: d(2, 0, 17, 10), API: api}, 13},     // 22:54 to 00:18, cut minutes
 		{store.Query{From: d(1, 23, 0, 0), To: d(2, 1, 0, 0), API: api}, 90},         // one step and a part
+		{store.Query{From: d(1, 23, 0, 0), To: d(2, 0, 17, 10), API: api}, 60},       // whole hours but the last
+		{store.Query{From: d(1, 0, 0, 0), To: d(2, 0, 10, 0), API: api}, 1440},       // a whole day and ten minutes
 		{store.Query{From: d(1, 20, 0, 0), To: d(1, 21, 0, 0), API: api}, 10},        // no traces
 		{store.Query{From: d(1, 23, 59, 0) + 1, To: d(2, 0, 0, 0) + 1, API: api}, 1}, // one minute: 00:00
 	}
