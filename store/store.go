@@ -32,6 +32,12 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrCorrupt: stored data could not be decoded.
 	ErrCorrupt = errors.New("stored data is corrupt")
+	// ErrReadOnly: the store was opened read-only (a reader such as
+	// cmd/api); nothing was written.
+	ErrReadOnly = errors.New("store opened read-only")
+	// ErrNotMigrated: the stored schema is older than this release's, and
+	// the store was opened read-only, which migrates nothing.
+	ErrNotMigrated = errors.New("store schema not migrated")
 )
 
 // Record is what is stored about one analysed trace: its result, evaluated
