@@ -148,11 +148,17 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		}
 	}
 	// Past the store's own refusal, the server refuses (READONLY, 164).
-	for _, q := range []string{`INSERT INTO meta (key, value, version) VALUES ('ro_probe', 1, 1)`,
-		`OPTIMIZE TABLE node_minutes FINAL`, `CREATE TABLE ro_probe (x UInt8) ENGINE = Memory`} {
+	probe, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	probes := map[string]error{
+		"insert":   s.insert(probe, "probe", "meta", []string{"key", "value", "version"}, []string{"ro_probe"}, []int64{1}, []uint64{1}),
+		"optimize": s.exec(probe, "probe", `OPTIMIZE TABLE node_minutes FINAL`),
+		"create":   s.exec(probe, "probe", `CREATE TABLE ro_probe (x UInt8) ENGINE = Memory`),
+	}
+	for what, err := range probes {
 		var ex *ch.Exception
-		if err := s.exec(ctx, "probe", q); !errors.As(err, &ex) || ex.Code != 164 {
-			t.Errorf("%s on a read-only connection: %v, want the server's READONLY refusal", q, err)
+		if !errors.As(err, &ex) || ex.Code != 164 {
+			t.Errorf("%s on a read-only connection: %v, want the server's READONLY refusal", what, err)
 		}
 	}
 	if err := s.Close(); err != nil {
