@@ -116,7 +116,7 @@ func TestRunAPIReadOnly(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			err := app.RunAPI(ctx, app.APIConfig{Store: opts, HTTPAddr: "127.0.0.1:0",
-				Ready: func(net.Addr) { t.Error("served a store that is not there") }})
+				Ready: func(net.Addr) { t.Error("served a store that is not there"); cancel() }})
 			if !errors.Is(err, c.want) {
 				t.Fatalf("fresh store: %v, want %v", err, c.want)
 			}
