@@ -32,6 +32,12 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrCorrupt: stored data could not be decoded.
 	ErrCorrupt = errors.New("stored data is corrupt")
+	// ErrReadOnly: the store was opened read-only (a reader such as
+	// cmd/api); nothing was written.
+	ErrReadOnly = errors.New("store opened read-only")
+	// ErrNotMigrated: the stored schema is older than this release's, and
+	// the store was opened read-only, which migrates nothing.
+	ErrNotMigrated = errors.New("store schema not migrated")
 )
 
 // Record is what is stored about one analysed trace: its result, evaluated
@@ -330,7 +336,8 @@ type IncidentReader interface {
 	// LastMinute returns the last minute q covers that holds a trace.
 	LastMinute(ctx context.Context, q Query) (minute int64, ok bool, err error)
 	// Examples returns up to n traces of q's range in which owner had a
-	// failure event, in analysis.ExampleOrder.
+	// failure event, in analysis.ExampleOrder; never more than
+	// analysis.MaxExamples, whatever n.
 	Examples(ctx context.Context, q Query, owner graph.Node, n int) ([]graph.TraceID, error)
 }
 
@@ -339,7 +346,9 @@ type IncidentReader interface {
 type SeriesReader interface {
 	// APISeries returns, for each step of stepMinutes whole minutes from
 	// the first minute q covers to the last, the aggregate of q.API's
-	// traces that started in it (nil where there are none). Only the
-	// API's own figures are filled: totals, histograms, not owners.
+	// traces that started in it (nil where there are none); the last step
+	// may be shorter. Only the API's own figures are filled: totals,
+	// histograms, not owners. q must be bounded and hold a minute, and
+	// stepMinutes be positive: an error otherwise.
 	APISeries(ctx context.Context, q Query, stepMinutes int64) ([]*analysis.APIAgg, error)
 }

@@ -1,7 +1,9 @@
 // Command api is the scaled-out read side: the REST API (docs/SPEC.md §5.3), the
 // web UI and /metrics over the ClickHouse store that cmd/ingest writes.
-// Run as many as the read load needs; they hold no state. Every flag also
-// reads STORMRADIUS_<FLAG>.
+// Run as many as the read load needs; they hold no state. The store is
+// opened read-only: it must exist and be migrated (cmd/ingest or
+// `stormradius migrate` do that), and api writes nothing to it. Every flag
+// also reads STORMRADIUS_<FLAG>.
 //
 //	api --store clickhouse://clickhouse:9000/stormradius [--http :8080] [--api-token T]
 package main
@@ -10,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -22,11 +25,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
 }
 
-func run(ctx context.Context, args []string) int {
+// run runs the command, writing its errors to stderr.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	storeURL := fs.String("store", "", "store URL: clickhouse://host:9000/db")
 	httpAddr := fs.String("http", ":8080", "listen address of the API, the UI, /healthz, /readyz and /metrics")
 	window := fs.Duration("window", 0, "analysis window the data was written with (default: the store's)")
@@ -40,28 +45,28 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	if err := app.ApplyEnv(fs); err != nil {
-		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 2
 	}
 	wcfg, err := buildWeb()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 2
 	}
 	if *storeURL == "" {
-		fmt.Fprintln(os.Stderr, "api: --store is required (cmd/api serves the ClickHouse store cmd/ingest writes; `stormradius serve` serves the embedded one)")
+		fmt.Fprintln(stderr, "api: --store is required (cmd/api serves the ClickHouse store cmd/ingest writes; `stormradius serve` serves the embedded one)")
 		return 2
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(os.Stderr, "api: --log-level %q: want debug, info, warn or error\n", *level)
+		fmt.Fprintf(stderr, "api: --log-level %q: want debug, info, warn or error\n", *level)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg := app.APIConfig{Store: storeurl.Options{URL: *storeURL, Window: *window}, HTTPAddr: *httpAddr,
 		Web: wcfg, Logger: log}
 	if err := app.RunAPI(ctx, cfg); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "api: %v\n", err)
+		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 1
 	}
 	return 0

@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,8 +52,7 @@ func TestRunAPI(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			addr := make(chan net.Addr, 1)
 			done := make(chan error, 1)
-			opts.Existing = true
-			go func() {
+			go func() { // read-only: RunAPI opens it so
 				done <- app.RunAPI(ctx, app.APIConfig{Store: opts, HTTPAddr: "127.0.0.1:0",
 					Web: web.Config{Tokens: []string{"tok"}, Now: func() time.Time { return fixture.End }}, Ready: func(a net.Addr) { addr <- a }})
 			}()
@@ -91,6 +92,37 @@ func TestRunAPI(t *testing.T) {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// cmd/api's service opens the store read-only: a store that is not there
+// or not migrated is refused before serving, and nothing is created or
+// migrated (TestRunAPI serves a migrated one).
+func TestRunAPIReadOnly(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts func(t *testing.T) storeurl.Options
+		want error
+	}{
+		{"sqlite", func(t *testing.T) storeurl.Options {
+			return storeurl.Options{Data: filepath.Join(t.TempDir(), "data")}
+		}, store.ErrNotFound},
+		{"clickhouse", func(t *testing.T) storeurl.Options { return storeurl.Options{URL: chtest.FreshDSN(t)} }, store.ErrNotMigrated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err := app.RunAPI(ctx, app.APIConfig{Store: opts, HTTPAddr: "127.0.0.1:0",
+				Ready: func(net.Addr) { t.Error("served a store that is not there"); cancel() }})
+			if !errors.Is(err, c.want) {
+				t.Fatalf("fresh store: %v, want %v", err, c.want)
+			}
+			opts.Existing = true
+			if _, err := storeurl.Open(ctx, opts); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("after RunAPI: %v, want no stormradius data", err)
 			}
 		})
 	}

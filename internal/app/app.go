@@ -362,6 +362,8 @@ func (h *httpServer) shutdown() {
 // APIConfig is the read side alone (cmd/api): the REST API, the UI and
 // /metrics over a store that others write.
 type APIConfig struct {
+	// Store says where the data is; RunAPI opens it read-only (whatever
+	// Store.ReadOnly says): it must exist and be migrated.
 	Store     storeurl.Options
 	OpenStore func(context.Context) (store.Store, error)
 	HTTPAddr  string
@@ -378,7 +380,9 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 		log = slog.Default()
 	}
 	reg := newRegistry()
-	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log)
+	opts := cfg.Store
+	opts.ReadOnly = true // the read side writes nothing, migrations included
+	st, err := openStore(ctx, opts, cfg.OpenStore, log)
 	if err != nil {
 		return err
 	}

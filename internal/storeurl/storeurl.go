@@ -26,13 +26,19 @@ type Options struct {
 	Window time.Duration
 	// Existing refuses to create a new store (for readers).
 	Existing bool
+	// ReadOnly opens an existing, migrated store for reading only: nothing
+	// is created or migrated (an older schema fails with
+	// store.ErrNotMigrated) and every write fails with store.ErrReadOnly
+	// (cmd/api).
+	ReadOnly bool
 	Logger   *slog.Logger
 }
 
 // Open opens the store.
 func Open(ctx context.Context, o Options) (store.Store, error) {
 	if o.URL == "" {
-		return sqlite.Open(ctx, sqlite.Options{Dir: o.Data, Window: o.Window, Logger: o.Logger, Existing: o.Existing})
+		return sqlite.Open(ctx, sqlite.Options{Dir: o.Data, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
+			ReadOnly: o.ReadOnly})
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
@@ -49,7 +55,7 @@ func Open(ctx context.Context, o Options) (store.Store, error) {
 		}
 		q := u.Query()
 		return sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
-			Synchronous: q.Get("synchronous")})
+			ReadOnly: o.ReadOnly, Synchronous: q.Get("synchronous")})
 	case "clickhouse":
 		return openClickHouse(ctx, o, u)
 	}

@@ -83,6 +83,11 @@ type Options struct {
 	// Existing refuses to create a new store: readers (report) open data
 	// that must be there.
 	Existing bool
+	// ReadOnly opens an existing, migrated store for reading only (cmd/api):
+	// it creates nothing and migrates nothing (an older schema is refused
+	// with store.ErrNotMigrated), its connections are read-only on the
+	// server (readonly=2), and its write methods return store.ErrReadOnly.
+	ReadOnly bool
 	// Logger receives the store's log lines (slog.Default() when nil).
 	Logger *slog.Logger
 	// LeaseSettle is how long taking the analysis lease waits to see who
@@ -128,7 +133,9 @@ type Store struct {
 	// gens is the current generation of every rollup bucket that has one
 	// (loaded by the first Apply; nil before).
 	gens map[bucketKey]uint64
-	enc  analysis.ResultEncoder // under applyMu
+	// readOnly: opened with Options.ReadOnly.
+	readOnly bool
+	enc      analysis.ResultEncoder // under applyMu
 	// watermark is the last checkpoint this store wrote (under applyMu).
 	watermark uint64
 
@@ -171,11 +178,20 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
-		edgeReadMax: edgeReadMax, lease: fence.Fence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle}
+		edgeReadMax: edgeReadMax, lease: fence.Fence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle,
+		readOnly: opts.ReadOnly}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if err := s.createDatabase(ctx, dial, chOpts, opts.Existing); err != nil {
+	if opts.ReadOnly {
+		// The server refuses every write and DDL of these connections
+		// (settings may still be set per query: 2, not 1).
+		if chOpts.Settings == nil {
+			chOpts.Settings = ch.Settings{}
+		}
+		chOpts.Settings["readonly"] = 2
+	}
+	if err := s.createDatabase(ctx, dial, chOpts, opts.Existing || opts.ReadOnly); err != nil {
 		return nil, err
 	}
 	if s.conn, err = dial(chOpts); err != nil {
@@ -189,7 +205,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 func (s *Store) init(ctx context.Context, opts Options) error {
-	if err := s.migrate(ctx); err != nil {
+	if s.readOnly {
+		if err := s.checkMigrated(ctx); err != nil {
+			return err
+		}
+	} else if err := s.migrate(ctx); err != nil {
 		return err
 	}
 	meta, err := s.readMeta(ctx)
@@ -200,8 +220,13 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.floor, s.floorRead = meta[metaFloor], time.Now()
-	if err := s.readProgress(ctx); err != nil {
-		return err
+	if !s.readOnly { // what a writer continues from
+		if err := s.readProgress(ctx); err != nil {
+			return err
+		}
+	}
+	if s.readOnly {
+		return nil // the TTL is the writer's to set
 	}
 	return s.applyTTL(ctx, meta, opts.TTL)
 }
@@ -300,6 +325,10 @@ func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driv
 			quote(s.db)+` AND name = 'schema_migrations'`, &n); err != nil {
 			return err
 		}
+		if n == 0 && s.readOnly {
+			return fmt.Errorf("clickhouse: no stormradius schema in database %s: %w: %w; a read-only store creates nothing: "+
+				"run `stormradius migrate --store clickhouse://…/%s` or start cmd/ingest, which migrates", s.db, store.ErrNotFound, store.ErrNotMigrated, s.db)
+		}
 		if n == 0 {
 			return fmt.Errorf("clickhouse: no stormradius data in database %s: %w", s.db, store.ErrNotFound)
 		}
@@ -373,6 +402,9 @@ func (s *Store) settleWindow(ctx context.Context, meta map[string]int64, want ti
 		want = analysis.DefaultWindow
 	}
 	s.window = want
+	if s.readOnly {
+		return nil // no data analysed yet: the first writer records its window
+	}
 	return s.putMeta(ctx, map[string]int64{metaWindow: int64(want)})
 }
 
@@ -434,6 +466,14 @@ func (s *Store) Close() error {
 		s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "err", err)
 	}
 	return s.conn.Close()
+}
+
+// checkWritable refuses a write (what) to a store opened read-only.
+func (s *Store) checkWritable(what string) error {
+	if s.readOnly {
+		return fmt.Errorf("clickhouse: %s: %w", what, store.ErrReadOnly)
+	}
+	return nil
 }
 
 func (s *Store) checkOpen(what string) error {

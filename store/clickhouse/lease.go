@@ -164,6 +164,9 @@ func (e errTooSlow) Error() string {
 // AcquireLease takes the lease for h by the protocol above, then reads
 // again what a previous holder may have written since Open.
 func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
+	if err := s.checkWritable("take lease"); err != nil {
+		return time.Time{}, err // a reader takes no lease
+	}
 	if ttl < minLeaseTTL || h.ID == "" {
 		return time.Time{}, fmt.Errorf("clickhouse: take lease: want a holder and a timeout of at least %v, not %q and %v",
 			minLeaseTTL, h.ID, ttl)
@@ -325,10 +328,14 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	return nil
 }
 
-// checkWrite refuses a write (what) once the store is closed, or once this
-// instance's lease may be lost (fence.Fence).
+// checkWrite refuses a write (what) once the store is closed, to a store
+// opened read-only, or once this instance's lease may be lost
+// (fence.Fence).
 func (s *Store) checkWrite(what string) error {
 	if err := s.checkOpen(what); err != nil {
+		return err
+	}
+	if err := s.checkWritable(what); err != nil {
 		return err
 	}
 	if err := s.lease.Check(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/schema"
+	"github.com/stormradius/stormradius/store"
 )
 
 // Migrations live in schema/clickhouse. A statement after a line
@@ -118,6 +119,32 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		s.log.Info("clickhouse: migration applied", "database", s.db, "version", m.Version, "name", m.Name,
 			"server", s.server.String(), "skipped_statements", skipped)
+	}
+	return nil
+}
+
+// checkMigrated returns store.ErrNotMigrated, saying what to run, unless
+// every migration of this release was applied: a read-only store
+// migrates nothing, and reading an older schema would fail query by query.
+func (s *Store) checkMigrated(ctx context.Context) error {
+	ms, err := schema.Load("clickhouse")
+	if err != nil {
+		return err
+	}
+	have, err := s.appliedMigrations(ctx, "schema_migrations")
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, m := range ms {
+		if !have[m.Version] {
+			missing = append(missing, fmt.Sprintf("%d (%s)", m.Version, m.Name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("clickhouse: database %s lacks migrations %s: %w; a read-only store migrates nothing: "+
+			"run `stormradius migrate --store clickhouse://…/%s` or start cmd/ingest, which migrates",
+			s.db, strings.Join(missing, ", "), store.ErrNotMigrated, s.db)
 	}
 	return nil
 }

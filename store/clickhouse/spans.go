@@ -49,6 +49,9 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if err := s.checkOpen("write spans"); err != nil {
 		return 0, err
 	}
+	if err := s.checkWritable("write spans"); err != nil {
+		return 0, err
+	}
 	if err := s.lease.Check(); err != nil {
 		// Nothing is stored: the sender retries (against the instance
 		// that holds the lease now).

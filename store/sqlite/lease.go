@@ -47,6 +47,9 @@ func readLease(ctx context.Context, tx *sql.Tx) (leaseRow, bool, error) {
 // It then reads the last span write again: a previous holder may have
 // written since Open.
 func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
+	if err := s.checkWritable("take lease"); err != nil {
+		return time.Time{}, err // a reader takes no lease
+	}
 	if ttl <= 0 || h.ID == "" {
 		return time.Time{}, fmt.Errorf("sqlite: take lease: want a holder and a positive timeout, not %q and %v", h.ID, ttl)
 	}
@@ -135,9 +138,20 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	return nil
 }
 
-// fence returns nil when the store may write (see fence.Fence), else
-// an error saying what was refused.
+// checkWritable refuses a write (what) to a store opened read-only.
+func (s *Store) checkWritable(what string) error {
+	if s.readOnly {
+		return fmt.Errorf("sqlite: %s: %w", what, store.ErrReadOnly)
+	}
+	return nil
+}
+
+// fence returns nil when the store may write (not opened read-only, see
+// fence.Fence), else an error saying what was refused.
 func (s *Store) fence(what string) error {
+	if err := s.checkWritable(what); err != nil {
+		return err
+	}
 	if err := s.lease.Check(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}

@@ -59,6 +59,9 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if s.spansW == nil {
 		return 0, fmt.Errorf("sqlite: write spans: %w", store.ErrClosed)
 	}
+	if err := s.checkWritable("write spans"); err != nil {
+		return 0, err
+	}
 	if err := s.lease.Check(); err != nil {
 		// Nothing is stored: the sender retries (against the instance
 		// that holds the lease now).

@@ -53,6 +53,12 @@ type Options struct {
 	// Existing refuses to create a new store: readers (report) open data
 	// that must be there.
 	Existing bool
+	// ReadOnly opens an existing, migrated store for reading only: it
+	// creates no file and migrates nothing (an older schema is refused
+	// with store.ErrNotMigrated), its connections are read-only
+	// (mode=ro, query_only) and its write methods return
+	// store.ErrReadOnly. It reads alongside a process that writes.
+	ReadOnly bool
 	// LeaseClock is the clock of the analysis lease (time.Now when nil;
 	// tests move it).
 	LeaseClock func() time.Time
@@ -66,6 +72,7 @@ type Store struct {
 	log            *slog.Logger
 	dir            string
 	lease          fence.Fence // see lease.go
+	readOnly       bool
 
 	spanMu  sync.Mutex // orders span writes: sequence numbers follow commits
 	seq     uint64
@@ -86,13 +93,20 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("sqlite: no data directory")
 	}
-	if opts.Existing {
-		if _, err := os.Stat(filepath.Join(opts.Dir, "results.db")); err != nil {
-			return nil, fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
+	if opts.Existing || opts.ReadOnly {
+		for _, name := range []string{"results.db", "spans.db"} {
+			if _, err := os.Stat(filepath.Join(opts.Dir, name)); err != nil {
+				return nil, fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
+			}
+			if !opts.ReadOnly {
+				break // results.db alone, as before: spans.db is created if missing
+			}
 		}
 	}
-	if err := privateDir(opts.Dir); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+	if !opts.ReadOnly {
+		if err := privateDir(opts.Dir); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
 	}
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
@@ -105,7 +119,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Window < 0 {
 		return nil, fmt.Errorf("sqlite: negative window %v", opts.Window)
 	}
-	s := &Store{log: opts.Logger, dir: opts.Dir, lease: fence.Fence{Now: opts.LeaseClock}}
+	s := &Store{log: opts.Logger, dir: opts.Dir, lease: fence.Fence{Now: opts.LeaseClock}, readOnly: opts.ReadOnly}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -122,14 +136,24 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dsn := "file:" + filepath.Join(opts.Dir, name) +
 			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
 			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
+		if opts.ReadOnly {
+			// The file opened read-only, and SQLite refusing writes on the
+			// connection as well. The database is in WAL mode already (its
+			// writer set it): nothing to set.
+			dsn = "file:" + filepath.Join(opts.Dir, name) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)" +
+				"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
+			writer = false
+		}
 		if writer {
 			// Checkpoints run in the background (checkpointer), not in the
 			// commit that happens to cross the WAL's size: a commit on the
 			// acknowledgement path or in an analysis batch stays short.
 			dsn += "&_txlock=immediate&_pragma=wal_autocheckpoint(0)"
 		}
-		if err := privateFile(filepath.Join(opts.Dir, name)); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
+		if !opts.ReadOnly {
+			if err := privateFile(filepath.Join(opts.Dir, name)); err != nil {
+				return nil, fmt.Errorf("sqlite: %w", err)
+			}
 		}
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
@@ -148,10 +172,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			s.Close()
 		}
 	}()
+	migrateOrCheck := migrate
+	if opts.ReadOnly {
+		migrateOrCheck = checkMigrated
+	}
 	if s.spansW, err = open("spans.db", true); err != nil {
 		return nil, err
 	}
-	if err = migrate(ctx, s.spansW, "sqlite/spans"); err != nil {
+	if err = migrateOrCheck(ctx, s.spansW, "sqlite/spans"); err != nil {
 		return nil, err
 	}
 	if s.spansR, err = open("spans.db", false); err != nil {
@@ -160,7 +188,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.resW, err = open("results.db", true); err != nil {
 		return nil, err
 	}
-	if err = migrate(ctx, s.resW, "sqlite/results"); err != nil {
+	if err = migrateOrCheck(ctx, s.resW, "sqlite/results"); err != nil {
 		return nil, err
 	}
 	if s.resR, err = open("results.db", false); err != nil {
@@ -172,8 +200,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err = s.settleWindow(ctx, opts.Window); err != nil {
 		return nil, err
 	}
-	s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
-	go s.checkpointer()
+	if !opts.ReadOnly { // checkpoints are the writer's
+		s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
+		go s.checkpointer()
+	}
 	return s, nil
 }
 
@@ -276,6 +306,9 @@ func (s *Store) settleWindow(ctx context.Context, want time.Duration) error {
 		want = analysis.DefaultWindow
 	}
 	s.window = want
+	if s.readOnly {
+		return nil // no data analysed yet: the first writer records its window
+	}
 	if _, err := s.resW.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('window_ns', ?)`, int64(want)); err != nil {
 		return fmt.Errorf("sqlite: record window: %w", err)
 	}
@@ -318,6 +351,25 @@ func migrate(ctx context.Context, db *sql.DB, dir string) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("sqlite: %s: migration %d: %w", dir, m.Version, err)
 		}
+	}
+	return nil
+}
+
+// checkMigrated returns store.ErrNotMigrated, saying what to run, unless
+// every migration of dir was applied: a read-only store migrates nothing,
+// and reading an older schema would fail query by query.
+func checkMigrated(ctx context.Context, db *sql.DB, dir string) error {
+	ms, err := schema.Load(dir)
+	if err != nil {
+		return err
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
+		return fmt.Errorf("sqlite: %s: read schema version: %w", dir, err)
+	}
+	if len(ms) > 0 && have < ms[len(ms)-1].Version {
+		return fmt.Errorf("sqlite: %s: schema version %d, this release needs %d: %w; a read-only store migrates nothing: "+
+			"run `stormradius migrate` on the data directory, or `stormradius serve`, which migrates", dir, have, ms[len(ms)-1].Version, store.ErrNotMigrated)
 	}
 	return nil
 }
@@ -380,7 +432,9 @@ func (s *Store) Close() error {
 		}
 		for _, db := range []*sql.DB{s.spansW, s.resW} {
 			if db != nil {
-				_, _ = db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+				if !s.readOnly {
+					_, _ = db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+				}
 				errs = append(errs, db.Close())
 			}
 		}

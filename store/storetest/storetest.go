@@ -27,14 +27,16 @@ import (
 // the same underlying data; fresh reports whether to start empty.
 type Opener func(t *testing.T, fresh bool) store.Store
 
-// Run runs the conformance suite.
-func Run(t *testing.T, open Opener) {
+// Run runs the conformance suite; opt declares the optional interfaces
+// the store implements (see Optional).
+func Run(t *testing.T, open Opener, opt Optional) {
 	t.Run("Spans", func(t *testing.T) { testSpans(t, open) })
 	t.Run("Records", func(t *testing.T) { testRecords(t, open) })
 	t.Run("Rollups", func(t *testing.T) { testRollups(t, open) })
 	t.Run("Windows", func(t *testing.T) { testWindows(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("StaleSummaries", func(t *testing.T) { testStaleSummaries(t, open) })
+	t.Run("Optional", func(t *testing.T) { testOptional(t, open, opt) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
