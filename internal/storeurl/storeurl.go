@@ -36,13 +36,26 @@ type Options struct {
 
 // Open opens the store.
 func Open(ctx context.Context, o Options) (store.Store, error) {
+	dir, q, ch, err := target(o)
+	switch {
+	case err != nil:
+		return nil, err
+	case ch != nil:
+		return openClickHouse(ctx, o, ch)
+	}
+	return sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
+		ReadOnly: o.ReadOnly, Synchronous: q.Get("synchronous")})
+}
+
+// target reads which store o names: an embedded one (its directory, and
+// the options in its URL's query) or a ClickHouse server (its URL).
+func target(o Options) (dir string, q url.Values, ch *url.URL, err error) {
 	if o.URL == "" {
-		return sqlite.Open(ctx, sqlite.Options{Dir: o.Data, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
-			ReadOnly: o.ReadOnly})
+		return o.Data, nil, nil, nil
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("--store %q: %w", o.URL, err)
+		return "", nil, nil, fmt.Errorf("--store %q: %w", o.URL, err)
 	}
 	switch u.Scheme {
 	case "sqlite", "file":
@@ -51,15 +64,13 @@ func Open(ctx context.Context, o Options) (store.Store, error) {
 			dir = u.Host + u.Path // sqlite://relative/dir
 		}
 		if dir == "" {
-			return nil, fmt.Errorf("--store %q: no directory", o.URL)
+			return "", nil, nil, fmt.Errorf("--store %q: no directory", o.URL)
 		}
-		q := u.Query()
-		return sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
-			ReadOnly: o.ReadOnly, Synchronous: q.Get("synchronous")})
+		return dir, u.Query(), nil, nil
 	case "clickhouse":
-		return openClickHouse(ctx, o, u)
+		return "", nil, u, nil
 	}
-	return nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
+	return "", nil, nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
 }
 
 // openClickHouse is replaced when the ClickHouse store is built in.
@@ -70,24 +81,14 @@ var openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Sto
 // Migrations returns the schema migrations opening the store would apply,
 // without applying them.
 func Migrations(ctx context.Context, o Options) ([]schema.Migration, error) {
-	if o.URL == "" {
-		return sqlite.Migrations(ctx, o.Data)
+	dir, _, ch, err := target(o)
+	switch {
+	case err != nil:
+		return nil, err
+	case ch != nil:
+		return clickHouseMigrations(ctx, o, ch)
 	}
-	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("--store %q: %w", o.URL, err)
-	}
-	switch u.Scheme {
-	case "sqlite", "file":
-		dir := u.Path
-		if u.Host != "" && u.Host != "localhost" {
-			dir = u.Host + u.Path
-		}
-		return sqlite.Migrations(ctx, dir)
-	case "clickhouse":
-		return clickHouseMigrations(ctx, o, u)
-	}
-	return nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
+	return sqlite.Migrations(ctx, dir)
 }
 
 // clickHouseMigrations is replaced when the ClickHouse store is built in.
