@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -249,10 +250,10 @@ const (
 )
 
 // mergeSQL is each merge kind's SQL: how a store's read sums the stored
-// values of a figure ("%[1]s" is the figure's SQLite column), and how
+// values of a figure ("{col}" is the figure's SQLite column), and how
 // the SQLite upsert of a delta merges it into the stored row.
 var mergeSQL = map[MergeKind]struct{ sqliteRead, sqliteUpsert, clickhouseRead string }{
-	MergeSum:       {"sum(%[1]s)", "%[1]s = %[1]s + excluded.%[1]s", "sum(n)"},
+	MergeSum:       {"sum({col})", "{col} = {col} + excluded.{col}", "sum(n)"},
 	MergeHistogram: {"sum(n)", "n = n + excluded.n", "sum(n)"},
 }
 
@@ -263,12 +264,14 @@ func (f *Figure) Aggregate(d Dialect) string {
 	if d == ClickHouse {
 		return m.clickhouseRead
 	}
-	return fmt.Sprintf(m.sqliteRead, f.SQLite.Column)
+	return strings.ReplaceAll(m.sqliteRead, "{col}", f.SQLite.Column)
 }
 
 // Upsert returns the SQLite assignment, in an upsert's DO UPDATE SET,
 // that merges a delta into the stored value.
-func (f *Figure) Upsert() string { return fmt.Sprintf(mergeSQL[f.Merge].sqliteUpsert, f.SQLite.Column) }
+func (f *Figure) Upsert() string {
+	return strings.ReplaceAll(mergeSQL[f.Merge].sqliteUpsert, "{col}", f.SQLite.Column)
+}
 
 // Agg is the aggregate of a Report a figure lives in: the field of its
 // scope's aggregate is set.
