@@ -35,6 +35,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Windows", func(t *testing.T) { testWindows(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("StaleSummaries", func(t *testing.T) { testStaleSummaries(t, open) })
+	t.Run("Figures", func(t *testing.T) { testFigures(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
