@@ -187,3 +187,29 @@ func TestCheckFigures(t *testing.T) {
 		}
 	}
 }
+
+// Each merge kind's SQL, as the stores run it.
+func TestFigureSQL(t *testing.T) {
+	byName := map[string]*Figure{}
+	for i := range Figures {
+		byName[Figures[i].Name] = &Figures[i]
+	}
+	for _, c := range []struct {
+		name                       string
+		sqlite, upsert, clickhouse string
+	}{
+		{"api_radius_sum", "sum(radius_sum)", "radius_sum = radius_sum + excluded.radius_sum", "sum(n)"},
+		{"owner_amp", "sum(n)", "n = n + excluded.n", "sum(n)"},
+	} {
+		f := byName[c.name]
+		if got := f.Aggregate(SQLite); got != c.sqlite {
+			t.Errorf("%s: SQLite aggregate %q, want %q", c.name, got, c.sqlite)
+		}
+		if got := f.Upsert(); got != c.upsert {
+			t.Errorf("%s: upsert %q, want %q", c.name, got, c.upsert)
+		}
+		if got := f.Aggregate(ClickHouse); got != c.clickhouse {
+			t.Errorf("%s: ClickHouse aggregate %q, want %q", c.name, got, c.clickhouse)
+		}
+	}
+}
