@@ -33,7 +33,7 @@ import (
 // must never change (analysis/figures_test.go pins them by hand). Every
 // figure merges by MergeSum or MergeHistogram today; another kind (a
 // maximum, a sketch) needs its SQL in mergeSQL, its merge in
-// Figure.add and a ClickHouse table that can keep it (rollups is a
+// mergeAgg (and its accessor kind in init) and a ClickHouse table that can keep it (rollups is a
 // SummingMergeTree).
 var Figures = []Figure{
 	{Name: "spans", Type: TypeCount, Scope: ScopeTotals, Merge: MergeSum, SQLite: Column{"rollup_totals", "spans"}, Stat: 0,
@@ -321,22 +321,20 @@ func (h Hist) Each(fn func(v float64, n int64)) {
 func (h Hist) Len() int { return len(h.Ints) + len(h.Floats) }
 
 func (h Hist) merge(o Hist, sign int64) {
-	addHist(h.Ints, o.Ints, sign)
-	addHist(h.Floats, o.Floats, sign)
+	// One of the two is set: starting to range over the other, even nil,
+	// is not free.
+	if h.Ints != nil {
+		addHist(h.Ints, o.Ints, sign)
+	} else {
+		addHist(h.Floats, o.Floats, sign)
+	}
 }
 
 func (h Hist) dropZeros() {
-	dropZeros(h.Ints)
-	dropZeros(h.Floats)
-}
-
-// add adds sign × src's value of f to dst's.
-func (f *Figure) add(dst, src Agg, sign int64) {
-	switch f.Merge {
-	case MergeSum:
-		*f.Count(dst) += sign * *f.Count(src)
-	case MergeHistogram:
-		f.Hist(dst).merge(f.Hist(src), sign)
+	if h.Ints != nil {
+		dropZeros(h.Ints)
+	} else {
+		dropZeros(h.Floats)
 	}
 }
 
@@ -352,6 +350,13 @@ func (f *Figure) zero(a Agg) bool {
 // included, in table order.
 var figuresOf [numScopes][]*Figure
 
+// countsOf and histsOf hold the accessors of the MergeSum and
+// MergeHistogram figures of each aggregate scope.
+var (
+	countsOf [numScopes][]func(Agg) *int64
+	histsOf  [numScopes][]func(Agg) Hist
+)
+
 // FiguresOf returns the figures kept in the aggregates of s (a scope of
 // Aggregates): its counts and its histograms.
 func FiguresOf(s Scope) []*Figure { return figuresOf[s] }
@@ -362,7 +367,14 @@ func init() {
 	}
 	for i := range Figures {
 		f := &Figures[i]
-		figuresOf[f.Scope.Aggregate()] = append(figuresOf[f.Scope.Aggregate()], f)
+		s := f.Scope.Aggregate()
+		figuresOf[s] = append(figuresOf[s], f)
+		switch f.Merge {
+		case MergeSum:
+			countsOf[s] = append(countsOf[s], f.Count)
+		case MergeHistogram:
+			histsOf[s] = append(histsOf[s], f.Hist)
+		}
 	}
 }
 
@@ -447,8 +459,13 @@ func (r *Report) Each(s Scope, fn func(Key, Agg)) {
 
 // mergeAgg adds sign × src to dst, both aggregates of scope s.
 func mergeAgg(s Scope, dst, src Agg, sign int64) {
-	for _, f := range figuresOf[s] {
-		f.add(dst, src, sign)
+	// The accessors by kind, read once in init: this runs for every
+	// aggregate of every merge.
+	for _, c := range countsOf[s] {
+		*c(dst) += sign * *c(src)
+	}
+	for _, h := range histsOf[s] {
+		h(dst).merge(h(src), sign)
 	}
 }
 

@@ -226,8 +226,25 @@ func (s *ServiceResult) merge(o *ServiceResult, sign int64) {
 // Merge adds sign × o to r (sign +1 merges, -1 subtracts): every figure
 // of every aggregate, as Figures defines them.
 func (r *Report) Merge(o *Report, sign int64) {
-	for _, s := range Aggregates {
-		o.Each(s, func(k Key, src Agg) { mergeAgg(s, r.At(s, k), src, sign) })
+	// Each and At would do, but walking the maps here saves finding each
+	// API again for its owners, and closures: reports merge on every
+	// batch and every read.
+	mergeAgg(ScopeTotals, Agg{Report: r}, Agg{Report: o}, sign)
+	for k, v := range o.APIs {
+		a := r.API(k)
+		mergeAgg(ScopeAPI, Agg{API: a}, Agg{API: v}, sign)
+		for n, c := range v.Owners {
+			mergeAgg(ScopeOwner, Agg{Owner: a.Owner(n)}, Agg{Owner: c}, sign)
+		}
+	}
+	for k, v := range o.Services {
+		r.Service(k).merge(v, sign)
+	}
+	for k, v := range o.Nodes {
+		mergeAgg(ScopeNode, Agg{Node: r.Node(k)}, Agg{Node: v}, sign)
+	}
+	for k, v := range o.Versions {
+		mergeAgg(ScopeVersion, Agg{Version: r.Version(k)}, Agg{Version: v}, sign)
 	}
 	if sign < 0 {
 		r.Prune()
