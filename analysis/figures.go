@@ -32,9 +32,9 @@ import (
 // Stored entries are on disk: a SQLite column, a stat code and a Name
 // must never change (analysis/figures_test.go pins them by hand). Every
 // figure merges by MergeSum or MergeHistogram today; another kind (a
-// maximum, a sketch) needs its SQL in mergeSQL, its merge in
-// mergeAgg (and its accessor kind in init) and a ClickHouse table that can keep it (rollups is a
-// SummingMergeTree).
+// maximum, a sketch) needs its SQL in mergeSQL, its merge in mergeAgg
+// (its accessors sorted by kind in init) and a ClickHouse table that
+// can keep it (rollups is a SummingMergeTree).
 var Figures = []Figure{
 	{Name: "spans", Type: TypeCount, Scope: ScopeTotals, Merge: MergeSum, SQLite: Column{"rollup_totals", "spans"}, Stat: 0,
 		Count: func(a Agg) *int64 { return &a.Report.Spans }},
