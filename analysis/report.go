@@ -13,7 +13,8 @@ import (
 // (largest values are read off histograms), so reports merge in any order
 // and a trace's result can be subtracted again exactly: Add(r, +1) then
 // Add(r, -1) leaves the report as it was. Stores keep per-minute reports
-// as rollups. The zero value is not ready: use NewReport.
+// as rollups. Figures defines every figure it holds (how each merges and
+// where the stores keep it). The zero value is not ready: use NewReport.
 type Report struct {
 	Spans, Traces, Fragments int64
 	// APIs aggregates the traces of each root API.
@@ -67,11 +68,6 @@ type OwnerAgg struct {
 	Amplification map[float64]int64
 }
 
-func (o *OwnerAgg) isZero() bool {
-	return o.Events == 0 && o.Spurious == 0 && o.Traces == 0 && o.Suppressed == 0 && o.RadiusSum == 0 &&
-		len(o.Radius) == 0 && len(o.Amplification) == 0
-}
-
 // NodeAgg counts a node's hops and the failure events it owned: its
 // owned-failure rate is Owned / Requests (docs/SPEC.md §4.8).
 type NodeAgg struct {
@@ -90,10 +86,6 @@ type VersionAgg struct {
 	Traces, Failed, RootErrors, RadiusSum int64
 	Radius                                map[int]int64
 	Amplification                         map[float64]int64
-}
-
-func (v *VersionAgg) isZero() bool {
-	return v.Traces == 0 && v.Failed == 0 && v.RootErrors == 0 && v.RadiusSum == 0 && len(v.Radius) == 0 && len(v.Amplification) == 0
 }
 
 // NewReport returns an empty Report.
@@ -152,7 +144,10 @@ func (r *Report) Version(k VersionKey) *VersionAgg {
 	return v
 }
 
-// Add adds one trace result (sign +1) or removes it again (sign -1).
+// Add adds one trace result (sign +1) or removes it again (sign -1). What
+// a trace contributes to each figure is the figure's own logic, written
+// here by hand: a figure added to Figures adds its contribution (sign ×
+// the trace's value) here.
 func (r *Report) Add(tr *TraceResult, sign int64) {
 	r.Spans += sign * int64(tr.Spans)
 	r.Traces += sign
@@ -225,45 +220,31 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 
 // merge adds sign × o to s.
 func (s *ServiceResult) merge(o *ServiceResult, sign int64) {
-	for i := range s.Claims {
-		s.Claims[i] += sign * o.Claims[i]
-	}
-	s.Misattributed += sign * o.Misattributed
-	s.NaiveMisattributed += sign * o.NaiveMisattributed
-	s.Eligible += sign * o.Eligible
-	s.Mismatches += sign * o.Mismatches
-	s.ContextDrops += sign * o.ContextDrops
-	s.OwnedFailures += sign * o.OwnedFailures
-	s.Requests += sign * o.Requests
-	s.VirtualRequests += sign * o.VirtualRequests
-	s.Counterfactual += sign * o.Counterfactual
-	s.Spurious += sign * o.Spurious
+	mergeAgg(ScopeService, Agg{Service: s}, Agg{Service: o}, sign)
 }
 
-// Merge adds sign × o to r (sign +1 merges, -1 subtracts).
+// Merge adds sign × o to r (sign +1 merges, -1 subtracts): every figure
+// of every aggregate, as Figures defines them.
 func (r *Report) Merge(o *Report, sign int64) {
-	r.Spans += sign * o.Spans
-	r.Traces += sign * o.Traces
-	r.Fragments += sign * o.Fragments
+	// Each and At would do, but walking the maps here saves finding each
+	// API again for its owners, and closures: reports merge on every
+	// batch and every read.
+	mergeAgg(ScopeTotals, Agg{Report: r}, Agg{Report: o}, sign)
+	for k, v := range o.APIs {
+		a := r.API(k)
+		mergeAgg(ScopeAPI, Agg{API: a}, Agg{API: v}, sign)
+		for n, c := range v.Owners {
+			mergeAgg(ScopeOwner, Agg{Owner: a.Owner(n)}, Agg{Owner: c}, sign)
+		}
+	}
 	for k, v := range o.Services {
 		r.Service(k).merge(v, sign)
 	}
-	for k, v := range o.APIs {
-		r.API(k).merge(v, sign)
-	}
 	for k, v := range o.Nodes {
-		n := r.Node(k)
-		n.Requests += sign * v.Requests
-		n.Owned += sign * v.Owned
+		mergeAgg(ScopeNode, Agg{Node: r.Node(k)}, Agg{Node: v}, sign)
 	}
 	for k, v := range o.Versions {
-		va := r.Version(k)
-		va.Traces += sign * v.Traces
-		va.Failed += sign * v.Failed
-		va.RootErrors += sign * v.RootErrors
-		va.RadiusSum += sign * v.RadiusSum
-		addHist(va.Radius, v.Radius, sign)
-		addHist(va.Amplification, v.Amplification, sign)
+		mergeAgg(ScopeVersion, Agg{Version: r.Version(k)}, Agg{Version: v}, sign)
 	}
 	if sign < 0 {
 		r.Prune()
@@ -286,87 +267,36 @@ func dropZeros[K comparable](m map[K]int64) {
 	}
 }
 
-func (a *APIAgg) merge(v *APIAgg, sign int64) {
-	a.Traces += sign * v.Traces
-	a.Failed += sign * v.Failed
-	a.RootErrors += sign * v.RootErrors
-	a.RemoteParent += sign * v.RemoteParent
-	a.RadiusSum += sign * v.RadiusSum
-	for k, n := range v.Radius {
-		a.Radius[k] += sign * n
-	}
-	for k, n := range v.Amplification {
-		a.Amplification[k] += sign * n
-	}
-	a.Suppressed += sign * v.Suppressed
-	a.Hops += sign * v.Hops
-	a.Counterfactual += sign * v.Counterfactual
-	a.Misattributed += sign * v.Misattributed
-	a.Naive += sign * v.Naive
-	a.Eligible += sign * v.Eligible
-	a.Fragments += sign * v.Fragments
-	a.Events += sign * v.Events
-	for n, c := range v.Owners {
-		ag := a.Owner(n)
-		ag.Events += sign * c.Events
-		ag.Spurious += sign * c.Spurious
-		ag.Traces += sign * c.Traces
-		ag.Suppressed += sign * c.Suppressed
-		ag.RadiusSum += sign * c.RadiusSum
-		addHist(ag.Radius, c.Radius, sign)
-		addHist(ag.Amplification, c.Amplification, sign)
-	}
-}
-
 // Prune drops what subtraction brought back to zero, so that a report
-// that had a trace added and removed equals one that never saw it.
+// that had a trace added and removed equals one that never saw it: the
+// zero counts of histograms, and the aggregates whose every figure is
+// zero (an API's, with no owner left).
 func (r *Report) Prune() {
 	for k, s := range r.Services {
-		if *s == (ServiceResult{Service: k}) {
+		if zeroAgg(ScopeService, Agg{Service: s}) {
 			delete(r.Services, k)
 		}
 	}
 	for k, a := range r.APIs {
-		for v, n := range a.Radius {
-			if n == 0 {
-				delete(a.Radius, v)
-			}
-		}
-		for v, n := range a.Amplification {
-			if n == 0 {
-				delete(a.Amplification, v)
-			}
-		}
 		for n, o := range a.Owners {
-			dropZeros(o.Radius)
-			dropZeros(o.Amplification)
-			if o.isZero() {
+			if zeroAgg(ScopeOwner, Agg{Owner: o}) {
 				delete(a.Owners, n)
 			}
 		}
-		if a.isZero() {
+		if zeroAgg(ScopeAPI, Agg{API: a}) && len(a.Owners) == 0 {
 			delete(r.APIs, k)
 		}
 	}
 	for k, n := range r.Nodes {
-		if *n == (NodeAgg{}) {
+		if zeroAgg(ScopeNode, Agg{Node: n}) {
 			delete(r.Nodes, k)
 		}
 	}
 	for k, v := range r.Versions {
-		dropZeros(v.Radius)
-		dropZeros(v.Amplification)
-		if v.isZero() {
+		if zeroAgg(ScopeVersion, Agg{Version: v}) {
 			delete(r.Versions, k)
 		}
 	}
-}
-
-func (a *APIAgg) isZero() bool {
-	return len(a.Radius) == 0 && len(a.Amplification) == 0 && len(a.Owners) == 0 &&
-		a.Traces == 0 && a.Failed == 0 && a.RootErrors == 0 && a.RemoteParent == 0 && a.RadiusSum == 0 &&
-		a.Suppressed == 0 && a.Hops == 0 && a.Counterfactual == 0 && a.Misattributed == 0 &&
-		a.Naive == 0 && a.Eligible == 0 && a.Fragments == 0 && a.Events == 0
 }
 
 // MaxRadius returns the largest radius of a failed trace, 0 without one.

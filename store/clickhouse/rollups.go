@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
@@ -43,28 +43,36 @@ type bucketKey struct {
 // day returns the partition day of the bucket.
 func (k bucketKey) day() int64 { return dayOfMinute(k.bucket * minutesPer[k.tier]) }
 
-// Figures (the rollups table's stat, an Enum8): totals; per API, with
-// the radius and amplification histograms, the owners and the versions;
-// per service; per node. The per-API figures are 10–49 and 80–89.
-const (
-	statSpans       int8 = 0
-	statTraces      int8 = 1
-	statFragments   int8 = 2
-	statAPI         int8 = 10 // api_traces … api_events: 10 + i for the ith of apiSums
-	statRadius      int8 = 30
-	statAmp         int8 = 31
-	statOwner       int8 = 40 // owner_events … owner_radius_sum: 40 + i for the ith of ownerSums
-	statOwnerRadius int8 = 45
-	statOwnerAmp    int8 = 46
-	statService     int8 = 50 // svc_correct … svc_spurious: 50 + i, in svcCounts order
-	statNode        int8 = 70 // node_requests, node_owned
-	statVersion     int8 = 80 // ver_traces … ver_radius_sum: 80 + i for the ith of versionSums
-	statVerRadius   int8 = 84
-	statVerAmp      int8 = 85
-)
+// Figures: each of analysis.Figures is a stat (the rollups table's
+// stat, an Enum8 whose codes and labels are the figures' Stat and Name):
+// a row per bucket, figure, key and (for a histogram) value, its count
+// in n.
 
-// numSvc is the number of per-service counts.
-const numSvc = 15
+// figureOf is the figure of each stat code.
+var figureOf = func() (out [256]*analysis.Figure) {
+	for i := range analysis.Figures {
+		f := &analysis.Figures[i]
+		// The rollups table is a SummingMergeTree read with sum(n): it
+		// keeps figures that merge by adding only.
+		if f.Aggregate(analysis.ClickHouse) != "sum(n)" {
+			panic("clickhouse: figure " + f.Name + " does not merge by sum(n): the rollups table cannot keep it")
+		}
+		out[uint8(f.Stat)] = f
+	}
+	return out
+}()
+
+// notPerAPI lists the stat codes of the figures that are not per root
+// API (totals, services, nodes): a report of one API reads them all.
+var notPerAPI = func() string {
+	var codes []string
+	for _, f := range analysis.Figures {
+		if !f.Scope.PerAPI() {
+			codes = append(codes, strconv.Itoa(int(f.Stat)))
+		}
+	}
+	return strings.Join(codes, ", ")
+}()
 
 // rowKey is a rollup row's key within its bucket: the figure, and its
 // keys.
@@ -74,136 +82,60 @@ type rowKey struct {
 	value        float64
 }
 
-// svcCounts returns a service's counts in stat order.
-func svcCounts(v *analysis.ServiceResult) [numSvc]int64 {
-	c := &v.Claims
-	return [numSvc]int64{c[attribution.AuditCorrect], c[attribution.AuditFalseClaim], c[attribution.AuditFalseUnclaim],
-		c[attribution.AuditMissing], c[attribution.AuditInvalid], v.Mismatches, v.Misattributed, v.NaiveMisattributed,
-		v.Eligible, v.ContextDrops, v.OwnedFailures, v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious}
+// rowOf returns the key columns of an aggregate of scope s at k: a
+// version goes in the operation column.
+func rowOf(s analysis.Scope, k analysis.Key) rowKey {
+	if s.Aggregate() == analysis.ScopeVersion {
+		return rowKey{api: k.API, svc: k.Service, op: k.Version}
+	}
+	return rowKey{api: k.API, svc: k.Service, op: k.Operation}
 }
 
-// svcFields returns pointers to a service's counts in stat order.
-func svcFields(v *analysis.ServiceResult) [numSvc]*int64 {
-	c := &v.Claims
-	return [numSvc]*int64{&c[attribution.AuditCorrect], &c[attribution.AuditFalseClaim], &c[attribution.AuditFalseUnclaim],
-		&c[attribution.AuditMissing], &c[attribution.AuditInvalid], &v.Mismatches, &v.Misattributed, &v.NaiveMisattributed,
-		&v.Eligible, &v.ContextDrops, &v.OwnedFailures, &v.Requests, &v.VirtualRequests, &v.Counterfactual, &v.Spurious}
-}
-
-// apiSums returns pointers to an API's sums in stat order.
-func apiSums(a *analysis.APIAgg) [13]*int64 {
-	return [13]*int64{&a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed, &a.Hops,
-		&a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events}
-}
-
-// ownerSums returns pointers to an owner's sums in stat order.
-func ownerSums(o *analysis.OwnerAgg) [5]*int64 {
-	return [5]*int64{&o.Events, &o.Spurious, &o.Traces, &o.Suppressed, &o.RadiusSum}
-}
-
-// versionSums returns pointers to a version's sums in stat order.
-func versionSums(v *analysis.VersionAgg) [4]*int64 {
-	return [4]*int64{&v.Traces, &v.Failed, &v.RootErrors, &v.RadiusSum}
+// keyOf is the inverse of rowOf.
+func keyOf(s analysis.Scope, r rowKey) analysis.Key {
+	if s.Aggregate() == analysis.ScopeVersion {
+		return analysis.Key{API: r.api, Service: r.svc, Version: r.op}
+	}
+	return analysis.Key{API: r.api, Service: r.svc, Operation: r.op}
 }
 
 // eachRow calls fn with every figure of rep but zeros, as a rollup row.
 // addRow is its inverse.
 func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
-	emit := func(k rowKey, n int64) {
-		if n != 0 {
-			fn(k, n)
-		}
-	}
-	emit(rowKey{stat: statSpans}, rep.Spans)
-	emit(rowKey{stat: statTraces}, rep.Traces)
-	emit(rowKey{stat: statFragments}, rep.Fragments)
-	for name, a := range rep.APIs {
-		for i, p := range apiSums(a) {
-			emit(rowKey{stat: statAPI + int8(i), api: name}, *p)
-		}
-		for r, c := range a.Radius {
-			emit(rowKey{stat: statRadius, api: name, value: float64(r)}, c)
-		}
-		for v, c := range a.Amplification {
-			emit(rowKey{stat: statAmp, api: name, value: v}, c)
-		}
-		for n, o := range a.Owners {
-			k := rowKey{api: name, svc: n.Service, op: n.Operation}
-			for i, p := range ownerSums(o) {
-				k.stat = statOwner + int8(i)
-				emit(k, *p)
+	for _, s := range analysis.Aggregates {
+		figs := analysis.FiguresOf(s)
+		rep.Each(s, func(k analysis.Key, a analysis.Agg) {
+			r := rowOf(s, k)
+			for _, f := range figs {
+				r.stat, r.value = f.Stat, 0
+				if f.Count != nil {
+					if n := *f.Count(a); n != 0 {
+						fn(r, n)
+					}
+					continue
+				}
+				f.Hist(a).Each(func(v float64, n int64) {
+					if n != 0 {
+						r.value = v
+						fn(r, n)
+					}
+				})
 			}
-			for r, c := range o.Radius {
-				k.stat, k.value = statOwnerRadius, float64(r)
-				emit(k, c)
-			}
-			for v, c := range o.Amplification {
-				k.stat, k.value = statOwnerAmp, v
-				emit(k, c)
-			}
-		}
-	}
-	for name, v := range rep.Services {
-		for i, c := range svcCounts(v) {
-			emit(rowKey{stat: statService + int8(i), svc: name}, c)
-		}
-	}
-	for n, a := range rep.Nodes {
-		emit(rowKey{stat: statNode, svc: n.Service, op: n.Operation}, a.Requests)
-		emit(rowKey{stat: statNode + 1, svc: n.Service, op: n.Operation}, a.Owned)
-	}
-	for vk, v := range rep.Versions {
-		k := rowKey{api: vk.API, svc: vk.Service, op: vk.Version}
-		for i, p := range versionSums(v) {
-			k.stat = statVersion + int8(i)
-			emit(k, *p)
-		}
-		for r, c := range v.Radius {
-			k.stat, k.value = statVerRadius, float64(r)
-			emit(k, c)
-		}
-		for x, c := range v.Amplification {
-			k.stat, k.value = statVerAmp, x
-			emit(k, c)
-		}
+		})
 	}
 }
 
-// addRow adds a rollup row to rep.
+// addRow adds a rollup row to rep (a row of a stat no figure has, none).
 func addRow(rep *analysis.Report, k rowKey, n int64) {
-	node := graph.Node{Service: k.svc, Operation: k.op}
-	version := analysis.VersionKey{API: k.api, Service: k.svc, Version: k.op}
-	switch {
-	case k.stat == statSpans:
-		rep.Spans += n
-	case k.stat == statTraces:
-		rep.Traces += n
-	case k.stat == statFragments:
-		rep.Fragments += n
-	case k.stat >= statAPI && k.stat < statAPI+13:
-		*apiSums(rep.API(k.api))[k.stat-statAPI] += n
-	case k.stat == statRadius:
-		rep.API(k.api).Radius[int(k.value)] += n
-	case k.stat == statAmp:
-		rep.API(k.api).Amplification[k.value] += n
-	case k.stat >= statOwner && k.stat < statOwner+5:
-		*ownerSums(rep.API(k.api).Owner(node))[k.stat-statOwner] += n
-	case k.stat == statOwnerRadius:
-		rep.API(k.api).Owner(node).Radius[int(k.value)] += n
-	case k.stat == statOwnerAmp:
-		rep.API(k.api).Owner(node).Amplification[k.value] += n
-	case k.stat >= statService && k.stat < statService+numSvc:
-		*svcFields(rep.Service(k.svc))[k.stat-statService] += n
-	case k.stat == statNode:
-		rep.Node(node).Requests += n
-	case k.stat == statNode+1:
-		rep.Node(node).Owned += n
-	case k.stat >= statVersion && k.stat < statVersion+4:
-		*versionSums(rep.Version(version))[k.stat-statVersion] += n
-	case k.stat == statVerRadius:
-		rep.Version(version).Radius[int(k.value)] += n
-	case k.stat == statVerAmp:
-		rep.Version(version).Amplification[k.value] += n
+	f := figureOf[uint8(k.stat)]
+	if f == nil {
+		return
+	}
+	a := rep.At(f.Scope, keyOf(f.Scope, k))
+	if f.Count != nil {
+		*f.Count(a) += n
+	} else {
+		f.Hist(a).Add(k.value, n)
 	}
 }
 
@@ -484,8 +416,7 @@ func where(rs []bucketRange) string {
 func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis.Report) error {
 	if api != "" {
 		// Totals, services and nodes are not per API.
-		cond += fmt.Sprintf(" AND (api = %s OR toInt8(stat) < %d OR (toInt8(stat) >= %d AND toInt8(stat) < %d))", quote(api),
-			statAPI, statService, statVersion)
+		cond += " AND (api = " + quote(api) + " OR toInt8(stat) IN (" + notPerAPI + "))"
 	}
 	return s.query(ctx, "read rollups", `SELECT toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+cond+
 		` GROUP BY stat, api, service, operation, value`, func(r driver.Rows) error {

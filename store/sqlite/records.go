@@ -294,7 +294,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// upsertReport adds report d to the rollups of (tier, bucket).
 // txStatements prepares each statement of a transaction once: SQLite
 // parses a statement text on every Exec otherwise, which dominated rollup
 // upserts.
@@ -322,118 +321,6 @@ func (c *txStatements) close() {
 	for _, st := range c.stmts {
 		st.Close()
 	}
-}
-
-func upsertReport(ctx context.Context, tx *txStatements, tier int, bucket int64, d *analysis.Report) error {
-	if d.Spans != 0 || d.Traces != 0 || d.Fragments != 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_totals (tier, bucket, spans, traces, fragments) VALUES (?,?,?,?,?)
-			ON CONFLICT (tier, bucket) DO UPDATE SET spans = spans + excluded.spans, traces = traces + excluded.traces,
-			fragments = fragments + excluded.fragments`, tier, bucket, d.Spans, d.Traces, d.Fragments); err != nil {
-			return err
-		}
-	}
-	for api, a := range d.APIs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_api (tier, bucket, api, traces, failed, root_errors, remote_parent,
-			radius_sum, suppressed, hops, counterfactual, misattributed, naive, eligible, fragments, events)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-			ON CONFLICT (tier, bucket, api) DO UPDATE SET traces = traces + excluded.traces, failed = failed + excluded.failed,
-			root_errors = root_errors + excluded.root_errors, remote_parent = remote_parent + excluded.remote_parent,
-			radius_sum = radius_sum + excluded.radius_sum, suppressed = suppressed + excluded.suppressed,
-			hops = hops + excluded.hops, counterfactual = counterfactual + excluded.counterfactual,
-			misattributed = misattributed + excluded.misattributed, naive = naive + excluded.naive,
-			eligible = eligible + excluded.eligible, fragments = fragments + excluded.fragments, events = events + excluded.events`,
-			tier, bucket, api, a.Traces, a.Failed, a.RootErrors, a.RemoteParent, a.RadiusSum, a.Suppressed, a.Hops,
-			a.Counterfactual, a.Misattributed, a.Naive, a.Eligible, a.Fragments, a.Events); err != nil {
-			return err
-		}
-		for r, n := range a.Radius {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_radius (tier, bucket, api, radius, n) VALUES (?,?,?,?,?)
-				ON CONFLICT (tier, bucket, api, radius) DO UPDATE SET n = n + excluded.n`, tier, bucket, api, r, n); err != nil {
-				return err
-			}
-		}
-		for amp, n := range a.Amplification {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_amp (tier, bucket, api, amp, n) VALUES (?,?,?,?,?)
-				ON CONFLICT (tier, bucket, api, amp) DO UPDATE SET n = n + excluded.n`, tier, bucket, api, amp, n); err != nil {
-				return err
-			}
-		}
-		for o, c := range a.Owners {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner (tier, bucket, api, service, operation, events, spurious,
-				traces, suppressed, radius_sum) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation)
-				DO UPDATE SET events = events + excluded.events, spurious = spurious + excluded.spurious,
-				traces = traces + excluded.traces, suppressed = suppressed + excluded.suppressed,
-				radius_sum = radius_sum + excluded.radius_sum`,
-				tier, bucket, api, o.Service, o.Operation, c.Events, c.Spurious, c.Traces, c.Suppressed, c.RadiusSum); err != nil {
-				return err
-			}
-			for r, n := range c.Radius {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner_radius (tier, bucket, api, service, operation, radius, n)
-					VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation, radius) DO UPDATE SET n = n + excluded.n`,
-					tier, bucket, api, o.Service, o.Operation, r, n); err != nil {
-					return err
-				}
-			}
-			for amp, n := range c.Amplification {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_owner_amp (tier, bucket, api, service, operation, amp, n)
-					VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, operation, amp) DO UPDATE SET n = n + excluded.n`,
-					tier, bucket, api, o.Service, o.Operation, amp, n); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for n, a := range d.Nodes {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_node (tier, bucket, service, operation, requests, owned)
-			VALUES (?,?,?,?,?,?) ON CONFLICT (tier, bucket, service, operation)
-			DO UPDATE SET requests = requests + excluded.requests, owned = owned + excluded.owned`,
-			tier, bucket, n.Service, n.Operation, a.Requests, a.Owned); err != nil {
-			return err
-		}
-	}
-	for k, v := range d.Versions {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version (tier, bucket, api, service, version, traces, failed,
-			root_errors, radius_sum) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version)
-			DO UPDATE SET traces = traces + excluded.traces, failed = failed + excluded.failed,
-			root_errors = root_errors + excluded.root_errors, radius_sum = radius_sum + excluded.radius_sum`,
-			tier, bucket, k.API, k.Service, k.Version, v.Traces, v.Failed, v.RootErrors, v.RadiusSum); err != nil {
-			return err
-		}
-		for r, n := range v.Radius {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version_radius (tier, bucket, api, service, version, radius, n)
-				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version, radius) DO UPDATE SET n = n + excluded.n`,
-				tier, bucket, k.API, k.Service, k.Version, r, n); err != nil {
-				return err
-			}
-		}
-		for amp, n := range v.Amplification {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_version_amp (tier, bucket, api, service, version, amp, n)
-				VALUES (?,?,?,?,?,?,?) ON CONFLICT (tier, bucket, api, service, version, amp) DO UPDATE SET n = n + excluded.n`,
-				tier, bucket, k.API, k.Service, k.Version, amp, n); err != nil {
-				return err
-			}
-		}
-	}
-	for name, v := range d.Services {
-		c := &v.Claims
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_service (tier, bucket, service, correct, false_claim,
-			false_unclaim, missing, invalid, mismatches, misattributed, naive, eligible, context_drops, owned, requests,
-			virtual_requests, counterfactual, spurious) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-			ON CONFLICT (tier, bucket, service) DO UPDATE SET correct = correct + excluded.correct,
-			false_claim = false_claim + excluded.false_claim, false_unclaim = false_unclaim + excluded.false_unclaim,
-			missing = missing + excluded.missing, invalid = invalid + excluded.invalid,
-			mismatches = mismatches + excluded.mismatches, misattributed = misattributed + excluded.misattributed,
-			naive = naive + excluded.naive, eligible = eligible + excluded.eligible,
-			context_drops = context_drops + excluded.context_drops, owned = owned + excluded.owned,
-			requests = requests + excluded.requests, virtual_requests = virtual_requests + excluded.virtual_requests,
-			counterfactual = counterfactual + excluded.counterfactual, spurious = spurious + excluded.spurious`,
-			tier, bucket, name, c[auditCorrect], c[auditFalseClaim], c[auditFalseUnclaim], c[auditMissing], c[auditInvalid],
-			v.Mismatches, v.Misattributed, v.NaiveMisattributed, v.Eligible, v.ContextDrops, v.OwnedFailures,
-			v.Requests, v.VirtualRequests, v.Counterfactual, v.Spurious); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // State returns the stored state of window w; SQLite applies batches
@@ -560,8 +447,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return unavailable(ctx, "delete rollups", err)
 	}
 	defer tx.Rollback()
-	for _, table := range []string{"rollup_totals", "rollup_api", "rollup_radius", "rollup_amp", "rollup_owner", "rollup_service",
-		"rollup_node", "rollup_owner_radius", "rollup_owner_amp", "rollup_version", "rollup_version_radius", "rollup_version_amp"} {
+	for _, table := range rollupTableNames() {
 		// Table names are our own constants.
 		for _, t := range tiers {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, t.id, floorDiv(minute, t.minutes)); err != nil {

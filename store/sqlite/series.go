@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/stormradius/stormradius/analysis"
@@ -11,8 +10,9 @@ import (
 
 var _ store.SeriesReader = (*Store)(nil)
 
-// APISeries reads a root API's per-step figures in three grouped queries
-// (totals, radius and amplification histograms) from the coarsest tier
+// APISeries reads a root API's per-step figures in a grouped query per
+// table of per-API figures (sums, radius and amplification histograms)
+// from the coarsest tier
 // whose buckets tile both the range and the step.
 func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*analysis.APIAgg, error) {
 	lo, hi := q.MinuteRange()
@@ -36,50 +36,27 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	}
 	// i = (bucket·size − lo) / step: the step a bucket falls in.
 	args := []any{size, lo, step, tier, lo / size, hi / size, q.API}
-	const where = ` WHERE tier = ? AND bucket >= ? AND bucket < ? AND api = ? GROUP BY i`
-	idx := `(bucket * ? - ?) / ? AS i`
-	err := s.scan(ctx, `SELECT `+idx+`, sum(traces), sum(failed), sum(root_errors), sum(remote_parent), sum(radius_sum),
-		sum(suppressed), sum(hops), sum(counterfactual), sum(misattributed), sum(naive), sum(eligible), sum(fragments), sum(events)
-		FROM rollup_api`+where, args, func(rows *sql.Rows) error {
-		var i int64
-		var a analysis.APIAgg
-		if err := rows.Scan(&i, &a.Traces, &a.Failed, &a.RootErrors, &a.RemoteParent, &a.RadiusSum, &a.Suppressed,
-			&a.Hops, &a.Counterfactual, &a.Misattributed, &a.Naive, &a.Eligible, &a.Fragments, &a.Events); err != nil {
-			return err
+	var i int64
+	for _, t := range rollupTables {
+		if t.scope.Aggregate() != analysis.ScopeAPI {
+			continue
 		}
-		dst := at(i)
-		a.Radius, a.Amplification = dst.Radius, dst.Amplification
-		*dst = a
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.scan(ctx, `SELECT `+idx+`, radius, sum(n) FROM rollup_radius`+where+`, radius HAVING sum(n) <> 0`, args,
-		func(rows *sql.Rows) error {
-			var i, n int64
-			var r int
-			if err := rows.Scan(&i, &r, &n); err != nil {
-				return err
-			}
-			at(i).Radius[r] += n
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	err = s.scan(ctx, `SELECT `+idx+`, amp, sum(n) FROM rollup_amp`+where+`, amp HAVING sum(n) <> 0`, args,
-		func(rows *sql.Rows) error {
-			var i, n int64
-			var amp float64
-			if err := rows.Scan(&i, &amp, &n); err != nil {
-				return err
-			}
-			at(i).Amplification[amp] += n
-			return nil
-		})
-	if err != nil {
-		return nil, err
+		// The queries are built from our own table's constants.
+		err := s.scanTable(ctx, t, t.selectSQL([]string{`(bucket * ? - ?) / ? AS i`}, `tier = ? AND bucket >= ? AND bucket < ? AND api = ?`),
+			args, []any{&i}, func(value float64, sums []int64) error {
+				a := analysis.Agg{API: at(i)}
+				if t.hist() {
+					t.figs[0].Hist(a).Add(value, sums[0])
+					return nil
+				}
+				for j, f := range t.figs {
+					*f.Count(a) += sums[j]
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
 	}
 	for i, a := range out {
 		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {

@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener, opt Optional) {
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("StaleSummaries", func(t *testing.T) { testStaleSummaries(t, open) })
 	t.Run("Optional", func(t *testing.T) { testOptional(t, open, opt) })
+	t.Run("Figures", func(t *testing.T) { testFigures(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and

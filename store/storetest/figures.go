@@ -1,0 +1,304 @@
+package storetest
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/attribution"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/radius"
+	"github.com/stormradius/stormradius/store"
+)
+
+// figureTraces are three hand-built trace results whose figures are
+// worked out by hand in figureCases: a failed trace of api-a (A), a
+// failed trace of api-a a minute later (B), and a fragment trace (C, no
+// root API) between them.
+func figureTraces() []*analysis.TraceResult {
+	db := graph.Node{Service: "db", Operation: "q"}
+	cache := graph.Node{Service: "cache", Operation: "get"}
+	front := graph.Node{Service: "front", Operation: "GET /a"}
+	at := func(mm, ss int) int64 { return time.Date(2026, 3, 1, 10, mm, ss, 0, time.UTC).UnixNano() }
+	a := &analysis.TraceResult{
+		TraceID: graph.TraceID{0xf1, 1}, API: "api-a", Start: at(0, 10), Spans: 7, Fragments: 1,
+		RootFailed: true, RemoteParent: true,
+		Events: []analysis.Event{{Owner: db, Radius: 3}, {Owner: cache, Radius: 2}}, Radius: 3,
+		// Amplifications 4/2 = 2 and 1/1 = 1.
+		Owners:     []radius.OwnerStat{{Node: cache, Hops: 1, First: 1, Spurious: 2}, {Node: db, Hops: 4, First: 2, Spurious: 5}},
+		Suppressed: 6, Hops: 11, Counterfactual: 18,
+		Services: []analysis.ServiceResult{
+			{Service: "db", OwnedFailures: 1, Requests: 6, VirtualRequests: 2, Counterfactual: 9, Spurious: 5},
+			{Service: "front", Claims: attribution.Counts{0, 1, 2, 3, 4, 5}, Mismatches: 6, Misattributed: 7,
+				NaiveMisattributed: 8, Eligible: 9, ContextDrops: 10, OwnedFailures: 11, Requests: 12, VirtualRequests: 13,
+				Counterfactual: 14, Spurious: 15},
+		},
+		Nodes:    []analysis.NodeCount{{Node: db, Requests: 6, Owned: 1}, {Node: front, Requests: 5}},
+		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}},
+	}
+	b := &analysis.TraceResult{
+		TraceID: graph.TraceID{0xf1, 2}, API: "api-a", Start: at(1, 20), Spans: 4,
+		Events: []analysis.Event{{Owner: db, Radius: 1}}, Radius: 1,
+		Owners:     []radius.OwnerStat{{Node: db, Hops: 3, First: 1, Spurious: 4}}, // amplification 3
+		Suppressed: 2, Hops: 5, Counterfactual: 9,
+		Services: []analysis.ServiceResult{{Service: "db", Claims: attribution.Counts{attribution.AuditCorrect: 1},
+			Misattributed: 1, NaiveMisattributed: 1, Eligible: 2, OwnedFailures: 1, Requests: 3, Counterfactual: 7, Spurious: 4}},
+		Nodes:    []analysis.NodeCount{{Node: db, Requests: 3, Owned: 1}},
+		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}, {Service: "front", Version: "9"}},
+	}
+	c := &analysis.TraceResult{
+		TraceID: graph.TraceID{0xf1, 3}, Start: at(0, 40), Spans: 2, Fragments: 2,
+		Services: []analysis.ServiceResult{{Service: "lost", ContextDrops: 2, Requests: 2}},
+		Nodes:    []analysis.NodeCount{{Node: graph.Node{Service: "lost", Operation: "op"}, Requests: 2}},
+	}
+	return []*analysis.TraceResult{a, b, c}
+}
+
+// figureCase is what a figure must read back as: got reads it from a
+// report (by field, not through the figure's accessor), want is worked
+// out by hand from figureTraces.
+type figureCase struct {
+	got  func(r *analysis.Report) any
+	want any
+}
+
+// Readers of a report's aggregates, empty where the report has none.
+func apiOf(r *analysis.Report) *analysis.APIAgg {
+	if a := r.APIs["api-a"]; a != nil {
+		return a
+	}
+	return &analysis.APIAgg{}
+}
+
+func ownerOf(r *analysis.Report, svc, op string) *analysis.OwnerAgg {
+	if o := apiOf(r).Owners[graph.Node{Service: svc, Operation: op}]; o != nil {
+		return o
+	}
+	return &analysis.OwnerAgg{}
+}
+
+func svcOf(r *analysis.Report, name string) *analysis.ServiceResult {
+	if s := r.Services[name]; s != nil {
+		return s
+	}
+	return &analysis.ServiceResult{}
+}
+
+func nodeOf(r *analysis.Report, svc, op string) *analysis.NodeAgg {
+	if n := r.Nodes[graph.Node{Service: svc, Operation: op}]; n != nil {
+		return n
+	}
+	return &analysis.NodeAgg{}
+}
+
+func versionOf(r *analysis.Report, svc, v string) *analysis.VersionAgg {
+	if a := r.Versions[analysis.VersionKey{API: "api-a", Service: svc, Version: v}]; a != nil {
+		return a
+	}
+	return &analysis.VersionAgg{}
+}
+
+// figureCases has a case for every figure of analysis.Figures, by name.
+var figureCases = map[string][]figureCase{
+	// 7 + 4 + 2 spans, three traces, 1 + 0 + 2 fragment roots.
+	"spans":     {{func(r *analysis.Report) any { return r.Spans }, int64(13)}},
+	"traces":    {{func(r *analysis.Report) any { return r.Traces }, int64(3)}},
+	"fragments": {{func(r *analysis.Report) any { return r.Fragments }, int64(3)}},
+	// api-a: A and B, both failed; A's root failed and had a remote parent.
+	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(2)}},
+	"api_failed":         {{func(r *analysis.Report) any { return apiOf(r).Failed }, int64(2)}},
+	"api_root_errors":    {{func(r *analysis.Report) any { return apiOf(r).RootErrors }, int64(1)}},
+	"api_remote_parent":  {{func(r *analysis.Report) any { return apiOf(r).RemoteParent }, int64(1)}},
+	"api_radius_sum":     {{func(r *analysis.Report) any { return apiOf(r).RadiusSum }, int64(3 + 1)}},
+	"api_suppressed":     {{func(r *analysis.Report) any { return apiOf(r).Suppressed }, int64(6 + 2)}},
+	"api_hops":           {{func(r *analysis.Report) any { return apiOf(r).Hops }, int64(11 + 5)}},
+	"api_counterfactual": {{func(r *analysis.Report) any { return apiOf(r).Counterfactual }, int64(18 + 9)}},
+	// Summed over the services of A (front) and B (db).
+	"api_misattributed": {{func(r *analysis.Report) any { return apiOf(r).Misattributed }, int64(7 + 1)}},
+	"api_naive":         {{func(r *analysis.Report) any { return apiOf(r).Naive }, int64(8 + 1)}},
+	"api_eligible":      {{func(r *analysis.Report) any { return apiOf(r).Eligible }, int64(9 + 2)}},
+	"api_fragments":     {{func(r *analysis.Report) any { return apiOf(r).Fragments }, int64(1)}},
+	"api_events":        {{func(r *analysis.Report) any { return apiOf(r).Events }, int64(2 + 1)}},
+	"radius":            {{func(r *analysis.Report) any { return apiOf(r).Radius }, map[int]int64{3: 1, 1: 1}}},
+	// A's largest amplification is db's 4/2, B's db's 3/1.
+	"amp": {{func(r *analysis.Report) any { return apiOf(r).Amplification }, map[float64]int64{2: 1, 3: 1}}},
+	// db owns in A and B, cache in A.
+	"owner_events": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Events }, int64(4 + 3)},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Events }, int64(1)},
+	},
+	"owner_spurious": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Spurious }, int64(5 + 4)},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Spurious }, int64(2)},
+	},
+	"owner_traces": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Traces }, int64(2)},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Traces }, int64(1)},
+	},
+	"owner_suppressed": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Suppressed }, int64(6 + 2)},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Suppressed }, int64(6)},
+	},
+	"owner_radius_sum": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").RadiusSum }, int64(3 + 1)},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").RadiusSum }, int64(2)},
+	},
+	"owner_radius": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Radius }, map[int]int64{3: 1, 1: 1}},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Radius }, map[int]int64{2: 1}},
+	},
+	"owner_amp": {
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Amplification }, map[float64]int64{2: 1, 3: 1}},
+		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Amplification }, map[float64]int64{1: 1}},
+	},
+	// front is A's alone (distinct values), db A's and B's, lost C's.
+	"svc_correct": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditCorrect] }, int64(1)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Claims[attribution.AuditCorrect] }, int64(1)},
+	},
+	"svc_false_claim":   {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditFalseClaim] }, int64(2)}},
+	"svc_false_unclaim": {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditFalseUnclaim] }, int64(3)}},
+	"svc_missing":       {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditMissing] }, int64(4)}},
+	"svc_invalid":       {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditInvalid] }, int64(5)}},
+	"svc_mismatches":    {{func(r *analysis.Report) any { return svcOf(r, "front").Mismatches }, int64(6)}},
+	"svc_misattributed": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Misattributed }, int64(7)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Misattributed }, int64(1)},
+	},
+	"svc_naive": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").NaiveMisattributed }, int64(8)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").NaiveMisattributed }, int64(1)},
+	},
+	"svc_eligible": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Eligible }, int64(9)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Eligible }, int64(2)},
+	},
+	"svc_context_drops": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").ContextDrops }, int64(10)},
+		{func(r *analysis.Report) any { return svcOf(r, "lost").ContextDrops }, int64(2)},
+	},
+	"svc_owned": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").OwnedFailures }, int64(11)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").OwnedFailures }, int64(1 + 1)},
+	},
+	"svc_requests": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Requests }, int64(12)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Requests }, int64(6 + 3)},
+		{func(r *analysis.Report) any { return svcOf(r, "lost").Requests }, int64(2)},
+	},
+	"svc_virtual_requests": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").VirtualRequests }, int64(13)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").VirtualRequests }, int64(2)},
+	},
+	"svc_counterfactual": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Counterfactual }, int64(14)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Counterfactual }, int64(9 + 7)},
+	},
+	"svc_spurious": {
+		{func(r *analysis.Report) any { return svcOf(r, "front").Spurious }, int64(15)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Spurious }, int64(5 + 4)},
+	},
+	"node_requests": {
+		{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Requests }, int64(6 + 3)},
+		{func(r *analysis.Report) any { return nodeOf(r, "front", "GET /a").Requests }, int64(5)},
+		{func(r *analysis.Report) any { return nodeOf(r, "lost", "op").Requests }, int64(2)},
+	},
+	"node_owned": {{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Owned }, int64(1 + 1)}},
+	// db 1.2 ran in A and B, front 9 in B alone.
+	"ver_traces": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Traces }, int64(2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Traces }, int64(1)},
+	},
+	"ver_failed": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Failed }, int64(2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Failed }, int64(1)},
+	},
+	"ver_root_errors": {{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RootErrors }, int64(1)}},
+	"ver_radius_sum": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RadiusSum }, int64(3 + 1)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").RadiusSum }, int64(1)},
+	},
+	"ver_radius": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Radius }, map[int]int64{3: 1, 1: 1}},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Radius }, map[int]int64{1: 1}},
+	},
+	"ver_amp": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Amplification }, map[float64]int64{2: 1, 3: 1}},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Amplification }, map[float64]int64{3: 1}},
+	},
+}
+
+// checkFigures checks every figure of analysis.Figures in rep against its
+// case.
+func checkFigures(t *testing.T, what string, rep *analysis.Report) {
+	t.Helper()
+	for _, f := range analysis.Figures {
+		cases, ok := figureCases[f.Name]
+		if !ok {
+			t.Errorf("figure %s has no case in storetest's figureCases: add what it reads back as", f.Name)
+			continue
+		}
+		for i, c := range cases {
+			if got := c.got(rep); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("%s: figure %s (check %d): %v, want %v", what, f.Name, i, got, c.want)
+			}
+		}
+	}
+}
+
+// testFigures writes figureTraces through the store as the pipeline
+// does (records applied, a replacement and a deletion among them) and
+// checks every figure read back through Report, from the day, hour and
+// minute rollups, for all APIs and for api-a alone.
+func testFigures(t *testing.T, open Opener) {
+	s := open(t, true)
+	defer s.Close()
+	x := ctx(t)
+	// The hand-worked values, in Go: the case table itself must hold.
+	want := analysis.NewReport()
+	for _, r := range figureTraces() {
+		want.Add(r, 1)
+	}
+	checkFigures(t, "Report.Add", want)
+
+	var asm graph.Assembler
+	facts := asm.Assemble([]graph.Span{{TraceID: graph.TraceID{0xf1}, SpanID: graph.SpanID{1}, Kind: graph.KindServer,
+		Service: "front", Operation: "GET /a"}}).AppendBinary(nil)
+	record := func(r *analysis.TraceResult, seq uint64) *store.Record {
+		r.Window = analysis.WindowOf(r.Start, s.Window())
+		return &store.Record{TraceID: r.TraceID, Start: r.Start, Window: r.Window, API: r.API, Seq: seq, Result: r, Facts: facts}
+	}
+	traces := figureTraces()
+	// A first stored as B's twin (other figures, which the replacement
+	// takes away again), and a fourth trace, deleted again.
+	early := *traces[1]
+	early.TraceID, early.Start = traces[0].TraceID, traces[0].Start
+	extra := *traces[0]
+	extra.TraceID = graph.TraceID{0xf1, 4}
+	batches := [][]store.Change{
+		{{New: record(&early, 1)}, {New: record(traces[2], 1)}, {New: record(&extra, 1)}},
+		{{Old: record(&early, 1), New: record(traces[0], 2)}, {New: record(traces[1], 2)}},
+		{{Old: record(&extra, 1)}},
+	}
+	for _, b := range batches {
+		if err := s.Apply(x, store.Batch{Changes: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := func(hh, mm int) int64 { return time.Date(2026, 3, 1, hh, mm, 0, 0, time.UTC).UnixNano() }
+	for _, q := range []store.Query{
+		{},                             // days
+		{From: h(9, 0), To: h(11, 0)},  // hours
+		{From: h(10, 0), To: h(10, 2)}, // minutes
+		{API: "api-a"},                 // days, one API
+		{From: h(9, 59), To: h(10, 3), API: "api-a"}, // minutes, one API
+	} {
+		rep, err := s.Report(x, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFigures(t, fmt.Sprintf("query %+v", q), rep)
+	}
+}
