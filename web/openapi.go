@@ -2,10 +2,13 @@ package web
 
 import (
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/query/timerange"
 )
 
@@ -176,22 +179,14 @@ func components() map[string]any {
 	boolean := map[string]any{"type": "boolean"}
 	arr := func(items any) map[string]any { return map[string]any{"type": "array", "items": items} }
 	ref := func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
-	api := obj("docs/SPEC.md §5.2 per-API figures", map[string]any{"api": str, "traces": integer, "failed_traces": integer,
-		"root_errors": integer, "remote_parent_traces": integer, "max_radius": integer, "mean_radius": num,
-		"radius_histogram": map[string]any{"type": "object", "additionalProperties": integer}, "potential_radius": integer,
-		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
-		"misattributed_errors": integer, "owners": arr(obj("an owner of failures", map[string]any{"service": str, "operation": str, "owned_failures": integer}))},
-		"api", "traces", "max_radius", "mean_radius")
+	// The documents' schemas are read off the Go types the handlers
+	// encode, so that a field added to a document is documented with it.
+	api := schemaOf(reflect.TypeFor[analysis.APIDoc](), "docs/SPEC.md §5.2 per-API figures", "api", "traces", "max_radius", "mean_radius")
 	figures := obj("one side of the gate", map[string]any{"label": str, "traces": integer, "failed_traces": integer,
 		"max_radius": integer, "mean_radius": num, "max_amplification": num})
-	incident := obj("an incident (docs/SPEC.md §4.8)", map[string]any{"id": str, "service": str, "operation": str,
-		"start": str, "end": str, "open": boolean, "affected_apis": arr(str), "max_radius": integer, "mean_radius": num,
-		"max_amplification": num, "suppressed_retries": integer, "spurious_requests_prevented": integer,
-		"load_increase_avoided": num, "misattributed_errors": integer, "services": arr(ref("Service")), "example_traces": arr(str)},
+	incident := schemaOf(reflect.TypeFor[analysis.IncidentDoc](), "an incident (docs/SPEC.md §4.8)",
 		"id", "service", "operation", "start", "end", "open")
-	service := obj("claim integrity of a service", map[string]any{"service": str,
-		"claims":               obj("claim audit of its failed hops", map[string]any{"correct": integer, "false_claim": integer, "false_unclaim": integer, "missing": integer, "invalid": integer}),
-		"misattributed_errors": integer, "context_drops": integer})
+	service := schemaOf(reflect.TypeFor[analysis.ServiceDoc](), "claim integrity of a service", "service", "claims")
 	return map[string]any{
 		"schemas": map[string]any{
 			"Error":   obj("an error", map[string]any{"error": str}, "error"),
@@ -207,7 +202,7 @@ func components() map[string]any {
 			"Incident":     incident,
 			"IncidentList": obj("incidents", map[string]any{"incidents": arr(ref("Incident"))}, "incidents"),
 			"Service":      service,
-			"Services":     obj("claim integrity", map[string]any{"services": arr(ref("Service")), "edges": arr(map[string]any{"type": "object"})}, "services"),
+			"Services":     obj("claim integrity", map[string]any{"services": arr(ref("Service")), "edges": arr(schemaOf(reflect.TypeFor[analysis.EdgeDoc](), "")), "from": str, "to": str}, "services"),
 			"Trace": obj("a trace", map[string]any{"trace_id": str, "api": str, "hops": arr(map[string]any{"type": "object"}),
 				"events": arr(map[string]any{"type": "object"}), "pending": boolean, "link": str}, "trace_id", "hops"),
 			"WhatIfRequest": obj("a what-if question", map[string]any{"chain": arr(str), "api": str, "fail": arr(str), "retries": num,
@@ -222,4 +217,56 @@ func components() map[string]any {
 		},
 		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 	}
+}
+
+// schemaOf is the JSON schema of a document type as encoding/json writes
+// it: its fields by their json names, their types read off the Go types.
+// required names the fields every answer has.
+func schemaOf(t reflect.Type, desc string, required ...string) map[string]any {
+	o := typeSchema(t)
+	if desc != "" {
+		o["description"] = desc
+	}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
+
+// typeSchema is the JSON schema of t's values.
+func typeSchema(t reflect.Type) map[string]any {
+	if t == reflect.TypeFor[time.Time]() {
+		return map[string]any{"type": "string", "format": "date-time"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return typeSchema(t.Elem())
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": typeSchema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": typeSchema(t.Elem())}
+	case reflect.Struct:
+		props := map[string]any{}
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			props[name] = typeSchema(f.Type)
+		}
+		return map[string]any{"type": "object", "properties": props, "additionalProperties": true}
+	}
+	return map[string]any{}
 }

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -169,4 +170,74 @@ func TestAuthCORSGzip(t *testing.T) {
 			t.Errorf("preflight from an allowed origin: %d %v", resp.StatusCode, resp.Header)
 		}
 	})
+}
+
+// Every field an answer holds is in its OpenAPI schema: the documents'
+// schemas are read off the Go types, so a field added to a document is
+// documented with it.
+func TestOpenAPIDescribesAnswers(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		srv := serve(t, st, web.Config{})
+		var doc struct {
+			Components struct{ Schemas map[string]any }
+		}
+		getJSON(t, srv, "/api/v1/openapi.json", 200, &doc)
+		var list struct{ Incidents []struct{ ID string } }
+		getJSON(t, srv, "/api/v1/incidents"+q("from", at(0), "to", at(30)), 200, &list)
+		if len(list.Incidents) == 0 {
+			t.Fatal("no incident to describe")
+		}
+		checked := 0
+		for path, schema := range map[string]string{
+			"/api/v1/apis" + q("from", at(0), "to", at(30)):      "APIList",
+			"/api/v1/incidents" + q("from", at(0), "to", at(30)): "IncidentList",
+			"/api/v1/incidents/" + list.Incidents[0].ID:          "Incident",
+			"/api/v1/services" + q("from", at(0), "to", at(30)):  "Services",
+		} {
+			var answer any
+			getJSON(t, srv, path, 200, &answer)
+			checked += undocumented(t, path, answer, doc.Components.Schemas[schema], doc.Components.Schemas)
+		}
+		// Objects with fields: the API rows, their owners, incidents and
+		// their services, claims.
+		if checked < 50 {
+			t.Fatalf("checked %d fields: the answers are not the fixture's", checked)
+		}
+	})
+}
+
+// undocumented reports every field of v its schema does not list, and
+// returns how many fields it checked.
+func undocumented(t *testing.T, at string, v, schema any, schemas map[string]any) int {
+	t.Helper()
+	s, _ := schema.(map[string]any)
+	if ref, ok := s["$ref"].(string); ok {
+		s, _ = schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+	}
+	if s == nil {
+		t.Errorf("%s: no schema", at)
+		return 0
+	}
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		props, ok := s["properties"].(map[string]any)
+		if !ok {
+			return 0 // a free-form object (a map)
+		}
+		for k, fv := range v {
+			n++
+			p, ok := props[k]
+			if !ok {
+				t.Errorf("%s: field %q is not in the schema", at, k)
+				continue
+			}
+			n += undocumented(t, at+"."+k, fv, p, schemas)
+		}
+	case []any:
+		for i, e := range v {
+			n += undocumented(t, at+"["+strconv.Itoa(i)+"]", e, s["items"], schemas)
+		}
+	}
+	return n
 }
