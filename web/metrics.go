@@ -86,7 +86,7 @@ var (
 	descSpurious = prometheus.NewDesc("stormradius_spurious_requests_prevented_total",
 		"Requests error ownership prevented in the root API's traces (a naive replay would have sent them).", []string{"api"}, nil)
 	descMisattributed = prometheus.NewDesc("stormradius_misattributed_errors_total",
-		"Coincidental errors the naive attributor would have blamed on the wrong dependency, in the root API's traces.", []string{"api"}, nil)
+		"Failed hops that blamed a dependency (answered unclaimed) though every call that failed them was fail-open: errors of their own misattributed, in the root API's traces (docs/SPEC.md §4.4).", []string{"api"}, nil)
 	descIncidents = prometheus.NewDesc("stormradius_open_incidents",
 		"Incidents open now (docs/SPEC.md §4.8).", nil, nil)
 	descUp = prometheus.NewDesc("stormradius_rollups_up",

@@ -47,7 +47,7 @@ stormradius_suppressed_retries_total{api="front GET /dispatch"} ` + ftoa(float64
 # HELP stormradius_spurious_requests_prevented_total Requests error ownership prevented in the root API's traces (a naive replay would have sent them).
 # TYPE stormradius_spurious_requests_prevented_total counter
 stormradius_spurious_requests_prevented_total{api="front GET /dispatch"} ` + ftoa(float64(all.SpuriousRequestsPrevented)) + `
-# HELP stormradius_misattributed_errors_total Coincidental errors the naive attributor would have blamed on the wrong dependency, in the root API's traces.
+# HELP stormradius_misattributed_errors_total Failed hops that blamed a dependency (answered unclaimed) though every call that failed them was fail-open: errors of their own misattributed, in the root API's traces (docs/SPEC.md §4.4).
 # TYPE stormradius_misattributed_errors_total counter
 stormradius_misattributed_errors_total{api="front GET /dispatch"} ` + ftoa(float64(all.MisattributedErrors)) + `
 # HELP stormradius_open_incidents Incidents open now (docs/SPEC.md §4.8).
