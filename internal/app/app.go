@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,10 +81,7 @@ type Addrs struct {
 // refuses further writes, pending traces are left to the instance that
 // holds the lease (their spans are stored; it recovers them).
 func Run(ctx context.Context, cfg Config) (err error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	reg := newRegistry()
 	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log)
 	if err != nil {
@@ -375,10 +373,7 @@ type APIConfig struct {
 
 // RunAPI serves the API until ctx ends.
 func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	reg := newRegistry()
 	opts := cfg.Store
 	opts.ReadOnly = true // the read side writes nothing, migrations included
