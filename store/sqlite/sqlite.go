@@ -318,16 +318,24 @@ func (s *Store) settleWindow(ctx context.Context, want time.Duration) error {
 // Window returns the window length of the stored data.
 func (s *Store) Window() time.Duration { return s.window }
 
+// schemaVersion returns the migrations of dir and the last one the
+// database has applied (PRAGMA user_version).
+func schemaVersion(ctx context.Context, db *sql.DB, dir string) (ms []schema.Migration, have int, err error) {
+	if ms, err = schema.Load(dir); err != nil {
+		return nil, 0, err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: %s: read schema version: %w", dir, err)
+	}
+	return ms, have, nil
+}
+
 // migrate applies the migrations of dir that the database has not seen,
 // tracked in PRAGMA user_version.
 func migrate(ctx context.Context, db *sql.DB, dir string) error {
-	ms, err := schema.Load(dir)
+	ms, have, err := schemaVersion(ctx, db, dir)
 	if err != nil {
 		return err
-	}
-	var have int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
-		return fmt.Errorf("sqlite: %s: read schema version: %w", dir, err)
 	}
 	for _, m := range ms {
 		if m.Version <= have {
@@ -359,13 +367,9 @@ func migrate(ctx context.Context, db *sql.DB, dir string) error {
 // every migration of dir was applied: a read-only store migrates nothing,
 // and reading an older schema would fail query by query.
 func checkMigrated(ctx context.Context, db *sql.DB, dir string) error {
-	ms, err := schema.Load(dir)
+	ms, have, err := schemaVersion(ctx, db, dir)
 	if err != nil {
 		return err
-	}
-	var have int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
-		return fmt.Errorf("sqlite: %s: read schema version: %w", dir, err)
 	}
 	if len(ms) > 0 && have < ms[len(ms)-1].Version {
 		return fmt.Errorf("sqlite: %s: schema version %d, this release needs %d: %w; a read-only store migrates nothing: "+
