@@ -12,7 +12,6 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
@@ -107,16 +106,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	c := storetest.NewCorpus(t, 30, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), 10*time.Second)
 	w := open(t, dsn, time.Hour)
 	defer w.Close()
-	var changes []store.Change
-	for i := range c.Traces[:20] {
-		if _, err := w.WriteSpans(ctx, c.Spans[i]); err != nil {
-			t.Fatal(err)
-		}
-		changes = append(changes, store.Change{New: c.Record(i, 20)})
-	}
-	if err := w.Apply(ctx, store.Batch{Changes: changes, Watermark: 20}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Fill(t, w, c, 20)
 	before := inserts(t, w)
 
 	s, err := openRO(dsn)
@@ -124,29 +114,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Window() != time.Hour {
-		t.Errorf("window %v, want the stored 1h", s.Window())
-	}
-	rep, err := s.Report(ctx, store.Query{})
-	if err != nil || rep.Traces != 20 {
-		t.Fatalf("report of the read-only store: %v, %v; want the 20 traces written", rep, err)
-	}
-	if spans, err := s.TraceSpans(ctx, c.Traces[3].ID, nil); err != nil || len(spans) != len(c.Spans[3]) {
-		t.Fatalf("spans of trace 3: %d, %v; want %d", len(spans), err, len(c.Spans[3]))
-	}
-	more := store.Batch{Changes: []store.Change{{New: c.Record(25, 30)}}, Watermark: 30}
-	writes := map[string]error{}
-	_, writes["WriteSpans"] = s.WriteSpans(ctx, c.Spans[25])
-	writes["Apply"] = s.Apply(ctx, more)
-	writes["PutSummaries"] = s.PutSummaries(ctx, c.Windows.Summaries(analysis.Config{}))
-	writes["DeleteBefore"] = s.DeleteBefore(ctx, time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC).UnixNano())
-	writes["Compact"] = s.Compact(ctx, time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC).UnixNano())
-	_, writes["AcquireLease"] = s.AcquireLease(ctx, store.NewLeaseHolder(), time.Minute)
-	for what, err := range writes {
-		if !errors.Is(err, store.ErrReadOnly) {
-			t.Errorf("%s on a read-only store: %v, want ErrReadOnly", what, err)
-		}
-	}
+	storetest.ReadOnly(t, s, c, 20)
 	// Past the store's own refusal, the server refuses (READONLY, 164).
 	probe, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
