@@ -145,58 +145,11 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	vEnd := v0 + uint64(n) + 2
 
 	// Everything is encoded before anything is sent.
-	var recs recordBlock
-	for i, c := range b.Changes {
-		v := v0 + 1 + uint64(i)
-		if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
-			recs.add(&s.enc, o, v, true)
-		}
-		if c.New != nil {
-			recs.add(&s.enc, c.New, v, false)
-		}
-	}
-	recs.finish()
-	// Rollups: deltas for the minutes not repaired.
-	deltas := map[int64]*analysis.Report{}
-	delta := func(m int64) *analysis.Report {
-		r := deltas[m]
-		if r == nil {
-			r = analysis.NewReport()
-			deltas[m] = r
-		}
-		return r
-	}
-	for _, c := range b.Changes {
-		if o := c.Old; o != nil {
-			if _, ok := repair[o.Minute()]; !ok {
-				delta(o.Minute()).Add(o.Result, -1)
-			}
-		}
-		if nw := c.New; nw != nil {
-			if _, ok := repair[nw.Minute()]; !ok {
-				delta(nw.Minute()).Add(nw.Result, 1)
-			}
-		}
-	}
-	ups := s.deltaRows(deltas)
-	var (
-		days  []time.Time
-		wins  []int64
-		dels  []uint8
-		encs  []string
-		stale []int64
-	)
-	for w, st := range b.States {
-		days, wins, stale = append(days, dayDate(dayOf(w*int64(s.window)))), append(wins, w), append(stale, w)
-		if st == nil || st.Traces == 0 {
-			dels, encs = append(dels, 1), append(encs, "")
-			continue
-		}
-		enc, err := json.Marshal(st)
-		if err != nil {
-			return fmt.Errorf("clickhouse: encode state of window %d: %w", w, err)
-		}
-		dels, encs = append(dels, 0), append(encs, string(enc))
+	recs := s.encodeRecords(b.Changes, v0)
+	ups := s.deltaRows(rollupDeltas(b.Changes, repair))
+	states, err := s.encodeStates(b.States)
+	if err != nil {
+		return err
 	}
 
 	// Markers. Summaries of the windows whose states change go stale now;
@@ -210,14 +163,14 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 			clean = append(clean, m)
 		}
 	}
-	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: stale, clean: clean}); err != nil {
+	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: states.wins, clean: clean}); err != nil {
 		return err
 	}
 	clear(s.clean)
 
 	// The records and the rollup deltas at once: the markers cover either
 	// failing.
-	err := both(func() error {
+	err = both(func() error {
 		if recs.len() == 0 {
 			return nil
 		}
@@ -238,11 +191,11 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	// Once the records are stored: the states (written after the records,
 	// they make their windows exact) and the checkpoint, at once.
 	err = both(func() error {
-		if len(wins) == 0 {
+		if len(states.wins) == 0 {
 			return nil
 		}
 		return s.insert(ctx, "put states", "states", []string{"day", "win", "version", "deleted", "state"},
-			days, wins, slices.Repeat([]uint64{vEnd}, len(wins)), dels, encs)
+			states.days, states.wins, slices.Repeat([]uint64{vEnd}, len(states.wins)), states.deleted, states.enc)
 	}, func() error {
 		if b.Watermark == 0 || b.Watermark == s.watermark {
 			return nil
@@ -257,6 +210,76 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	}
 	maps.Copy(s.clean, touched)
 	return nil
+}
+
+// encodeRecords encodes the records a batch replaces and stores, the
+// ith change at version v0+1+i: the old record is deleted (a tombstone)
+// where the new one does not take its key.
+func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
+	var recs recordBlock
+	for i, c := range changes {
+		v := v0 + 1 + uint64(i)
+		if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
+			recs.add(&s.enc, o, v, true)
+		}
+		if c.New != nil {
+			recs.add(&s.enc, c.New, v, false)
+		}
+	}
+	recs.finish()
+	return &recs
+}
+
+// rollupDeltas returns, per minute not being repaired, what the changes
+// add to its rollups (the repaired minutes are summed again whole).
+func rollupDeltas(changes []store.Change, repair map[int64]struct{}) map[int64]*analysis.Report {
+	deltas := map[int64]*analysis.Report{}
+	add := func(r *store.Record, sign int64) {
+		if r == nil {
+			return
+		}
+		m := r.Minute()
+		if _, ok := repair[m]; ok {
+			return
+		}
+		d := deltas[m]
+		if d == nil {
+			d = analysis.NewReport()
+			deltas[m] = d
+		}
+		d.Add(r.Result, sign)
+	}
+	for _, c := range changes {
+		add(c.Old, -1)
+		add(c.New, 1)
+	}
+	return deltas
+}
+
+// stateBlock is window states as the columns of one insert.
+type stateBlock struct {
+	days    []time.Time
+	wins    []int64
+	deleted []uint8
+	enc     []string
+}
+
+// encodeStates encodes window states; an empty one is deleted.
+func (s *Store) encodeStates(states map[int64]*analysis.State) (stateBlock, error) {
+	var b stateBlock
+	for w, st := range states {
+		b.days, b.wins = append(b.days, dayDate(dayOf(w*int64(s.window)))), append(b.wins, w)
+		if st == nil || st.Traces == 0 {
+			b.deleted, b.enc = append(b.deleted, 1), append(b.enc, "")
+			continue
+		}
+		enc, err := json.Marshal(st)
+		if err != nil {
+			return b, fmt.Errorf("clickhouse: encode state of window %d: %w", w, err)
+		}
+		b.deleted, b.enc = append(b.deleted, 0), append(b.enc, string(enc))
+	}
+	return b, nil
 }
 
 // both runs f and g at once and returns the first error.
