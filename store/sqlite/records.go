@@ -188,8 +188,37 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.fence("apply"); err != nil {
 		return err
 	}
-	// Rollup deltas per minute and per hour, merged over the batch so that
-	// a bucket costs one upsert per key whatever the batch holds.
+	tx, err := s.resW.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(ctx, "apply", err)
+	}
+	defer tx.Rollback()
+	minutes, err := putRecords(ctx, tx, b.Changes)
+	if err != nil {
+		return err
+	}
+	if err := putRollups(ctx, tx, minutes); err != nil {
+		return err
+	}
+	if err := putStates(ctx, tx, b.States); err != nil {
+		return err
+	}
+	if b.Watermark > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('watermark', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(b.Watermark)); err != nil {
+			return unavailable(ctx, "put watermark", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(ctx, "commit", err)
+	}
+	return nil
+}
+
+// putRecords replaces the records of a batch and returns what the changes
+// add to the rollups of each minute, merged over the batch so that a
+// bucket costs one upsert per key whatever the batch holds.
+func putRecords(ctx context.Context, tx *sql.Tx, changes []store.Change) (map[int64]*analysis.Report, error) {
 	minutes := map[int64]*analysis.Report{}
 	delta := func(rec *store.Record, sign int64) {
 		m := rec.Minute()
@@ -200,26 +229,21 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		}
 		d.Add(rec.Result, sign)
 	}
-	tx, err := s.resW.BeginTx(ctx, nil)
-	if err != nil {
-		return unavailable(ctx, "apply", err)
-	}
-	defer tx.Rollback()
 	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records (`+recordColumns+`) VALUES (?,?,?,?,?,?,?,?)`)
 	if err != nil {
-		return unavailable(ctx, "apply", err)
+		return nil, unavailable(ctx, "apply", err)
 	}
 	defer put.Close()
 	var enc analysis.ResultEncoder
 	var result []byte
-	for _, c := range b.Changes {
+	for _, c := range changes {
 		if c.Old != nil {
 			delta(c.Old, -1)
 		}
 		if c.New == nil {
 			if c.Old != nil {
 				if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE trace_id = ?`, c.Old.TraceID[:]); err != nil {
-					return unavailable(ctx, "delete record", err)
+					return nil, unavailable(ctx, "delete record", err)
 				}
 			}
 			continue
@@ -232,10 +256,15 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 			binary.BigEndian.PutUint64(eds[8*i:], e)
 		}
 		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), eds, result, r.Facts); err != nil {
-			return unavailable(ctx, "put record", err)
+			return nil, unavailable(ctx, "put record", err)
 		}
 	}
-	// The same deltas summed per ten minutes, hour and day.
+	return minutes, nil
+}
+
+// putRollups adds the per-minute deltas to the rollups of every tier:
+// summed per ten minutes, hour and day for the coarser ones.
+func putRollups(ctx context.Context, tx *sql.Tx, minutes map[int64]*analysis.Report) error {
 	stmts := &txStatements{tx: tx}
 	defer stmts.close()
 	for _, t := range tiers {
@@ -256,7 +285,13 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 			}
 		}
 	}
-	for w, st := range b.States {
+	return nil
+}
+
+// putStates stores the states of the windows a batch touched (an empty
+// one is deleted) and marks their summaries stale.
+func putStates(ctx context.Context, tx *sql.Tx, states map[int64]*analysis.State) error {
+	for w, st := range states {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO stale_summaries (win) VALUES (?)`, w); err != nil {
 			return unavailable(ctx, "mark summary stale", err)
 		}
@@ -273,15 +308,6 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO states (win, state) VALUES (?, ?)`, w, enc); err != nil {
 			return unavailable(ctx, "put state", err)
 		}
-	}
-	if b.Watermark > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('watermark', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(b.Watermark)); err != nil {
-			return unavailable(ctx, "put watermark", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return unavailable(ctx, "commit", err)
 	}
 	return nil
 }
