@@ -90,88 +90,20 @@ var _ store.Store = (*Store)(nil)
 // Open opens (creating if needed) the store in opts.Dir and applies the
 // schema's migrations.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("sqlite: no data directory")
-	}
-	if opts.Existing || opts.ReadOnly {
-		for _, name := range []string{"results.db", "spans.db"} {
-			if _, err := os.Stat(filepath.Join(opts.Dir, name)); err != nil {
-				return nil, fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
-			}
-			if !opts.ReadOnly {
-				break // results.db alone, as before: spans.db is created if missing
-			}
-		}
-	}
-	if !opts.ReadOnly {
-		if err := privateDir(opts.Dir); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
-		}
-	}
-	syncMode := strings.ToUpper(opts.Synchronous)
-	switch syncMode {
-	case "":
-		syncMode = "FULL"
-	case "FULL", "NORMAL":
-	default:
-		return nil, fmt.Errorf("sqlite: synchronous %q: want full or normal", opts.Synchronous)
-	}
-	if opts.Window < 0 {
-		return nil, fmt.Errorf("sqlite: negative window %v", opts.Window)
+	syncMode, err := prepare(opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{log: opts.Logger, dir: opts.Dir, lease: fence.Fence{Now: opts.LeaseClock}, readOnly: opts.ReadOnly}
 	if s.log == nil {
 		s.log = slog.Default()
-	}
-	var err error
-	open := func(name string, writer bool) (*sql.DB, error) {
-		mode := syncMode
-		if name == "results.db" {
-			// Results are derived from the spans: a power loss that rolls
-			// back their last transactions rolls back the checkpoint with
-			// them, and recovery analyses those spans again. Only span
-			// writes (the acknowledgement) need an fsync of their own.
-			mode = "NORMAL"
-		}
-		dsn := "file:" + filepath.Join(opts.Dir, name) +
-			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
-			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
-		if opts.ReadOnly {
-			// The file opened read-only, and SQLite refusing writes on the
-			// connection as well. The database is in WAL mode already (its
-			// writer set it): nothing to set.
-			dsn = "file:" + filepath.Join(opts.Dir, name) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)" +
-				"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
-			writer = false
-		}
-		if writer {
-			// Checkpoints run in the background (checkpointer), not in the
-			// commit that happens to cross the WAL's size: a commit on the
-			// acknowledgement path or in an analysis batch stays short.
-			dsn += "&_txlock=immediate&_pragma=wal_autocheckpoint(0)"
-		}
-		if !opts.ReadOnly {
-			if err := privateFile(filepath.Join(opts.Dir, name)); err != nil {
-				return nil, fmt.Errorf("sqlite: %w", err)
-			}
-		}
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: open %s: %w", name, err)
-		}
-		if writer {
-			db.SetMaxOpenConns(1)
-		} else {
-			db.SetMaxOpenConns(8)
-		}
-		db.SetConnMaxIdleTime(0)
-		return db, nil
 	}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
+	open := func(name string, writer bool) (*sql.DB, error) { return openDB(opts, syncMode, name, writer) }
 	migrateOrCheck := migrate
 	if opts.ReadOnly {
 		migrateOrCheck = checkMigrated
@@ -205,6 +137,88 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		go s.checkpointer()
 	}
 	return s, nil
+}
+
+// prepare checks opts and the data directory before anything is opened
+// (a writer creates the directory, private) and returns the synchronous
+// mode of span writes.
+func prepare(opts Options) (syncMode string, err error) {
+	if opts.Dir == "" {
+		return "", errors.New("sqlite: no data directory")
+	}
+	if opts.Existing || opts.ReadOnly {
+		for _, name := range []string{"results.db", "spans.db"} {
+			if _, err := os.Stat(filepath.Join(opts.Dir, name)); err != nil {
+				return "", fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
+			}
+			if !opts.ReadOnly {
+				break // results.db alone, as before: spans.db is created if missing
+			}
+		}
+	}
+	if !opts.ReadOnly {
+		if err := privateDir(opts.Dir); err != nil {
+			return "", fmt.Errorf("sqlite: %w", err)
+		}
+	}
+	syncMode = strings.ToUpper(opts.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return "", fmt.Errorf("sqlite: synchronous %q: want full or normal", opts.Synchronous)
+	}
+	if opts.Window < 0 {
+		return "", fmt.Errorf("sqlite: negative window %v", opts.Window)
+	}
+	return syncMode, nil
+}
+
+// openDB opens the pool of one database file: the writer's (one
+// connection) or the readers'.
+func openDB(opts Options, syncMode, name string, writer bool) (*sql.DB, error) {
+	mode := syncMode
+	if name == "results.db" {
+		// Results are derived from the spans: a power loss that rolls
+		// back their last transactions rolls back the checkpoint with
+		// them, and recovery analyses those spans again. Only span
+		// writes (the acknowledgement) need an fsync of their own.
+		mode = "NORMAL"
+	}
+	dsn := "file:" + filepath.Join(opts.Dir, name) +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
+		"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
+	if opts.ReadOnly {
+		// The file opened read-only, and SQLite refusing writes on the
+		// connection as well. The database is in WAL mode already (its
+		// writer set it): nothing to set.
+		dsn = "file:" + filepath.Join(opts.Dir, name) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)" +
+			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
+		writer = false
+	}
+	if writer {
+		// Checkpoints run in the background (checkpointer), not in the
+		// commit that happens to cross the WAL's size: a commit on the
+		// acknowledgement path or in an analysis batch stays short.
+		dsn += "&_txlock=immediate&_pragma=wal_autocheckpoint(0)"
+	}
+	if !opts.ReadOnly {
+		if err := privateFile(filepath.Join(opts.Dir, name)); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", name, err)
+	}
+	if writer {
+		db.SetMaxOpenConns(1)
+	} else {
+		db.SetMaxOpenConns(8)
+	}
+	db.SetConnMaxIdleTime(0)
+	return db, nil
 }
 
 // Spans are user data: the store keeps what it creates private to its
