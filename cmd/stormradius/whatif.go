@@ -60,9 +60,7 @@ type whatIfQuestion struct {
 	req         query.WhatIfRequest
 	traces      []string // trace files, with no --chain
 	claimHeader string
-	format      string  // json or table
-	retries     float64 // --retries, which the table's heading shows
-	errorRate   float64 // --error-rate, which the table shows
+	format      string // json or table
 }
 
 // parseWhatIf parses and checks whatif's flags; when one is wrong it says
@@ -127,8 +125,7 @@ func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 			req.Retries = retries
 		}
 	}
-	return whatIfQuestion{req: req, traces: traces, claimHeader: *claimHeader, format: *format,
-		retries: *retries, errorRate: *errorRate}, true
+	return whatIfQuestion{req: req, traces: traces, claimHeader: *claimHeader, format: *format}, true
 }
 
 // learnCallGraph reads q's trace files and returns the state of all their
@@ -174,9 +171,9 @@ func writeWhatIf(stdout, stderr io.Writer, q whatIfQuestion, out *query.WhatIfAn
 // of a call graph.
 func writeWhatIfTable(w io.Writer, q whatIfQuestion, out *query.WhatIfAnswer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	r := "R=" + formatNumber(q.retries)
-	if out.Retries == nil {
-		r = "R observed per edge"
+	r := "R observed per edge"
+	if out.Retries != nil {
+		r = "R=" + formatNumber(*out.Retries)
 	}
 	fmt.Fprintf(tw, "policy %s, %s, B=%s, failing %s\n", out.Policy, r, formatNumber(out.Budget), analysis.Printable(strings.Join(out.Failing, ",")))
 	if out.Nodes == nil {
@@ -196,7 +193,7 @@ func writeWhatIfTable(w io.Writer, q whatIfQuestion, out *query.WhatIfAnswer) er
 	}
 	if out.ErrorRateAfterRetries != nil {
 		fmt.Fprintf(tw, "error rate %s%% -> %s%% after retries (budget %s)\n",
-			formatNumber(100*q.errorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(out.Budget))
+			formatNumber(100**q.req.ErrorRate), formatNumber(100**out.ErrorRateAfterRetries), formatNumber(out.Budget))
 	}
 	return tw.Flush()
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -87,14 +86,7 @@ func startServe(t *testing.T, st store, extra ...string) *service {
 
 // report runs `stormradius report --format json` on the service's store.
 func (s *service) report() ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(suite.stormradius, append([]string{"report", "--format", "json"}, s.storeFlags...)...)
-	cmd.Env = baseEnv()
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("stormradius report: %v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	return runStormradius(append([]string{"report", "--format", "json"}, s.storeFlags...)...)
 }
 
 // metric returns the value of an unlabelled series on the service's

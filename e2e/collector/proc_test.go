@@ -60,6 +60,20 @@ func baseEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// runStormradius runs the stormradius command to its end, with baseEnv
+// (no STORMRADIUS_* of the caller's shell), and returns its stdout; its
+// error carries the command line and stderr.
+func runStormradius(args ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(suite.stormradius, args...)
+	cmd.Env = baseEnv()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("stormradius %s: %v\n%s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
 // startProc starts bin with args and env; a t.Cleanup stops it (SIGTERM,
 // then SIGKILL) and, when the test failed, logs the end of its output.
 func startProc(t *testing.T, name string, env []string, bin string, args ...string) *proc {

@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -251,14 +250,11 @@ func TestFile(t *testing.T) {
 					t.Fatalf("the file exporter wrote nothing to %s", path)
 				}
 				checkFileStart(t, path, format, comp)
-				var stdout, stderr bytes.Buffer
-				cmd := exec.Command(suite.stormradius, "analyze", "--format", "json", path)
-				cmd.Env = baseEnv()
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				if err := cmd.Run(); err != nil {
-					t.Fatalf("stormradius analyze %s (%d bytes): %v\n%s", name, fi.Size(), err, stderr.Bytes())
+				out, err := runStormradius("analyze", "--format", "json", path)
+				if err != nil {
+					t.Fatalf("%s (%d bytes): %v", name, fi.Size(), err)
 				}
-				compareDocs(t, "stormradius analyze "+name, stdout.Bytes())
+				compareDocs(t, "stormradius analyze "+name, out)
 			})
 		}
 	}

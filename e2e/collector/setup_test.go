@@ -253,13 +253,11 @@ func loadSample() error {
 // checked against the OTLP data itself, so that a broken analyze cannot
 // make every route agree with it.
 func reference() error {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(suite.stormradius, "analyze", "--format", "json", suite.sample)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("stormradius analyze %s: %v\n%s", suite.sample, err, stderr.Bytes())
+	out, err := runStormradius("analyze", "--format", "json", suite.sample)
+	if err != nil {
+		return err
 	}
-	doc, err := decodeDoc(stdout.Bytes())
+	doc, err := decodeDoc(out)
 	if err != nil {
 		return fmt.Errorf("stormradius analyze: %v", err)
 	}
@@ -267,6 +265,6 @@ func reference() error {
 		return fmt.Errorf("stormradius analyze of the sample counts spans, traces = %s; the OTLP data has %d, %d",
 			got, suite.spans, suite.traces)
 	}
-	suite.want = stdout.Bytes()
+	suite.want = out
 	return nil
 }

@@ -88,10 +88,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer closeStore(st, &err)
-	ttl := cfg.LeaseTimeout
-	if ttl == 0 {
-		ttl = DefaultLeaseTimeout
-	}
+	ttl := cmp.Or(cfg.LeaseTimeout, DefaultLeaseTimeout)
 	// Before recovery: the pipeline owns the window states, the checkpoint
 	// and the pending traces, which a second analyser would corrupt.
 	lease, err := takeLease(ctx, st, ttl, log)

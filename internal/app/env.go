@@ -11,12 +11,12 @@ import (
 	"strings"
 )
 
-// EnvPrefix is the prefix of every environment variable.
-const EnvPrefix = "STORMRADIUS_"
+// envPrefix is the prefix of every environment variable.
+const envPrefix = "STORMRADIUS_"
 
-// EnvName returns the environment variable of flag name.
-func EnvName(flagName string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// envName returns the environment variable of flag name.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // ApplyEnv sets every flag of fs that was not given on the command line from
@@ -29,9 +29,9 @@ func ApplyEnv(fs *flag.FlagSet) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, e)
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, e)
 			}
 		}
 	})
@@ -44,7 +44,7 @@ func Given(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	if !given {
-		_, given = os.LookupEnv(EnvName(name))
+		_, given = os.LookupEnv(envName(name))
 	}
 	return given
 }
