@@ -338,6 +338,16 @@ func (h Hist) dropZeros() {
 	}
 }
 
+// Add adds n to f in a: to its count, or to its histogram's count of
+// value v (an int histogram's value is an int).
+func (f *Figure) Add(a Agg, v float64, n int64) {
+	if f.Count != nil {
+		*f.Count(a) += n
+	} else {
+		f.Hist(a).Add(v, n)
+	}
+}
+
 // zero reports whether f is zero (an empty histogram) in a.
 func (f *Figure) zero(a Agg) bool {
 	if f.Count != nil {

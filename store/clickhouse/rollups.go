@@ -131,12 +131,7 @@ func addRow(rep *analysis.Report, k rowKey, n int64) {
 	if f == nil {
 		return
 	}
-	a := rep.At(f.Scope, keyOf(f.Scope, k))
-	if f.Count != nil {
-		*f.Count(a) += n
-	} else {
-		f.Hist(a).Add(k.value, n)
-	}
+	f.Add(rep.At(f.Scope, keyOf(f.Scope, k)), k.value, n)
 }
 
 var rollupColumns = []string{"tier", "bucket", "day", "gen", "stat", "api", "service", "operation", "value", "n"}

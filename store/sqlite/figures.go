@@ -236,16 +236,16 @@ func (s *Store) readTable(ctx context.Context, t *rollupTable, br bucketRange, a
 		dest[i] = &keys[i]
 	}
 	return s.scanTable(ctx, t, q, args, dest, func(value float64, sums []int64) error {
-		a := rep.At(t.scope, keyOf(t.scope, keys))
-		if t.hist() {
-			t.figs[0].Hist(a).Add(value, sums[0])
-			return nil
-		}
-		for i, f := range t.figs {
-			*f.Count(a) += sums[i]
-		}
+		t.add(rep.At(t.scope, keyOf(t.scope, keys)), value, sums)
 		return nil
 	})
+}
+
+// add adds a row of t read back (its histogram value, its sums) to a.
+func (t *rollupTable) add(a analysis.Agg, value float64, sums []int64) {
+	for i, f := range t.figs {
+		f.Add(a, value, sums[i])
+	}
 }
 
 // rollupTableNames returns the names of the rollup tables.

@@ -44,14 +44,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		// The queries are built from our own table's constants.
 		err := s.scanTable(ctx, t, t.selectSQL([]string{`(bucket * ? - ?) / ? AS i`}, `tier = ? AND bucket >= ? AND bucket < ? AND api = ?`),
 			args, []any{&i}, func(value float64, sums []int64) error {
-				a := analysis.Agg{API: at(i)}
-				if t.hist() {
-					t.figs[0].Hist(a).Add(value, sums[0])
-					return nil
-				}
-				for j, f := range t.figs {
-					*f.Count(a) += sums[j]
-				}
+				t.add(analysis.Agg{API: at(i)}, value, sums)
 				return nil
 			})
 		if err != nil {
