@@ -14,6 +14,9 @@ import (
 // the stores' rollup writes and reads and their schema checks are all
 // derived from it.
 //
+// (ServiceResult.merge, which Report.Add runs per service of every trace,
+// is the table written out for speed; a test checks it against the table.)
+//
 // Adding a figure means:
 //   - a field in the aggregate of its scope (Report, APIAgg, OwnerAgg,
 //     ServiceResult, NodeAgg, VersionAgg) and one entry here, with an

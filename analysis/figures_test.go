@@ -213,3 +213,27 @@ func TestFigureSQL(t *testing.T) {
 		}
 	}
 }
+
+// ServiceResult.merge, written out for Report.Add, adds exactly the
+// service figures of Figures: what mergeAgg derives from the table, every
+// figure and nothing else (a claim verdict no figure holds stays).
+func TestServiceMergeIsFigures(t *testing.T) {
+	var o ServiceResult
+	for i, f := range FiguresOf(ScopeService) {
+		*f.Count(Agg{Service: &o}) = int64(i + 1)
+	}
+	for i := range o.Claims {
+		if o.Claims[i] == 0 {
+			o.Claims[i] = 100 + int64(i) // verdicts no figure holds
+		}
+	}
+	got, want := ServiceResult{Service: "s"}, ServiceResult{Service: "s"}
+	got.merge(&o, 3)
+	mergeAgg(ScopeService, Agg{Service: &want}, Agg{Service: &o}, 3)
+	if got != want {
+		t.Fatalf("merge gives\n%+v\nmergeAgg (the table)\n%+v", got, want)
+	}
+	if n := len(FiguresOf(ScopeService)); n != 15 || want.Spurious == 0 {
+		t.Fatalf("%d service figures, spurious %d: the test sets none", n, want.Spurious)
+	}
+}

@@ -218,9 +218,25 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 	}
 }
 
-// merge adds sign × o to s.
+// merge adds sign × o to s: mergeAgg(ScopeService, …) written out, as
+// Report.Add runs it for every service of every trace (a tenth of the
+// time of the table's accessors). TestServiceMergeIsFigures checks it
+// adds exactly the service figures of Figures.
 func (s *ServiceResult) merge(o *ServiceResult, sign int64) {
-	mergeAgg(ScopeService, Agg{Service: s}, Agg{Service: o}, sign)
+	for _, i := range [...]attribution.Audit{attribution.AuditCorrect, attribution.AuditFalseClaim,
+		attribution.AuditFalseUnclaim, attribution.AuditMissing, attribution.AuditInvalid} {
+		s.Claims[i] += sign * o.Claims[i]
+	}
+	s.Mismatches += sign * o.Mismatches
+	s.Misattributed += sign * o.Misattributed
+	s.NaiveMisattributed += sign * o.NaiveMisattributed
+	s.Eligible += sign * o.Eligible
+	s.ContextDrops += sign * o.ContextDrops
+	s.OwnedFailures += sign * o.OwnedFailures
+	s.Requests += sign * o.Requests
+	s.VirtualRequests += sign * o.VirtualRequests
+	s.Counterfactual += sign * o.Counterfactual
+	s.Spurious += sign * o.Spurious
 }
 
 // Merge adds sign × o to r (sign +1 merges, -1 subtracts): every figure
