@@ -441,9 +441,12 @@ func (a *analyser) foldAndSnapshot(ctx context.Context, items []batchTrace) (map
 	before := map[int64]map[graph.Edge]edgeBefore{}
 	for _, it := range items {
 		if it.oldT != nil {
-			if err := a.snapshot(ctx, before, a.windows.Of(it.oldT), it.oldT); err != nil {
+			w := a.windows.Of(it.oldT)
+			st, err := a.state(ctx, w)
+			if err != nil {
 				return nil, err
 			}
+			a.snapshot(before, w, st, it.oldT)
 		}
 		// Names past the window's caps are folded before the trace's
 		// edges are looked at: they are its edges from here on. A
@@ -454,20 +457,14 @@ func (a *analyser) foldAndSnapshot(ctx context.Context, items []batchTrace) (map
 			return nil, err
 		}
 		a.folded(a.folder.Fold(st.Admitted(), it.newT), w)
-		if err := a.snapshot(ctx, before, w, it.newT); err != nil {
-			return nil, err
-		}
+		a.snapshot(before, w, st, it.newT)
 	}
 	return before, nil
 }
 
 // snapshot adds to before the edges of t in window w not there yet, with
-// their class in the window's state as it is now.
-func (a *analyser) snapshot(ctx context.Context, before map[int64]map[graph.Edge]edgeBefore, w int64, t *graph.Trace) error {
-	st, err := a.state(ctx, w)
-	if err != nil {
-		return err
-	}
+// their class in the window's state st as it is now.
+func (a *analyser) snapshot(before map[int64]map[graph.Edge]edgeBefore, w int64, st *analysis.State, t *graph.Trace) {
 	m := before[w]
 	if m == nil {
 		m = map[graph.Edge]edgeBefore{}
@@ -479,7 +476,6 @@ func (a *analyser) snapshot(ctx context.Context, before map[int64]map[graph.Edge
 			m[e] = edgeBefore{class: st.Class(e, a.cfg), used: st.Edges[e] != nil}
 		}
 	}
-	return nil
 }
 
 // addToWindows applies the batch to the window states: a re-opened
