@@ -146,11 +146,6 @@ func newAdmitted() *Admitted {
 		nodes: map[graph.Node]struct{}{}, versions: map[ServiceVersion]struct{}{}}
 }
 
-// Len returns how many names of each kind the window admitted.
-func (a *Admitted) Len() (apis, services, operations, versions int) {
-	return len(a.apis), len(a.services), len(a.nodes), len(a.versions)
-}
-
 // admit reports whether k is in m, adding it if m holds fewer than limit.
 func admit[K comparable](m map[K]struct{}, k K, limit int) bool {
 	if _, ok := m[k]; ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
@@ -31,7 +32,7 @@ func (s *Service) Incidents(ctx context.Context, q store.Query, limit int) ([]an
 	}
 	out := make([]analysis.IncidentDoc, 0, min(limit, len(all)))
 	for _, d := range all {
-		if api != "" && !contains(d.AffectedAPIs, api) {
+		if api != "" && !slices.Contains(d.AffectedAPIs, api) {
 			continue
 		}
 		if len(out) == limit {
@@ -61,15 +62,6 @@ type notFound struct{ err error }
 
 func (e notFound) Error() string   { return e.err.Error() }
 func (e notFound) Unwrap() []error { return []error{ErrNotFound, e.err} }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // IncidentWatch follows incidents as data arrives: each Check detects the
 // incidents of the recent past and says which opened, grew or closed

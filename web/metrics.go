@@ -165,11 +165,7 @@ func (c *Collector) admit(docs ...*analysis.Document) {
 			}
 		}
 	}
-	news := make([]string, 0, len(traces))
-	for api := range traces {
-		news = append(news, api)
-	}
-	slices.SortFunc(news, func(x, y string) int { return cmp.Or(cmp.Compare(traces[y], traces[x]), cmp.Compare(x, y)) })
+	news := slices.SortedFunc(maps.Keys(traces), func(x, y string) int { return cmp.Or(cmp.Compare(traces[y], traces[x]), cmp.Compare(x, y)) })
 	for _, api := range news[:min(len(news), limit-len(c.own))] {
 		c.own[api] = true
 	}

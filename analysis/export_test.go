@@ -1,0 +1,6 @@
+package analysis
+
+// Len returns how many names of each kind the window admitted.
+func (a *Admitted) Len() (apis, services, operations, versions int) {
+	return len(a.apis), len(a.services), len(a.nodes), len(a.versions)
+}
