@@ -323,6 +323,7 @@ func TestGRPCBadCompression(t *testing.T) {
 		{"snappy block", "snappy", snappyBlockC(t, plain), codes.InvalidArgument, "malformed"},
 		{"snappy cut", "snappy", snappyFramedC(t, plain)[:30], codes.InvalidArgument, "malformed"},
 		{"gzip garbage", "gzip", plain, codes.InvalidArgument, "malformed"},
+		{"gzip cut", "gzip", gzipC(t, plain)[:40], codes.InvalidArgument, "malformed"},
 		{"zstd bomb", "zstd", bombOf(t, zstdStreamC, limit), codes.ResourceExhausted, "too_large"},
 		{"snappy bomb", "snappy", bombOf(t, snappyFramedC, limit), codes.ResourceExhausted, "too_large"},
 		{"gzip bomb", "gzip", bombOf(t, gzipC, limit), codes.ResourceExhausted, "too_large"},

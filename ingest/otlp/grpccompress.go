@@ -2,7 +2,6 @@ package otlp
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/stormradius/stormradius/ingest"
 
-	// grpc's gzip codec, registered first so that ours (below) replaces it.
+	// grpc's gzip codec, registered first: ours (below) wraps it.
 	_ "google.golang.org/grpc/encoding/gzip"
 )
 
@@ -27,7 +26,7 @@ import (
 // zstd frames, and snappy's framing format (configgrpc's snappy writer is
 // snappy.NewBufferedWriter). grpc registers codecs process-wide, at init.
 //
-// It also replaces grpc's own gzip codec, for one reason: grpc answers a
+// It also wraps grpc's own gzip codec, for one reason: grpc answers a
 // message that fails to decompress INTERNAL, and writes that status itself
 // before the handler sees the error, where OTLP asks for INVALID_ARGUMENT
 // (the client sent bad bytes). So every decompressor here is wrapped in a
@@ -41,7 +40,7 @@ import (
 // limit, so a decompression bomb costs the limit, not what it expands to.
 // The zstd decoder's window is bounded by zstdMaxWindow.
 func init() {
-	encoding.RegisterCompressor(&gzipCompressor{})
+	encoding.RegisterCompressor(softGzip{encoding.GetCompressor("gzip")})
 	for _, c := range []encoding.Compressor{&zstdCompressor{}, &snappyCompressor{}} {
 		if encoding.GetCompressor(c.Name()) == nil {
 			encoding.RegisterCompressor(c)
@@ -108,47 +107,16 @@ func decompressFailure(msg []byte) error {
 	return errors.New(string(msg[at+len(failureMark) : len(msg)-2]))
 }
 
-// gzipCompressor is grpc's "gzip" codec, with pooled readers and writers.
-type gzipCompressor struct {
-	readers sync.Pool // *gzip.Reader
-	writers sync.Pool // *gzip.Writer
-}
+// softGzip is grpc's own "gzip" codec (its pooled readers and writers)
+// with its decompression wrapped in a softReader.
+type softGzip struct{ encoding.Compressor }
 
-func (*gzipCompressor) Name() string { return "gzip" }
-
-func (c *gzipCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
-	z, ok := c.writers.Get().(*gzip.Writer)
-	if !ok {
-		z = gzip.NewWriter(w)
-	} else {
-		z.Reset(w)
-	}
-	return &gzipWriter{Writer: z, pool: &c.writers}, nil
-}
-
-type gzipWriter struct {
-	*gzip.Writer
-	pool *sync.Pool
-}
-
-func (z *gzipWriter) Close() error {
-	err := z.Writer.Close()
-	z.pool.Put(z.Writer)
-	return err
-}
-
-func (c *gzipCompressor) Decompress(r io.Reader) (io.Reader, error) {
-	z, ok := c.readers.Get().(*gzip.Reader)
-	var err error
-	if !ok {
-		z, err = gzip.NewReader(r)
-	} else {
-		err = z.Reset(r)
-	}
+func (c softGzip) Decompress(r io.Reader) (io.Reader, error) {
+	z, err := c.Compressor.Decompress(r)
 	if err != nil {
 		return &softReader{r: errReader{err}}, nil
 	}
-	return &softReader{r: &pooledReader{r: z, put: func() { c.readers.Put(z) }}}, nil
+	return &softReader{r: z}, nil // softReader.Close hands z back to grpc's pool
 }
 
 // errReader fails every read with err.
