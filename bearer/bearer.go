@@ -36,7 +36,7 @@ func (t *Tokens) Allow(authorization string) bool {
 	if t == nil {
 		return true
 	}
-	tok, ok := Token(authorization)
+	tok, ok := token(authorization)
 	if !ok {
 		return false
 	}
@@ -48,10 +48,10 @@ func (t *Tokens) Allow(authorization string) bool {
 	return match == 1
 }
 
-// Token returns the token of "Bearer <token>". The scheme is
+// token returns the token of "Bearer <token>". The scheme is
 // case-insensitive (RFC 7235 §2.1): "bearer" and "BEARER" are the same
 // scheme; the token itself is exact.
-func Token(h string) (string, bool) {
+func token(h string) (string, bool) {
 	const scheme = "bearer "
 	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return "", false

@@ -177,7 +177,7 @@ func (d *Decoder) ReadFile(r io.Reader, name string, emit func([]graph.Span) err
 			return st, fr.readErr(perr, "before any data", "")
 		}
 		gzip := len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
-		if !gzip && !IsZstd(head) {
+		if !gzip && !isZstd(head) {
 			break
 		}
 		if depth == maxLayers {

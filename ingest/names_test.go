@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -78,8 +77,7 @@ func longNamesTraces(service, version, route, peer, name string) ptrace.Traces {
 func decodeEveryWay(t *testing.T, td ptrace.Traces) []graph.Span {
 	t.Helper()
 	pbBytes, jsonBytes := protoOf(t, td), jsonOf(t, td)
-	framed := binary.BigEndian.AppendUint32(nil, uint32(len(pbBytes)))
-	framed = append(framed, pbBytes...)
+	framed := frame(pbBytes)
 	readFile := func(data []byte, name string) []graph.Span {
 		var out []graph.Span
 		if _, err := NewDecoder(DecoderConfig{}).ReadFile(bytes.NewReader(data), name, func(s []graph.Span) error {

@@ -40,7 +40,7 @@ func (d *Decoder) decode(j decodeJob) (spans []graph.Span, json bool, err error)
 		return spans, true, err
 	}
 	b := j.b
-	if IsZstd(b) {
+	if isZstd(b) {
 		if b, err = d.unzstd(b); err != nil {
 			return d.spans[:0], false, err
 		}
@@ -84,12 +84,7 @@ func (p *decodePool) work(d *Decoder) {
 			default:
 			}
 		}
-		if cap(d.spans) > keepScratch/64 {
-			d.spans = nil
-		}
-		if cap(d.unz) > keepScratch {
-			d.unz = nil
-		}
+		d.dropScratch()
 	}
 }
 

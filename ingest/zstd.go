@@ -25,10 +25,10 @@ var zstdWindow uint64 = MaxZstdWindow
 // zstdFrameMaxRatio times its own size is lying.
 const zstdFrameMaxRatio = (128 << 10) / 4
 
-// IsZstd reports whether b starts with a zstd frame (magic 28 b5 2f fd) or
+// isZstd reports whether b starts with a zstd frame (magic 28 b5 2f fd) or
 // a skippable frame (magic 50–5f 2a 4d 18; pzstd writes one before each
 // frame).
-func IsZstd(b []byte) bool {
+func isZstd(b []byte) bool {
 	if len(b) < 4 {
 		return false
 	}
@@ -46,8 +46,8 @@ func IsZstd(b []byte) bool {
 // does). Reset reuses it for another stream. maxWindow must be at least
 // 1 KiB and at most 512 MiB.
 //
-// ReadFile uses it with MaxZstdWindow; an HTTP or gRPC receiver would pass
-// its body limit (no frame of a body needs a window larger than the body).
+// ReadFile uses it with MaxZstdWindow; the OTLP receivers with a window
+// of their own, smaller (ingest/otlp: zstdMaxWindow).
 func NewZstdReader(r io.Reader, maxWindow uint64) (*zstd.Decoder, error) {
 	return zstd.NewReader(r,
 		zstd.WithDecoderConcurrency(1),

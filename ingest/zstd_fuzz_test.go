@@ -67,7 +67,7 @@ func splitFramed(b []byte) ([][]byte, bool) {
 	for len(b) > 0 {
 		n := binary.BigEndian.Uint32(b)
 		m := b[4 : 4+n]
-		if IsZstd(m) {
+		if isZstd(m) {
 			return nil, false
 		}
 		msgs = append(msgs, m)
@@ -105,7 +105,7 @@ func FuzzReadFileZstd(f *testing.F) {
 			return
 		}
 		plain := readFileAll(t, "f", b)
-		if len(b) >= 2 && (b[0] == 0x1f && b[1] == 0x8b || IsZstd(b)) {
+		if len(b) >= 2 && (b[0] == 0x1f && b[1] == 0x8b || isZstd(b)) {
 			return // a compressed file: one more layer changes its nesting
 		}
 		var chunks [][]byte

@@ -249,14 +249,20 @@ func (g grpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Co
 func (g grpcStats) HandleConn(context.Context, stats.ConnStats) {}
 
 func (g grpcStats) HandleRPC(ctx context.Context, rs stats.RPCStats) {
-	note, _ := ctx.Value(rpcNoteKey{}).(*rpcNote)
-	if h, ok := rs.(*stats.InHeader); ok && note != nil {
-		note.encoding = h.Compression
-	}
-	end, ok := rs.(*stats.End)
-	if !ok {
+	// Of the events of an RPC, only these two are read.
+	var end *stats.End
+	switch rs := rs.(type) {
+	case *stats.InHeader:
+		if note, _ := ctx.Value(rpcNoteKey{}).(*rpcNote); note != nil {
+			note.encoding = rs.Compression
+		}
+		return
+	case *stats.End:
+		end = rs
+	default:
 		return
 	}
+	note, _ := ctx.Value(rpcNoteKey{}).(*rpcNote)
 	st := status.Convert(end.Error)
 	g.s.metrics.grpcRequest(st.Code())
 	if st.Code() == codes.OK {
