@@ -12,6 +12,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/fence"
 	"github.com/stormradius/stormradius/store/internal/spangroup"
 )
 
@@ -46,16 +47,8 @@ var logID [16]byte
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
-	if err := s.checkOpen("write spans"); err != nil {
-		return 0, err
-	}
-	if err := s.checkWritable("write spans"); err != nil {
-		return 0, err
-	}
-	if err := s.lease.Check(); err != nil {
-		// Nothing is stored: the sender retries (against the instance
-		// that holds the lease now).
-		return 0, fmt.Errorf("clickhouse: write spans: %w: %w", store.ErrUnavailable, err)
+	if err := s.checkWrite("write spans"); err != nil {
+		return 0, fence.Retryable(err)
 	}
 	s.seq++
 	seq := s.seq

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/fence"
 	"github.com/stormradius/stormradius/store/internal/spangroup"
 )
 
@@ -59,13 +60,8 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if s.spansW == nil {
 		return 0, fmt.Errorf("sqlite: write spans: %w", store.ErrClosed)
 	}
-	if err := s.checkWritable("write spans"); err != nil {
-		return 0, err
-	}
-	if err := s.lease.Check(); err != nil {
-		// Nothing is stored: the sender retries (against the instance
-		// that holds the lease now).
-		return 0, fmt.Errorf("sqlite: write spans: %w: %w", store.ErrUnavailable, err)
+	if err := s.fence("write spans"); err != nil {
+		return 0, fence.Retryable(err)
 	}
 	if err := s.prepareSpans(ctx); err != nil {
 		return 0, unavailable(ctx, "prepare span insert", err)

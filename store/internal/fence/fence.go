@@ -4,6 +4,7 @@
 package fence
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -127,4 +128,15 @@ func (f *Fence) checkLocked() error {
 		}
 	}
 	return nil
+}
+
+// Retryable returns err, a refused span write, as store.ErrUnavailable
+// too when it is a lost lease: nothing was stored, and the sender retries
+// (against the instance that holds the lease now). Other refusals (the
+// store closed, read-only) are returned as they are.
+func Retryable(err error) error {
+	if errors.Is(err, store.ErrLeaseLost) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
