@@ -220,13 +220,11 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.floor, s.floorRead = meta[metaFloor], time.Now()
-	if !s.readOnly { // what a writer continues from
-		if err := s.readProgress(ctx); err != nil {
-			return err
-		}
-	}
 	if s.readOnly {
-		return nil // the TTL is the writer's to set
+		return nil // what a writer continues from, and the TTL, are the writer's
+	}
+	if err := s.readProgress(ctx); err != nil {
+		return err
 	}
 	return s.applyTTL(ctx, meta, opts.TTL)
 }

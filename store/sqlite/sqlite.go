@@ -146,14 +146,18 @@ func prepare(opts Options) (syncMode string, err error) {
 	if opts.Dir == "" {
 		return "", errors.New("sqlite: no data directory")
 	}
-	if opts.Existing || opts.ReadOnly {
-		for _, name := range []string{"results.db", "spans.db"} {
-			if _, err := os.Stat(filepath.Join(opts.Dir, name)); err != nil {
-				return "", fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
-			}
-			if !opts.ReadOnly {
-				break // results.db alone, as before: spans.db is created if missing
-			}
+	// A store that must exist has its results; a read-only one, which
+	// creates nothing, its spans too.
+	var must []string
+	switch {
+	case opts.ReadOnly:
+		must = []string{"results.db", "spans.db"}
+	case opts.Existing:
+		must = []string{"results.db"}
+	}
+	for _, name := range must {
+		if _, err := os.Stat(filepath.Join(opts.Dir, name)); err != nil {
+			return "", fmt.Errorf("sqlite: no stormradius data in %s: %w", opts.Dir, store.ErrNotFound)
 		}
 	}
 	if !opts.ReadOnly {
@@ -186,17 +190,16 @@ func openDB(opts Options, syncMode, name string, writer bool) (*sql.DB, error) {
 		// writes (the acknowledgement) need an fsync of their own.
 		mode = "NORMAL"
 	}
-	dsn := "file:" + filepath.Join(opts.Dir, name) +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")" +
-		"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
+	access := "_pragma=journal_mode(WAL)&_pragma=synchronous(" + mode + ")"
 	if opts.ReadOnly {
 		// The file opened read-only, and SQLite refusing writes on the
 		// connection as well. The database is in WAL mode already (its
 		// writer set it): nothing to set.
-		dsn = "file:" + filepath.Join(opts.Dir, name) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)" +
-			"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
-		writer = false
+		access, writer = "mode=ro&_pragma=query_only(1)", false
 	}
+	// busy_timeout first: setting WAL waits for other connections.
+	dsn := "file:" + filepath.Join(opts.Dir, name) + "?_pragma=busy_timeout(10000)&" + access +
+		"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
 	if writer {
 		// Checkpoints run in the background (checkpointer), not in the
 		// commit that happens to cross the WAL's size: a commit on the
