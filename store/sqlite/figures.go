@@ -19,8 +19,9 @@ type rollupTable struct {
 	figs  []*analysis.Figure
 	keys  []string // key columns, after tier and bucket
 	// upsert adds a delta row to the stored one; read (by API: readAPI)
-	// sums the rows of a range of buckets of one tier by key.
-	upsert, read, readAPI string
+	// sums the rows of a range of buckets of one tier by key; series (an
+	// API's tables) sums one API's by step (Store.APISeries).
+	upsert, read, readAPI, series string
 }
 
 // hist reports whether t holds a histogram.
@@ -60,6 +61,10 @@ var rollupTables = func() []*rollupTable {
 		t.read = t.selectSQL(t.keys, where)
 		if t.scope.PerAPI() {
 			t.readAPI = t.selectSQL(t.keys, where+` AND api = ?`)
+		}
+		if t.scope.Aggregate() == analysis.ScopeAPI {
+			// i = (bucket·size − lo) / step: the step a bucket falls in.
+			t.series = t.selectSQL([]string{`(bucket * ? - ?) / ? AS i`}, where+` AND api = ?`)
 		}
 	}
 	return out
@@ -246,13 +251,4 @@ func (t *rollupTable) add(a analysis.Agg, value float64, sums []int64) {
 	for i, f := range t.figs {
 		f.Add(a, value, sums[i])
 	}
-}
-
-// rollupTableNames returns the names of the rollup tables.
-func rollupTableNames() []string {
-	out := make([]string, len(rollupTables))
-	for i, t := range rollupTables {
-		out[i] = t.name
-	}
-	return out
 }

@@ -473,10 +473,10 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return unavailable(ctx, "delete rollups", err)
 	}
 	defer tx.Rollback()
-	for _, table := range rollupTableNames() {
+	for _, table := range rollupTables {
 		// Table names are our own constants.
 		for _, t := range tiers {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tier = ? AND bucket < ?`, t.id, floorDiv(minute, t.minutes)); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table.name+` WHERE tier = ? AND bucket < ?`, t.id, floorDiv(minute, t.minutes)); err != nil {
 				return unavailable(ctx, "delete rollups", err)
 			}
 		}

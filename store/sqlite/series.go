@@ -41,12 +41,10 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		if t.scope.Aggregate() != analysis.ScopeAPI {
 			continue
 		}
-		// The queries are built from our own table's constants.
-		err := s.scanTable(ctx, t, t.selectSQL([]string{`(bucket * ? - ?) / ? AS i`}, `tier = ? AND bucket >= ? AND bucket < ? AND api = ?`),
-			args, []any{&i}, func(value float64, sums []int64) error {
-				t.add(analysis.Agg{API: at(i)}, value, sums)
-				return nil
-			})
+		err := s.scanTable(ctx, t, t.series, args, []any{&i}, func(value float64, sums []int64) error {
+			t.add(analysis.Agg{API: at(i)}, value, sums)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
