@@ -15,6 +15,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 var recordColumns = []string{"day", "win", "minute", "trace_id", "version", "deleted", "start", "api", "seq", "result",
@@ -146,7 +147,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 
 	// Everything is encoded before anything is sent.
 	recs := s.encodeRecords(b.Changes, v0)
-	ups := s.deltaRows(rollupDeltas(b.Changes, repair))
+	ups := s.deltaRows(rollup.Deltas(b.Changes, repair)) // repaired minutes are summed again whole
 	states, err := s.encodeStates(b.States)
 	if err != nil {
 		return err
@@ -228,32 +229,6 @@ func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
 	}
 	recs.finish()
 	return &recs
-}
-
-// rollupDeltas returns, per minute not being repaired, what the changes
-// add to its rollups (the repaired minutes are summed again whole).
-func rollupDeltas(changes []store.Change, repair map[int64]struct{}) map[int64]*analysis.Report {
-	deltas := map[int64]*analysis.Report{}
-	add := func(r *store.Record, sign int64) {
-		if r == nil {
-			return
-		}
-		m := r.Minute()
-		if _, ok := repair[m]; ok {
-			return
-		}
-		d := deltas[m]
-		if d == nil {
-			d = analysis.NewReport()
-			deltas[m] = d
-		}
-		d.Add(r.Result, sign)
-	}
-	for _, c := range changes {
-		add(c.Old, -1)
-		add(c.New, 1)
-	}
-	return deltas
 }
 
 // stateBlock is window states as the columns of one insert.

@@ -14,6 +14,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 const recordColumns = `trace_id, start, win, api, seq, edges, result, facts`
@@ -193,11 +194,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return unavailable(ctx, "apply", err)
 	}
 	defer tx.Rollback()
-	minutes, err := putRecords(ctx, tx, b.Changes)
-	if err != nil {
+	if err := putRecords(ctx, tx, b.Changes); err != nil {
 		return err
 	}
-	if err := putRollups(ctx, tx, minutes); err != nil {
+	// Rollup deltas per minute, merged over the batch so that a bucket
+	// costs one upsert per key whatever the batch holds.
+	if err := putRollups(ctx, tx, rollup.Deltas(b.Changes, nil)); err != nil {
 		return err
 	}
 	if err := putStates(ctx, tx, b.States); err != nil {
@@ -215,51 +217,35 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	return nil
 }
 
-// putRecords replaces the records of a batch and returns what the changes
-// add to the rollups of each minute, merged over the batch so that a
-// bucket costs one upsert per key whatever the batch holds.
-func putRecords(ctx context.Context, tx *sql.Tx, changes []store.Change) (map[int64]*analysis.Report, error) {
-	minutes := map[int64]*analysis.Report{}
-	delta := func(rec *store.Record, sign int64) {
-		m := rec.Minute()
-		d := minutes[m]
-		if d == nil {
-			d = analysis.NewReport()
-			minutes[m] = d
-		}
-		d.Add(rec.Result, sign)
-	}
+// putRecords replaces the records of a batch.
+func putRecords(ctx context.Context, tx *sql.Tx, changes []store.Change) error {
 	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records (`+recordColumns+`) VALUES (?,?,?,?,?,?,?,?)`)
 	if err != nil {
-		return nil, unavailable(ctx, "apply", err)
+		return unavailable(ctx, "apply", err)
 	}
 	defer put.Close()
 	var enc analysis.ResultEncoder
 	var result []byte
 	for _, c := range changes {
-		if c.Old != nil {
-			delta(c.Old, -1)
-		}
 		if c.New == nil {
 			if c.Old != nil {
 				if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE trace_id = ?`, c.Old.TraceID[:]); err != nil {
-					return nil, unavailable(ctx, "delete record", err)
+					return unavailable(ctx, "delete record", err)
 				}
 			}
 			continue
 		}
 		r := c.New
-		delta(r, 1)
 		result = enc.Append(result[:0], r.Result)
 		eds := make([]byte, 8*len(r.Edges))
 		for i, e := range r.Edges {
 			binary.BigEndian.PutUint64(eds[8*i:], e)
 		}
 		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), eds, result, r.Facts); err != nil {
-			return nil, unavailable(ctx, "put record", err)
+			return unavailable(ctx, "put record", err)
 		}
 	}
-	return minutes, nil
+	return nil
 }
 
 // putRollups adds the per-minute deltas to the rollups of every tier:
