@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -117,13 +118,8 @@ func checkAtTheCap(t *testing.T, st store.Store, acfg analysis.Config, want stri
 	// service (admitted) but its API the 5th; e is the 5th service.
 	got := reportAPIs(t, st, acfg)
 	wantAPIs := map[string]int64{"a GET /x": 1, "b GET /x": 1, "c GET /x": 1, graph.OtherAPI: 3}
-	if len(got) != len(wantAPIs) {
+	if !maps.Equal(got, wantAPIs) {
 		t.Fatalf("APIs %v, want %v", got, wantAPIs)
-	}
-	for k, v := range wantAPIs {
-		if got[k] != v {
-			t.Fatalf("APIs %v, want %v", got, wantAPIs)
-		}
 	}
 	doc, err := query.Document(context.Background(), st, store.Query{}, acfg)
 	if err != nil {
@@ -177,7 +173,7 @@ func admittedAfterRestart(t *testing.T, open func() store.Store) {
 	feedOne(t, p, rootSpan(2, 2, 1, "b2", "GET /y", 2*time.Second+time.Millisecond))
 	got := reportAPIs(t, st, c.Analysis)
 	want := map[string]int64{"a GET /x": 1, "b GET /x": 1, graph.OtherAPI: 2}
-	if len(got) != len(want) || got["a GET /x"] != 1 || got["b GET /x"] != 1 || got[graph.OtherAPI] != 2 {
+	if !maps.Equal(got, want) {
 		t.Fatalf("after the restart: %v, want %v", got, want)
 	}
 }
