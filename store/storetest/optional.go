@@ -16,13 +16,14 @@ import (
 )
 
 // Optional declares which of the optional interfaces a store implements:
-// store.IncidentReader, store.SeriesReader, store.Compactor. Run checks
+// store.IncidentReader, store.SeriesReader, store.Compactor,
+// store.Partitioned. Run checks
 // the declaration against the store both ways (a store that loses or
 // gains one fails), runs the tests of those it implements and skips the
 // others by name, so that a store's test output says what it was not
 // checked for.
 type Optional struct {
-	IncidentReader, SeriesReader, Compactor bool
+	IncidentReader, SeriesReader, Compactor, Partitioned bool
 }
 
 func testOptional(t *testing.T, open Opener, opt Optional) {
@@ -32,7 +33,8 @@ func testOptional(t *testing.T, open Opener, opt Optional) {
 		_, ir := s.(store.IncidentReader)
 		_, sr := s.(store.SeriesReader)
 		_, c := s.(store.Compactor)
-		if got := (Optional{ir, sr, c}); got != opt {
+		_, p := s.(store.Partitioned)
+		if got := (Optional{ir, sr, c, p}); got != opt {
 			t.Fatalf("%T implements %+v, its test declares %+v", s, got, opt)
 		}
 	})
@@ -47,6 +49,7 @@ func testOptional(t *testing.T, open Opener, opt Optional) {
 	t.Run("Examples", func(t *testing.T) { skip(t, opt.IncidentReader, "IncidentReader"); testExamples(t, open) })
 	t.Run("APISeries", func(t *testing.T) { skip(t, opt.SeriesReader, "SeriesReader"); testAPISeries(t, open) })
 	t.Run("Compact", func(t *testing.T) { skip(t, opt.Compactor, "Compactor"); testCompact(t, open) })
+	t.Run("Partitions", func(t *testing.T) { skip(t, opt.Partitioned, "Partitioned"); testPartitions(t, open) })
 }
 
 // The optional readers' data: the corpus (realistic traces across a day
