@@ -26,7 +26,15 @@ type analyser struct {
 	touched map[int64]time.Time // window → last change, for summaries and eviction
 	dirty   map[int64]bool      // windows whose summary is not stored yet
 	suspect map[int64]bool      // windows a failed batch touched (see settle)
-	prev    *job                // the batch being stored
+	// peers holds, for each window in memory, the other partitions'
+	// states summed as they are included in it (partitions only: see
+	// peers.go): the window's state in memory is its own plus these.
+	peers     map[int64]*analysis.State
+	peerSince time.Time // PeerWindows looks back from here
+	// recheck holds the windows loaded from the store whose records the
+	// next refresh evaluates again, all of them (partitions only).
+	recheck map[int64]bool
+	prev    *job // the batch being stored
 	// restored counts batches whose traces went back to the pending
 	// buffer after the store refused them.
 	restored int
@@ -53,6 +61,8 @@ func newAnalyser(p *Pipeline) *analyser {
 		touched: map[int64]time.Time{},
 		dirty:   map[int64]bool{},
 		suspect: map[int64]bool{},
+		peers:   map[int64]*analysis.State{},
+		recheck: map[int64]bool{},
 		eval:    analysis.NewEvaluator(p.cfg.Analysis),
 		folder:  analysis.NewFolder(p.cfg.Analysis.Limits),
 	}
@@ -67,6 +77,12 @@ func (a *analyser) run(ctx context.Context) error {
 	defer tick.Stop()
 	sums := time.NewTicker(a.p.cfg.SummaryInterval)
 	defer sums.Stop()
+	var peerTick <-chan time.Time // nil (never) unless partitioned
+	if a.p.peers != nil {
+		t := time.NewTicker(a.p.cfg.PeerRefresh)
+		defer t.Stop()
+		peerTick = t.C
+	}
 	work := context.WithoutCancel(ctx)
 	for {
 		select {
@@ -81,6 +97,11 @@ func (a *analyser) run(ctx context.Context) error {
 				a.p.log.Warn("window summaries", "err", err)
 			}
 			a.evict()
+		case <-peerTick:
+			if err := a.refreshPeers(work); err != nil && ctx.Err() == nil {
+				a.p.m.storeErrors.WithLabelValues("peers").Inc()
+				a.p.log.Warn("reading the other partitions' window states", "err", err)
+			}
 		case r := <-a.p.flushReq:
 			r.done <- a.flushAll(ctx, work, "flush")
 		case err := <-a.inFlight():
@@ -317,8 +338,7 @@ func (a *analyser) finish(ctx context.Context) error {
 // again once a batch is stored (settle).
 func (a *analyser) undo(j *job, submitted bool) {
 	for w := range j.before {
-		a.windows.Drop(w)
-		delete(a.touched, w)
+		a.forget(w)
 		if submitted {
 			a.suspect[w] = true
 			a.dirty[w] = true // its summary may have been stored with the batch's changes
@@ -587,11 +607,7 @@ func (a *analyser) buildBatch(ctx context.Context, j *job, changes []store.Chang
 	p := a.p
 	states := make(map[int64]*analysis.State, len(j.before))
 	for w := range j.before {
-		if st := a.windows.State(w); st != nil {
-			states[w] = st.Clone()
-		} else {
-			states[w] = analysis.NewState() // emptied: the store drops it
-		}
+		states[w] = a.ownState(w)
 	}
 	p.mu.Lock()
 	wm := min(p.pending.watermark(), floor)
@@ -693,10 +709,7 @@ func (a *analyser) settle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cur := a.windows.State(w)
-		if cur == nil {
-			cur = analysis.NewState()
-		}
+		cur := a.ownState(w)
 		// What the window admitted is not in its records: it stays.
 		st.KeepAdmitted(cur)
 		x, _ := json.Marshal(st)
@@ -705,18 +718,29 @@ func (a *analyser) settle(ctx context.Context) error {
 			a.p.log.Warn("window state corrected from its records after a failed batch", "window", w,
 				"traces", st.Traces, "was", cur.Traces)
 			// The window's results were evaluated against the wrong state:
-			// evaluate them again, in the batch that stores the state.
+			// evaluate them again, in the batch that stores the state,
+			// against the whole window (with the other partitions' part).
+			whole := st
+			if pe := a.peers[w]; pe != nil {
+				whole = analysis.NewState()
+				whole.Merge(st, 1)
+				whole.Merge(pe, 1)
+				whole.KeepAdmitted(st)
+				if mem := a.windows.State(w); mem != nil {
+					whole.KeepAdmitted(mem)
+				}
+			}
 			var changes []store.Change
 			for i, rec := range recs {
-				if c, ok := a.reevaluate(rec, traces[i], st); ok {
+				if c, ok := a.reevaluate(rec, traces[i], whole); ok {
 					changes = append(changes, c)
 				}
 			}
 			if err := a.p.st.Apply(ctx, store.Batch{Changes: changes, States: map[int64]*analysis.State{w: st}}); err != nil {
 				return err
 			}
-			if st.Traces > 0 {
-				a.windows.Put(w, st)
+			if whole.Traces > 0 {
+				a.windows.Put(w, whole)
 			} else {
 				a.windows.Drop(w)
 			}
@@ -739,6 +763,9 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 	// admits into it (Folder.Fold) are those the next trace sees.
 	if _, ok := a.touched[w]; ok {
 		st := analysis.NewState() // known, and empty
+		if err := a.addPeers(ctx, w, st); err != nil {
+			return nil, err
+		}
 		a.windows.Put(w, st)
 		return st, nil
 	}
@@ -748,6 +775,8 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 		st, exact = analysis.NewState(), true
 	case err != nil:
 		return nil, err
+	case a.p.peers != nil:
+		a.recheck[w] = true
 	}
 	if !exact {
 		st = analysis.NewState()
@@ -763,6 +792,9 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 			return nil, err
 		}
 		a.p.log.Info("window state rebuilt from its records", "window", w, "traces", st.Traces)
+	}
+	if err := a.addPeers(ctx, w, st); err != nil {
+		return nil, err
 	}
 	// The names the window admitted are those its counts hold now (and
 	// those stored with it): fix them before a re-opened trace that leaves
@@ -803,8 +835,7 @@ func (a *analyser) evict() {
 	horizon := a.p.cfg.Now().Add(-2 * a.windows.Size)
 	for w, at := range a.touched {
 		if at.Before(horizon) && !a.dirty[w] {
-			a.windows.Drop(w)
-			delete(a.touched, w)
+			a.forget(w)
 		}
 	}
 }

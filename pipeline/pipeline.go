@@ -56,6 +56,20 @@ type Config struct {
 	// Retention: data that started longer ago is deleted, checked hourly
 	// (default 7 days; negative keeps everything).
 	Retention time.Duration
+	// PeerRefresh, when positive, makes the pipeline one partition's
+	// analyser (its store a store.PartitionStore view): every PeerRefresh
+	// it reads the window states the other partitions stored, adds them
+	// to its own, and evaluates again its records that a changed edge
+	// class made stale (docs/ARCHITECTURE.md, "Scaling out").
+	PeerRefresh time.Duration
+	// Handover: when the pipeline stops, the traces still pending are not
+	// analysed but left in the store for the partition's next owner,
+	// which recovers them from the checkpoint (a rebalance hands a
+	// partition over quickly; nothing is lost, the spans are stored).
+	Handover bool
+	// SkipMaintenance: retention and compaction are run by someone else
+	// (a process analysing several partitions runs them once).
+	SkipMaintenance bool
 	// Logger (slog.Default() when nil) and Registerer (no metrics when nil).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -99,10 +113,11 @@ func (c *Config) defaults() {
 // Pipeline is the streaming analysis. Create it with New, start it with
 // Run, feed it with Consume.
 type Pipeline struct {
-	cfg Config
-	st  store.Store
-	log *slog.Logger
-	m   *metrics
+	cfg   Config
+	st    store.Store
+	peers store.Peers // nil unless PeerRefresh is set
+	log   *slog.Logger
+	m     *metrics
 
 	inflight atomic.Int64 // spans admitted and not yet analysed
 	writes   chan *writeReq
@@ -137,6 +152,9 @@ func New(st store.Store, cfg Config) *Pipeline {
 		flushReq: make(chan flushReq),
 		started:  make(chan struct{}),
 		done:     make(chan struct{}),
+	}
+	if pr, ok := st.(store.Peers); ok && cfg.PeerRefresh > 0 {
+		p.peers = pr
 	}
 	p.pending.init()
 	p.an = newAnalyser(p)
@@ -224,6 +242,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if p.cfg.Handover {
+		// The batch in flight is stored and the summaries with it; what
+		// is pending stays in the store, beyond the checkpoint.
+		if ferr := errors.Join(p.an.finish(fctx), p.an.storeSummaries(fctx)); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+		return err
+	}
 	if ferr := p.an.flushAll(fctx, fctx, "shutdown"); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
@@ -260,6 +286,9 @@ const compactAfter = 2 * time.Hour
 // retention deletes old data every hour (unless kept forever), and
 // settles the days that closed (store.Compactor).
 func (p *Pipeline) retention(ctx context.Context) {
+	if p.cfg.SkipMaintenance {
+		return
+	}
 	c, compacts := p.st.(store.Compactor)
 	if p.cfg.Retention < 0 && !compacts {
 		return
