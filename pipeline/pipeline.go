@@ -62,11 +62,6 @@ type Config struct {
 	// to its own, and evaluates again its records that a changed edge
 	// class made stale (docs/ARCHITECTURE.md, "Scaling out").
 	PeerRefresh time.Duration
-	// Handover: when the pipeline stops, the traces still pending are not
-	// analysed but left in the store for the partition's next owner,
-	// which recovers them from the checkpoint (a rebalance hands a
-	// partition over quickly; nothing is lost, the spans are stored).
-	Handover bool
 	// SkipMaintenance: retention and compaction are run by someone else
 	// (a process analysing several partitions runs them once).
 	SkipMaintenance bool
@@ -100,7 +95,7 @@ func (c *Config) defaults() {
 		c.SummaryInterval = time.Second
 	}
 	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
+		c.Retention = DefaultRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -109,6 +104,9 @@ func (c *Config) defaults() {
 		c.Now = time.Now
 	}
 }
+
+// DefaultRetention is how long data is kept unless Config.Retention says.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // Pipeline is the streaming analysis. Create it with New, start it with
 // Run, feed it with Consume.
@@ -128,9 +126,10 @@ type Pipeline struct {
 	flushReq chan flushReq // Flush asks the analyser to flush everything
 	an       *analyser     // owned by the analyser goroutine
 
-	closed  atomic.Bool
-	started chan struct{}
-	done    chan struct{}
+	closed   atomic.Bool
+	handover atomic.Bool // see HandOver
+	started  chan struct{}
+	done     chan struct{}
 }
 
 type flushReq struct {
@@ -242,7 +241,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if p.cfg.Handover {
+	if p.handover.Load() {
 		// The batch in flight is stored and the summaries with it; what
 		// is pending stays in the store, beyond the checkpoint.
 		if ferr := errors.Join(p.an.finish(fctx), p.an.storeSummaries(fctx)); ferr != nil {
@@ -255,6 +254,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// HandOver makes the pipeline, when its Run's context ends, leave the
+// traces still pending in the store for the partition's next owner (which
+// recovers them from the checkpoint) instead of analysing them: a
+// rebalance then hands a partition over at once. Nothing is lost: their
+// spans are stored. Call it before ending Run's context.
+func (p *Pipeline) HandOver() { p.handover.Store(true) }
 
 // Started is closed once recovery is done and the pipeline accepts spans.
 func (p *Pipeline) Started() <-chan struct{} { return p.started }
@@ -283,29 +289,36 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 // compactAfter is how long after a UTC day ends it is compacted.
 const compactAfter = 2 * time.Hour
 
-// retention deletes old data every hour (unless kept forever), and
-// settles the days that closed (store.Compactor).
+// retention runs Maintain unless someone else does.
 func (p *Pipeline) retention(ctx context.Context) {
 	if p.cfg.SkipMaintenance {
 		return
 	}
-	c, compacts := p.st.(store.Compactor)
-	if p.cfg.Retention < 0 && !compacts {
+	Maintain(ctx, p.st, p.cfg.Retention, p.cfg.Now, p.log)
+}
+
+// Maintain deletes data older than retention every hour (unless retention
+// is negative: kept forever), and settles the days that closed
+// (store.Compactor), until ctx ends. A pipeline runs it over its store; a
+// process that analyses only partitions runs it once over the store.
+func Maintain(ctx context.Context, st store.Store, retention time.Duration, now func() time.Time, log *slog.Logger) {
+	c, compacts := st.(store.Compactor)
+	if retention < 0 && !compacts {
 		return
 	}
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		now := p.cfg.Now()
-		if p.cfg.Retention >= 0 {
-			if err := p.st.DeleteBefore(ctx, now.Add(-p.cfg.Retention).UnixNano()); err != nil && ctx.Err() == nil {
-				p.log.Warn("retention", "err", err)
+		now := now()
+		if retention >= 0 {
+			if err := st.DeleteBefore(ctx, now.Add(-retention).UnixNano()); err != nil && ctx.Err() == nil {
+				log.Warn("retention", "err", err)
 			}
 		}
 		// Days that closed a while ago (late spans are rare by then).
 		if compacts {
 			if err := c.Compact(ctx, now.Add(-compactAfter).UnixNano()); err != nil && ctx.Err() == nil {
-				p.log.Warn("compact", "err", err)
+				log.Warn("compact", "err", err)
 			}
 		}
 		select {

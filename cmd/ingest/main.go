@@ -1,11 +1,30 @@
 // Command ingest is the ingesting side over a ClickHouse store: OTLP
 // gRPC/HTTP and Kafka receivers and the analysis pipeline, with /healthz,
 // /readyz and /metrics on --http; cmd/api serves the REST API and the UI
-// over the same store, as many of them as reads need. Run one analysing
-// instance per store until scale-out exists: a second is refused at start
-// (the store's analysis lease). Every flag also reads STORMRADIUS_<FLAG>.
+// over the same store, as many of them as reads need. Every flag also
+// reads STORMRADIUS_<FLAG>.
 //
-//	ingest --store clickhouse://clickhouse:9000/stormradius [--kafka-brokers kafka:9092]
+// Any number of instances share a store (docs/ARCHITECTURE.md, "Scaling
+// out"):
+//
+//   - Behind Kafka: every instance in one consumer group, OTLP receivers
+//     off. The group shares the topic's partitions out; each instance
+//     analyses the partitions it is assigned, each on its own, and hands
+//     them over on a rebalance. The collector's kafka exporter must write
+//     with partition_traces_by_id, so that a trace stays on one partition.
+//     Instances beyond the topic's partition count sit idle.
+//
+//     ingest --store clickhouse://clickhouse:9000/stormradius --kafka-brokers kafka:9092 --otlp-grpc off --otlp-http off
+//
+//   - Without Kafka: each instance receives OTLP as a partition of its own
+//     (--partition, stable across restarts), behind a collector whose
+//     loadbalancing exporter routes by trace id (deploy/collector).
+//
+//     ingest --store clickhouse://clickhouse:9000/stormradius --partition shard-0
+//
+// One instance with OTLP on and no --partition analyses the store's
+// default partition: a second such instance is refused at start (the
+// partition's lease).
 package main
 
 import (
@@ -34,8 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ingest --store clickhouse://host:9000/db [flags]")
 		fmt.Fprintln(stderr, "\nReceives OTLP traces (gRPC, HTTP, optionally Kafka) into the store and analyses them;")
-		fmt.Fprintln(stderr, "cmd/api serves the results. One analysing instance per store until scale-out exists:")
-		fmt.Fprintln(stderr, "a second is refused at start.")
+		fmt.Fprintln(stderr, "cmd/api serves the results. Several instances share a store: in one Kafka consumer group")
+		fmt.Fprintln(stderr, "with --otlp-grpc off --otlp-http off (each analyses the partitions it is assigned), or")
+		fmt.Fprintln(stderr, "each with its own --partition behind a collector routing by trace id.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -29,7 +29,7 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	want := "body-buffer-bytes body-timeout claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-topic " +
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
-		"otlp-grpc otlp-http retention store tls-cert tls-key trace-idle window"
+		"otlp-grpc otlp-http partition retention store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)
 	}
@@ -38,8 +38,10 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		!strings.HasPrefix(httpHelp[1], "/healthz, /readyz and /metrics listen address") {
 		t.Errorf("--http is described as %q", httpHelp)
 	}
-	if !strings.Contains(help, "One analysing instance per store") {
-		t.Errorf("the help does not say to run one analysing instance per store:\n%s", help)
+	for _, say := range []string{"in one Kafka consumer group", "--otlp-grpc off --otlp-http off", "own --partition"} {
+		if !strings.Contains(help, say) {
+			t.Errorf("the help does not say how several instances share a store (%q):\n%s", say, help)
+		}
 	}
 
 	var errOut bytes.Buffer

@@ -213,6 +213,27 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// groupConfig is the kafka-go consumer group configuration of a
+// partitioned Receiver: the group's membership and assignments, with
+// partition readers of its own (readerConfig without a group).
+func (c Config) groupConfig() kafkago.ConsumerGroupConfig {
+	rc := c.readerConfig()
+	return kafkago.ConsumerGroupConfig{
+		ID:                    c.GroupID,
+		Brokers:               c.Brokers,
+		Dialer:                c.Dialer,
+		Topics:                []string{c.Topic},
+		WatchPartitionChanges: true, // partitions added to the topic are assigned
+		HeartbeatInterval:     c.HeartbeatInterval,
+		SessionTimeout:        c.SessionTimeout,
+		RebalanceTimeout:      c.RebalanceTimeout,
+		JoinGroupBackoff:      c.JoinGroupBackoff,
+		StartOffset:           rc.StartOffset,
+		Logger:                rc.Logger,
+		ErrorLogger:           rc.ErrorLogger,
+	}
+}
+
 // readerConfig is the kafka-go reader configuration: a consumer-group member
 // that never commits by itself (FetchMessage, explicit synchronous commits).
 func (c Config) readerConfig() kafkago.ReaderConfig {

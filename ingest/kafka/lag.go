@@ -116,7 +116,7 @@ func groupOffsets(ctx context.Context, c *kafkago.Client, group, topic string) (
 // disabled) and counts the reader's rebalances, until ctx ends. A failed lag
 // probe is logged once per failure streak; the gauges keep their last
 // values meanwhile.
-func (r *Receiver) probe(ctx context.Context, reader *kafkago.Reader) {
+func (r *Receiver) probe(ctx context.Context, rebalances func() int64) {
 	interval := r.cfg.LagInterval
 	withLag := interval > 0
 	if !withLag {
@@ -132,13 +132,17 @@ func (r *Receiver) probe(ctx context.Context, reader *kafkago.Reader) {
 	failing := false
 	for {
 		// Stats returns counts since its last call: we are its only caller.
-		r.m.rebalances.Add(float64(reader.Stats().Rebalances))
+		if rebalances != nil {
+			r.m.rebalances.Add(float64(rebalances()))
+		}
 		if withLag {
 			failing = r.probeLag(ctx, c, interval, failing)
 		}
 		select {
 		case <-ctx.Done():
-			r.m.rebalances.Add(float64(reader.Stats().Rebalances))
+			if rebalances != nil {
+				r.m.rebalances.Add(float64(rebalances()))
+			}
 			return
 		case <-t.C:
 		}

@@ -26,13 +26,22 @@ import (
 // consumer group, and feeds the spans to a pipeline.Consumer, committing
 // offsets only for what the store accepted.
 type Receiver struct {
-	cfg  Config
-	next pipeline.Consumer
-	log  *slog.Logger
-	m    *metrics
-	dec  *ingest.Decoder // Run's goroutine only
+	cfg   Config
+	next  pipeline.Consumer // one consumer for every partition; or
+	parts Partitions        // one per partition (partitioned.go)
+	log   *slog.Logger
+	m     *metrics
 
 	running atomic.Bool
+}
+
+// worker consumes records into batches for one consumer: the group's
+// (Receiver.next) or one partition's. Its fields are its goroutine's.
+type worker struct {
+	r    *Receiver
+	next pipeline.Consumer
+	log  *slog.Logger
+	dec  *ingest.Decoder
 
 	// Bad and empty records are logged at most once a second: a topic
 	// full of another encoding would otherwise log every record.
@@ -42,6 +51,17 @@ type Receiver struct {
 	spanHint int // spans in the last batch: the next batch's capacity
 }
 
+func (r *Receiver) newWorker(next pipeline.Consumer, log *slog.Logger) *worker {
+	return &worker{r: r, next: next, log: log, dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: r.cfg.ClaimHeader})}
+}
+
+// source is where a worker reads records and commits their offsets: the
+// group's reader, or one partition's reader and its generation.
+type source interface {
+	FetchMessage(ctx context.Context) (kafkago.Message, error)
+	CommitMessages(ctx context.Context, msgs ...kafkago.Message) error
+}
+
 // NewReceiver returns a Receiver that reads the topic cfg names and feeds
 // next. It checks cfg and registers the metrics; it does not connect (Run
 // does).
@@ -49,6 +69,10 @@ func NewReceiver(cfg Config, next pipeline.Consumer) (*Receiver, error) {
 	if next == nil {
 		return nil, errors.New("kafka: no consumer to feed")
 	}
+	return newReceiver(cfg, next, nil)
+}
+
+func newReceiver(cfg Config, next pipeline.Consumer, parts Partitions) (*Receiver, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -62,11 +86,11 @@ func NewReceiver(cfg Config, next pipeline.Consumer) (*Receiver, error) {
 		return nil, err
 	}
 	return &Receiver{
-		cfg:  cfg,
-		next: next,
-		log:  cfg.Logger.With("topic", cfg.Topic, "group", cfg.GroupID),
-		m:    m,
-		dec:  ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: cfg.ClaimHeader}),
+		cfg:   cfg,
+		next:  next,
+		parts: parts,
+		log:   cfg.Logger.With("topic", cfg.Topic, "group", cfg.GroupID),
+		m:     m,
 	}, nil
 }
 
@@ -80,10 +104,13 @@ func (r *Receiver) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("kafka: Run called more than once")
 	}
+	if r.parts != nil {
+		return r.runPartitions(ctx)
+	}
 	rd := kafkago.NewReader(r.cfg.readerConfig())
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.probe(probeCtx, rd) })
+	wg.Go(func() { r.probe(probeCtx, func() int64 { return rd.Stats().Rebalances }) })
 	defer func() {
 		stopProbe()
 		wg.Wait()
@@ -92,24 +119,29 @@ func (r *Receiver) Run(ctx context.Context) error {
 		_ = rd.Close() // kafka-go's Close never fails
 	}()
 	r.log.Info("kafka: consuming", "brokers", strings.Join(r.cfg.Brokers, ","), "encoding", string(r.cfg.Encoding))
+	return r.newWorker(r.next, r.log).consume(ctx, rd)
+}
 
+// consume delivers batches of src's records until ctx ends (nil) or the
+// consumer refuses a batch for good (its error).
+func (w *worker) consume(ctx context.Context, src source) error {
 	for {
-		b := r.newBatch()
-		err := r.fill(ctx, rd, b)
+		b := w.newBatch()
+		err := w.fill(ctx, src, b)
 		if err == nil {
-			err = r.deliver(ctx, b)
+			err = w.deliver(ctx, b)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				if b.n > 0 {
-					r.log.Info("kafka: stopping; the last batch was not committed and will be read again",
+					w.log.Info("kafka: stopping; the last batch was not committed and will be read again",
 						"records", b.n, "offsets", b.offsets())
 				}
 				return nil
 			}
 			return err
 		}
-		r.commit(ctx, rd, b)
+		w.commit(ctx, src, b)
 	}
 }
 
@@ -126,8 +158,8 @@ type batch struct {
 	first []int64
 }
 
-func (r *Receiver) newBatch() *batch {
-	return &batch{spans: make([]graph.Span, 0, r.spanHint)}
+func (w *worker) newBatch() *batch {
+	return &batch{spans: make([]graph.Span, 0, w.spanHint)}
 }
 
 // mark records m as the last record of its partition in the batch. Records
@@ -165,12 +197,13 @@ func (b *batch) offsets() string {
 // fill fetches records into b until it is full or MaxBatchWait has passed
 // since its first record. It waits for the first record as long as it takes
 // (an idle topic is not an error) and returns an error only when ctx ends.
-func (r *Receiver) fill(ctx context.Context, rd *kafkago.Reader, b *batch) error {
-	m, err := r.fetchFirst(ctx, rd)
+func (w *worker) fill(ctx context.Context, rd source, b *batch) error {
+	r := w.r
+	m, err := w.fetchFirst(ctx, rd)
 	if err != nil {
 		return err
 	}
-	r.add(b, m)
+	w.add(b, m)
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.MaxBatchWait)
 	defer cancel()
 	for b.n < r.cfg.MaxBatchMessages && b.bytes < r.cfg.MaxBatchBytes {
@@ -182,11 +215,11 @@ func (r *Receiver) fill(ctx context.Context, rd *kafkago.Reader, b *batch) error
 			if bctx.Err() == nil {
 				// A failed fetch, not the batch's deadline: deliver
 				// what we have; the next fetchFirst retries.
-				r.fetchFailed(err)
+				w.fetchFailed(err)
 			}
 			return nil
 		}
-		r.add(b, m)
+		w.add(b, m)
 	}
 	return nil
 }
@@ -194,7 +227,8 @@ func (r *Receiver) fill(ctx context.Context, rd *kafkago.Reader, b *batch) error
 // fetchFirst returns the next record, retrying failed fetches with backoff
 // (the broker or the group coordinator may be away: the client reconnects
 // and rejoins by itself) until ctx ends.
-func (r *Receiver) fetchFirst(ctx context.Context, rd *kafkago.Reader) (kafkago.Message, error) {
+func (w *worker) fetchFirst(ctx context.Context, rd source) (kafkago.Message, error) {
+	r := w.r
 	backoff := r.cfg.MinBackoff
 	for {
 		m, err := rd.FetchMessage(ctx)
@@ -207,7 +241,7 @@ func (r *Receiver) fetchFirst(ctx context.Context, rd *kafkago.Reader) (kafkago.
 		if errors.Is(err, io.EOF) {
 			return m, fmt.Errorf("kafka: fetch: reader closed: %w", err)
 		}
-		r.fetchFailed(err)
+		w.fetchFailed(err)
 		if !sleep(ctx, jitter(backoff)) {
 			return m, ctx.Err()
 		}
@@ -215,31 +249,32 @@ func (r *Receiver) fetchFirst(ctx context.Context, rd *kafkago.Reader) (kafkago.
 	}
 }
 
-func (r *Receiver) fetchFailed(err error) {
-	r.m.fetchErrors.Inc()
-	r.log.Warn("kafka: fetch failed; retrying", "err", err)
+func (w *worker) fetchFailed(err error) {
+	w.r.m.fetchErrors.Inc()
+	w.log.Warn("kafka: fetch failed; retrying", "err", err)
 }
 
 // add decodes m into b. A record that does not decode is counted, logged and
 // kept in the batch's offsets: it is committed with the batch, because it
 // will never decode, and holding the partition back for it would stop it.
-func (r *Receiver) add(b *batch, m kafkago.Message) {
+func (w *worker) add(b *batch, m kafkago.Message) {
+	r := w.r
 	r.m.messages.Inc()
 	r.m.bytes.Add(float64(len(m.Value)))
 	b.n++
 	b.bytes += len(m.Value)
 	json := r.cfg.Encoding == EncodingJSON || (len(m.Value) > 0 && m.Value[0] == '{')
-	spans, err := r.dec.AppendRequest(b.spans, m.Value, json)
+	spans, err := w.dec.AppendRequest(b.spans, m.Value, json)
 	switch {
 	case err != nil:
 		r.m.bad.Inc()
-		r.logRecord(m, json, "kafka: skipping a record that is not an OTLP trace request", err)
+		w.logRecord(m, json, "kafka: skipping a record that is not an OTLP trace request", err)
 	case len(spans) == len(b.spans):
 		// Valid but empty. The exporter never writes an empty export, so
 		// this is most likely another payload that happens to parse (a
 		// Jaeger JSON span has no OTLP field): say so, once in a while.
 		r.m.empty.Inc()
-		r.logRecord(m, json, "kafka: a record holds no span; is the topic written with another encoding or signal?", nil)
+		w.logRecord(m, json, "kafka: a record holds no span; is the topic written with another encoding or signal?", nil)
 	default:
 		b.spans = spans
 	}
@@ -247,10 +282,10 @@ func (r *Receiver) add(b *batch, m kafkago.Message) {
 }
 
 // logRecord logs a record that gave no span, at most once a second.
-func (r *Receiver) logRecord(m kafkago.Message, json bool, msg string, err error) {
+func (w *worker) logRecord(m kafkago.Message, json bool, msg string, err error) {
 	now := time.Now()
-	if now.Sub(r.badLogged) < time.Second {
-		r.badQuiet++
+	if now.Sub(w.badLogged) < time.Second {
+		w.badQuiet++
 		return
 	}
 	enc := EncodingProto
@@ -264,11 +299,11 @@ func (r *Receiver) logRecord(m kafkago.Message, json bool, msg string, err error
 	if len(m.Key) > 0 {
 		args = append(args, "key", printableKey(m.Key))
 	}
-	if r.badQuiet > 0 {
-		args = append(args, "records_not_logged", r.badQuiet)
+	if w.badQuiet > 0 {
+		args = append(args, "records_not_logged", w.badQuiet)
 	}
-	r.log.Warn(msg, args...)
-	r.badLogged, r.badQuiet = now, 0
+	w.log.Warn(msg, args...)
+	w.badLogged, w.badQuiet = now, 0
 }
 
 // printableKey returns a record key for a log: as it is when it is short
@@ -289,8 +324,9 @@ func printableKey(k []byte) string {
 // consumption: the same spans are offered again after a capped exponential
 // backoff, and nothing more is fetched meanwhile, so Kafka holds the backlog.
 // It returns ctx's error when ctx ends, and a refusal that is not temporary.
-func (r *Receiver) deliver(ctx context.Context, b *batch) error {
-	defer func() { r.spanHint = len(b.spans) }()
+func (w *worker) deliver(ctx context.Context, b *batch) error {
+	r := w.r
+	defer func() { w.spanHint = len(b.spans) }()
 	if len(b.spans) == 0 {
 		return nil // only bad or empty records: nothing to store, commit them
 	}
@@ -305,12 +341,12 @@ func (r *Receiver) deliver(ctx context.Context, b *batch) error {
 		}
 	}()
 	for {
-		err := r.next.Consume(ctx, b.spans)
+		err := w.next.Consume(ctx, b.spans)
 		if err == nil {
 			r.m.spans.Add(float64(len(b.spans)))
 			r.m.batches.Inc()
 			if !pausedAt.IsZero() {
-				r.log.Info("kafka: resuming consumption: the store accepted the batch",
+				w.log.Info("kafka: resuming consumption: the store accepted the batch",
 					"paused", time.Since(pausedAt).Round(time.Millisecond).String(), "refusals", refusals)
 			}
 			return nil
@@ -329,11 +365,11 @@ func (r *Receiver) deliver(ctx context.Context, b *batch) error {
 			pausedAt = time.Now()
 			counted, logged = pausedAt, pausedAt
 			r.m.paused.Set(1)
-			r.log.Warn("kafka: pausing consumption: the store refused a batch; offering it again with backoff",
+			w.log.Warn("kafka: pausing consumption: the store refused a batch; offering it again with backoff",
 				"reason", reason, "err", err, "records", b.n, "spans", len(b.spans), "offsets", b.offsets())
 		case time.Since(logged) >= stillPausedLogInterval:
 			logged = time.Now()
-			r.log.Warn("kafka: consumption still paused: the store keeps refusing the batch",
+			w.log.Warn("kafka: consumption still paused: the store keeps refusing the batch",
 				"reason", reason, "err", err, "refusals", refusals,
 				"paused", time.Since(pausedAt).Round(time.Second).String(), "offsets", b.offsets())
 		}
@@ -372,12 +408,12 @@ func retryReason(err error) string {
 // reading the batch again. A failed commit is counted and logged, not
 // retried: a later commit of the same partition covers these offsets too,
 // and at worst the records are read again (the store keeps each span once).
-func (r *Receiver) commit(ctx context.Context, rd *kafkago.Reader, b *batch) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CommitTimeout)
+func (w *worker) commit(ctx context.Context, rd source, b *batch) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.r.cfg.CommitTimeout)
 	defer cancel()
 	if err := rd.CommitMessages(cctx, b.last...); err != nil {
-		r.m.commitErrors.Inc()
-		r.log.Warn("kafka: commit failed; these records will be read again after a restart or rebalance",
+		w.r.m.commitErrors.Inc()
+		w.log.Warn("kafka: commit failed; these records will be read again after a restart or rebalance",
 			"err", err, "offsets", b.offsets())
 	}
 }

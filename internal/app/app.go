@@ -47,6 +47,12 @@ type Config struct {
 	OTLP otlp.Config
 	// Kafka, when Brokers are set, adds a Kafka consumer.
 	Kafka kafka.Config
+	// Partition, when set, makes this instance the analyser of one named
+	// partition of a partitioned store (store.Partitioned): what its OTLP
+	// receivers get. Several instances, each with its own partition,
+	// share a store when every trace reaches one of them (the collector's
+	// loadbalancing exporter routing by trace id).
+	Partition string
 	// HTTPAddr serves /healthz, /readyz, /metrics and, with Web, the REST
 	// API and the UI ("" for none).
 	HTTPAddr string
@@ -74,12 +80,20 @@ type Addrs struct {
 // consumer stops, the pipeline analyses every pending trace, the store is
 // closed and its analysis lease released.
 //
-// Run takes the store's analysis lease before anything else: while
-// another instance holds it, Run returns the refusal (errors.Is
-// store.ErrLeaseHeld) at once. If the lease is lost while running, Run
-// stops the service with an error wrapping store.ErrLeaseLost: the store
-// refuses further writes, pending traces are left to the instance that
-// holds the lease (their spans are stored; it recovers them).
+// Run takes the analysis lease of what it analyses before anything else:
+// the store's, or its partition's (Partition). While another instance
+// holds it, Run returns the refusal (errors.Is store.ErrLeaseHeld) at
+// once. If the lease is lost while running, Run stops the service with an
+// error wrapping store.ErrLeaseLost: the store refuses further writes,
+// pending traces are left to the instance that holds the lease (their
+// spans are stored; it recovers them).
+//
+// Over a partitioned store (store.Partitioned) the Kafka consumer analyses
+// each partition the group assigns to this instance on its own, under the
+// partition's lease (docs/ARCHITECTURE.md, "Scaling out"); the OTLP
+// receivers feed the store's default partition, or Partition. With Kafka
+// and no OTLP receiver, Run analyses only the Kafka partitions: any number
+// of such instances share a topic and a store.
 func Run(ctx context.Context, cfg Config) (err error) {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	reg := newRegistry()
@@ -89,34 +103,70 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer closeStore(st, &err)
 	ttl := cmp.Or(cfg.LeaseTimeout, DefaultLeaseTimeout)
-	// Before recovery: the pipeline owns the window states, the checkpoint
-	// and the pending traces, which a second analyser would corrupt.
-	lease, err := takeLease(ctx, st, ttl, log)
+	plan, err := planOf(cfg, st)
 	if err != nil {
 		return err
 	}
-	defer lease.stop() // before closeStore, which releases the lease
-
-	// From here on every way out goes through svc.shutdown.
 	pcfg := cfg.Pipeline
 	pcfg.Logger, pcfg.Registerer = log, reg
-	p := pipeline.New(st, pcfg)
-	pctx, stopPipeline := context.WithCancel(context.Background())
-	defer stopPipeline()
+	if plan.partitioned {
+		pcfg.PeerRefresh = cmp.Or(pcfg.PeerRefresh, DefaultPeerRefresh)
+	}
 	tctx, stopTasks := context.WithCancel(context.Background())
 	defer stopTasks()
-	svc := &service{log: log, reg: reg, stopPipeline: stopPipeline, stopTasks: stopTasks,
-		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1)}
-	go func() { svc.perr <- p.Run(pctx) }()
-	select {
-	case <-p.Started():
-	case err := <-svc.perr:
-		svc.perr <- err // read again by shutdown
-		return svc.shutdown(nil)
-	case <-ctx.Done():
-		return svc.shutdown(ctx.Err())
-	case err := <-lease.lost:
-		return svc.shutdown(err)
+	svc := &service{log: log, reg: reg, stopPipeline: func() {}, stopTasks: stopTasks,
+		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1),
+		partLost: make(chan error, 1)}
+	var p *pipeline.Pipeline
+	var leaseLost <-chan error
+	if plan.main == nil {
+		svc.perr <- nil // no pipeline of its own: only Kafka partitions
+		log.Info("analysing only the Kafka partitions the consumer group assigns to this instance (no OTLP receiver)")
+		svc.tasks.Add(1)
+		go func() {
+			defer svc.tasks.Done()
+			pipeline.Maintain(tctx, st, cmp.Or(cfg.Pipeline.Retention, pipeline.DefaultRetention), time.Now, log)
+		}()
+	} else {
+		if plan.view != nil {
+			defer closeStore(plan.view, &err)
+		}
+		// Before recovery: the pipeline owns the window states, the
+		// checkpoint and the pending traces, which a second analyser
+		// would corrupt.
+		lease, err := takeLease(ctx, plan.main, ttl, log)
+		if err != nil {
+			svc.stopTasks()
+			svc.tasks.Wait()
+			return leaseHint(err, cfg)
+		}
+		defer lease.stop() // before closeStore, which releases the lease
+		leaseLost = lease.lost
+		if plan.labelled {
+			// Next to the partitions' pipelines, whose metrics carry
+			// their partition.
+			pcfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"partition": cfg.Partition}, reg)
+		}
+		// From here on every way out goes through svc.shutdown.
+		p = pipeline.New(plan.main, pcfg)
+		pctx, stopPipeline := context.WithCancel(context.Background())
+		defer stopPipeline()
+		svc.stopPipeline = stopPipeline
+		go func() { svc.perr <- p.Run(pctx) }()
+		select {
+		case <-p.Started():
+		case err := <-svc.perr:
+			svc.perr <- err // read again by shutdown
+			return svc.shutdown(nil)
+		case <-ctx.Done():
+			return svc.shutdown(ctx.Err())
+		case err := <-lease.lost:
+			return svc.shutdown(err)
+		}
+	}
+	if plan.kafkaParts {
+		pcfg.Registerer = reg
+		svc.parts = &partitions{st: plan.store, cfg: pcfg, ttl: ttl, log: log, lost: svc.partLost}
 	}
 
 	acfg := pcfg.Analysis
@@ -127,12 +177,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	svc.ready.Store(true)
 	log.Info("stormradius is running", "otlp_grpc", addrs.OTLPGRPC, "otlp_http", addrs.OTLPHTTP, "http", addrs.HTTP,
-		"kafka", cfg.Kafka.Brokers, "window", st.Window())
+		"kafka", cfg.Kafka.Brokers, "window", st.Window(), "partition", cfg.Partition)
 	if cfg.Ready != nil {
 		cfg.Ready(addrs)
 	}
 
-	runErr := svc.wait(ctx, lease.lost)
+	runErr := svc.wait(ctx, leaseLost)
 	svc.ready.Store(false)
 	if errors.Is(runErr, store.ErrLeaseLost) {
 		// The store refuses the pipeline's writes now: what is pending is
@@ -142,6 +192,69 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log.Info("shutting down: receivers stop, pending traces are analysed")
 	}
 	return svc.shutdown(runErr)
+}
+
+// plan is what a service analyses, from its configuration and store.
+type plan struct {
+	// store is the store's partitions (nil when it has none).
+	store store.Partitioned
+	// partitioned: analysis is split (Kafka partitions, or Partition):
+	// every pipeline reads the other partitions' window states.
+	partitioned bool
+	// kafkaParts: the Kafka consumer analyses each partition on its own.
+	kafkaParts bool
+	// main is what the OTLP receivers' pipeline analyses (the store, or
+	// the view of Partition); nil when there is none (only Kafka).
+	main store.Store
+	view store.PartitionStore // Partition's view, closed by Run
+	// labelled: the main pipeline's metrics carry its partition, as the
+	// Kafka partitions' do.
+	labelled bool
+}
+
+func planOf(cfg Config, st store.Store) (plan, error) {
+	var pl plan
+	ps, ok := st.(store.Partitioned)
+	if ok {
+		pl.store = ps
+	}
+	pl.kafkaParts = ok && len(cfg.Kafka.Brokers) > 0
+	otlpOn := !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP
+	switch {
+	case cfg.Partition != "" && !ok:
+		return pl, fmt.Errorf("--partition %q: the store (%T) cannot be analysed in partitions", cfg.Partition, st)
+	case cfg.Partition != "":
+		if err := store.CheckPartition(cfg.Partition); err != nil {
+			return pl, fmt.Errorf("--partition: %w", err)
+		}
+		view, err := ps.Partition(cfg.Partition)
+		if err != nil {
+			return pl, err
+		}
+		pl.main, pl.view = view, view
+	case pl.kafkaParts && !otlpOn:
+		// Only Kafka partitions.
+	default:
+		pl.main = st
+	}
+	pl.partitioned = pl.kafkaParts || cfg.Partition != ""
+	pl.labelled = pl.kafkaParts && pl.main != nil
+	return pl, nil
+}
+
+// leaseHint adds to a refused lease what to do when several instances
+// were meant to share the work.
+func leaseHint(err error, cfg Config) error {
+	if !errors.Is(err, store.ErrLeaseHeld) {
+		return err
+	}
+	what := "the store"
+	if cfg.Partition != "" {
+		what = "partition " + cfg.Partition
+	}
+	hint := "to run several instances, give each OTLP-receiving instance a --partition of its own and route traces to them by trace id, " +
+		"or consume Kafka with the OTLP receivers off (--otlp-grpc off --otlp-http off): Kafka partitions are shared out by the consumer group"
+	return fmt.Errorf("%s: %w (%s)", what, err, hint)
 }
 
 // service is what Run starts once it holds the store's lease, as far as
@@ -156,16 +269,18 @@ type service struct {
 	stopTasks    context.CancelFunc
 	tasks        sync.WaitGroup // the Kafka consumer and the incident watch, on stopTasks's context
 	stopPipeline context.CancelFunc
+	parts        *partitions // the Kafka partitions' pipelines, over a partitioned store
 
 	// How each part ends: the pipeline (read once more by shutdown), the
-	// HTTP server and the Kafka consumer.
-	perr, httpErr, kafkaErr chan error
+	// HTTP server, the Kafka consumer, a Kafka partition's lease.
+	perr, httpErr, kafkaErr, partLost chan error
 }
 
-// start starts, around the running pipeline p, the HTTP server, the OTLP
-// receivers, and on tctx the Kafka consumer and the incident watch, each
-// if configured; it returns their addresses, or the error of the first
-// that could not start (what started is left to shutdown).
+// start starts, around the running pipeline p (nil: only Kafka
+// partitions), the HTTP server, the OTLP receivers, and on tctx the Kafka
+// consumer and the incident watch, each if configured; it returns their
+// addresses, or the error of the first that could not start (what started
+// is left to shutdown).
 func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipeline, st store.Store, acfg analysis.Config) (Addrs, error) {
 	addrs := Addrs{Store: st, Pipeline: p}
 	var err error
@@ -175,7 +290,7 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 	if s.srv != nil {
 		addrs.HTTP = s.srv.addr
 	}
-	if !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP {
+	if p != nil && (!cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP) {
 		ocfg := cfg.OTLP
 		ocfg.Logger, ocfg.Registerer = s.log, s.reg
 		recv, err := otlp.New(ocfg, p)
@@ -191,7 +306,12 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 	if len(cfg.Kafka.Brokers) > 0 {
 		kcfg := cfg.Kafka
 		kcfg.Logger, kcfg.Registerer = s.log, s.reg
-		kr, err := kafka.NewReceiver(kcfg, p)
+		var kr *kafka.Receiver
+		if s.parts != nil {
+			kr, err = kafka.NewPartitionedReceiver(kcfg, s.parts)
+		} else {
+			kr, err = kafka.NewReceiver(kcfg, p)
+		}
 		if err != nil {
 			return addrs, err
 		}
@@ -208,7 +328,7 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 	return addrs, nil
 }
 
-// wait waits until ctx ends (nil), a part of the service fails, or the
+// wait waits until ctx ends (nil), a part of the service fails, or a
 // lease is lost, and says which.
 func (s *service) wait(ctx context.Context, leaseLost <-chan error) error {
 	select {
@@ -223,12 +343,15 @@ func (s *service) wait(ctx context.Context, leaseLost <-chan error) error {
 		return fmt.Errorf("pipeline stopped: %w", err)
 	case err := <-leaseLost:
 		return err
+	case err := <-s.partLost:
+		return err
 	}
 }
 
 // shutdown stops the service in order: the OTLP receivers stop taking
-// data (their in-flight requests finish), the Kafka consumer and the
-// incident watch stop, the pipeline analyses every pending trace (or,
+// data (their in-flight requests finish), the Kafka consumer (which
+// closes its partitions' pipelines, analysing what they have pending) and
+// the incident watch stop, the pipeline analyses every pending trace (or,
 // with the lease lost, leaves them to the lease's holder), and the HTTP
 // server (/readyz, /metrics) stops last. It returns cause joined with the
 // pipeline's error. Run's defers then stop the lease and close the store.

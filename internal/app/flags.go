@@ -59,6 +59,8 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
 	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
+	partition := fs.String("partition", "", "analyse one named partition of the store (letters, digits, ._-/:): "+
+		"several instances share a store when each has its own and every trace reaches one of them (a collector's loadbalancing exporter routing by trace id; docs/ARCHITECTURE.md \"Scaling out\")")
 	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
@@ -107,6 +109,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		}
 		c.Pipeline = pipelineOf(*idle, *maxAge, *inflight, ret)
 		c.LeaseTimeout = *leaseTimeout
+		c.Partition = *partition
 		if *leaseTimeout < time.Second {
 			errs = append(errs, fmt.Errorf("--lease-timeout %v: want at least 1s", *leaseTimeout))
 		}
