@@ -144,6 +144,13 @@ func (a *analyser) flushAll(stop, work context.Context, reason string) error {
 			break // else a batch failed and its traces are pending again
 		}
 	}
+	if a.p.peers != nil {
+		// One of several partitions: what the others stored so far is in
+		// the windows too, and the records it makes stale are replaced.
+		if err := a.refreshPeers(work); err != nil {
+			return err
+		}
+	}
 	return a.storeSummaries(work)
 }
 

@@ -267,7 +267,9 @@ func (p *Pipeline) Started() <-chan struct{} { return p.started }
 
 // Flush analyses every pending trace now and stores the window summaries:
 // once it returns, the store answers for every span consumed before it was
-// called. Tests and `report` after a load use it; idle traces are flushed
+// called. One partition's pipeline (PeerRefresh) also reads the other
+// partitions' window states first: once every partition is quiet and has
+// been flushed twice, in turn, every stored result is a single analyser's. Tests and `report` after a load use it; idle traces are flushed
 // on their own.
 func (p *Pipeline) Flush(ctx context.Context) error {
 	req := flushReq{done: make(chan error, 1)}

@@ -47,6 +47,11 @@ type Config struct {
 	OTLP otlp.Config
 	// Kafka, when Brokers are set, adds a Kafka consumer.
 	Kafka kafka.Config
+	// KafkaPartitioned analyses each Kafka partition on its own (a
+	// partitioned store is needed): any number of instances in one
+	// consumer group then share the topic. Traces must be partitioned by
+	// trace id (the kafka exporter's partition_traces_by_id).
+	KafkaPartitioned bool
 	// Partition, when set, makes this instance the analyser of one named
 	// partition of a partitioned store (store.Partitioned): what its OTLP
 	// receivers get. Several instances, each with its own partition,
@@ -218,9 +223,11 @@ func planOf(cfg Config, st store.Store) (plan, error) {
 	if ok {
 		pl.store = ps
 	}
-	pl.kafkaParts = ok && len(cfg.Kafka.Brokers) > 0
+	pl.kafkaParts = len(cfg.Kafka.Brokers) > 0 && cfg.KafkaPartitioned
 	otlpOn := !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP
 	switch {
+	case pl.kafkaParts && !ok:
+		return pl, fmt.Errorf("--kafka-partitioned: the store (%T) cannot be analysed in partitions", st)
 	case cfg.Partition != "" && !ok:
 		return pl, fmt.Errorf("--partition %q: the store (%T) cannot be analysed in partitions", cfg.Partition, st)
 	case cfg.Partition != "":

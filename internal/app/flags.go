@@ -59,6 +59,10 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
 	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
+	session := fs.Duration("kafka-session-timeout", 30*time.Second, "how long the consumer group waits for a silent member before it moves its partitions to the others "+
+		"(a member that stops cleanly leaves at once); heartbeats every tenth of it")
+	kafkaParts := fs.Bool("kafka-partitioned", role == Ingest, "analyse each Kafka partition on its own, so that any number of instances in one consumer group share a topic "+
+		"(the collector's kafka exporter must write with partition_traces_by_id: a trace split over partitions is analysed in parts)")
 	partition := fs.String("partition", "", "analyse one named partition of the store (letters, digits, ._-/:): "+
 		"several instances share a store when each has its own and every trace reaches one of them (a collector's loadbalancing exporter routing by trace id; docs/ARCHITECTURE.md \"Scaling out\")")
 	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
@@ -96,6 +100,11 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 				errs = append(errs, fmt.Errorf("--kafka-encoding %q: want otlp_proto or otlp_json", *encoding))
 			}
 			c.Kafka = kafka.Config{Brokers: splitComma(*brokers), Topic: *topic, GroupID: *group, Encoding: enc, ClaimHeader: *claimHeader}
+			c.KafkaPartitioned = *kafkaParts
+			if *session < 2*time.Second {
+				errs = append(errs, fmt.Errorf("--kafka-session-timeout %v: want at least 2s", *session))
+			}
+			c.Kafka.SessionTimeout, c.Kafka.RebalanceTimeout, c.Kafka.HeartbeatInterval = *session, *session, *session/10
 		}
 		if *idle <= 0 || *maxAge <= 0 || *inflight <= 0 {
 			errs = append(errs, errors.New("--trace-idle, --max-trace-age and --max-inflight-spans must be positive"))
