@@ -137,8 +137,7 @@ func (e *LeaseHeldError) Error() string {
 	if wait < time.Second {
 		wait = time.Second
 	}
-	return fmt.Sprintf("%v: held by %v until %s; stop the other instance, or wait %v if it crashed "+
-		"(run one analysing instance per store: scale-out over Kafka partitions is not available yet)",
+	return fmt.Sprintf("%v: held by %v until %s; stop the other instance, or wait %v if it crashed",
 		ErrLeaseHeld, e.Holder, e.Expires.UTC().Format(time.RFC3339), wait)
 }
 

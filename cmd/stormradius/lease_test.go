@@ -104,7 +104,7 @@ func refused(t *testing.T, p *instance, holder *instance) string {
 	t.Helper()
 	code, out := p.exit(t, 30*time.Second)
 	for _, want := range []string{"another instance is analysing this store", fmt.Sprintf("pid %d on host", holder.cmd.Process.Pid),
-		"stop the other instance, or wait", "if it crashed", "scale-out over Kafka partitions is not available yet"} {
+		"stop the other instance, or wait", "if it crashed", "to run several instances over one store", "--kafka-partitioned"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("exit %d, output does not say %q:\n%s", code, want, out)
 		}

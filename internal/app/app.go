@@ -255,13 +255,13 @@ func leaseHint(err error, cfg Config) error {
 	if !errors.Is(err, store.ErrLeaseHeld) {
 		return err
 	}
-	what := "the store"
+	hint := "to run several instances over one store, consume Kafka with --kafka-partitioned and the OTLP receivers off " +
+		"(--otlp-grpc off --otlp-http off): the consumer group shares the partitions out; or give each OTLP instance a --partition " +
+		"of its own behind a collector routing by trace id (docs/ARCHITECTURE.md, \"Scaling out\")"
 	if cfg.Partition != "" {
-		what = "partition " + cfg.Partition
+		return fmt.Errorf("partition %s: %w (%s)", cfg.Partition, err, hint)
 	}
-	hint := "to run several instances, give each OTLP-receiving instance a --partition of its own and route traces to them by trace id, " +
-		"or consume Kafka with the OTLP receivers off (--otlp-grpc off --otlp-http off): Kafka partitions are shared out by the consumer group"
-	return fmt.Errorf("%s: %w (%s)", what, err, hint)
+	return fmt.Errorf("%w (%s)", err, hint)
 }
 
 // service is what Run starts once it holds the store's lease, as far as
