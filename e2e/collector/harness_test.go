@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,8 +60,10 @@ func startService(t *testing.T, st store, bin string, args ...string) *service {
 	t.Helper()
 	sf := st.flags(t)
 	all := append(args, sf...)
-	all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
+	if !slices.Contains(args, "--otlp-grpc") {
+		all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0")
+	}
+	all = append(all, "--http", "127.0.0.1:0", "--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
 	name := filepath.Base(bin)
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name += " " + args[0]
@@ -89,8 +92,8 @@ func (s *service) report() ([]byte, error) {
 	return runStormradius(append([]string{"report", "--format", "json"}, s.storeFlags...)...)
 }
 
-// metric returns the value of an unlabelled series on the service's
-// /metrics, or an error.
+// metric returns the sum of a metric's series on the service's /metrics
+// (one per analysis partition when it analyses several), or an error.
 func (s *service) metric(name string) (float64, error) {
 	resp, err := http.Get("http://" + s.http + "/metrics")
 	if err != nil {
@@ -99,12 +102,23 @@ func (s *service) metric(name string) (float64, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
 	sc.Buffer(nil, 1<<20)
+	sum, found := 0.0, false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
+			continue
 		}
+		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("/metrics: %q: %w", line, err)
+		}
+		sum, found = sum+v, true
 	}
-	return 0, fmt.Errorf("/metrics has no %s", name)
+	if !found {
+		return 0, fmt.Errorf("/metrics has no %s", name)
+	}
+	return sum, nil
 }
 
 // collector is a running collector with the otlp receiver in front.
@@ -163,13 +177,20 @@ func startCollector(t *testing.T, route string, env []string, args ...string) *c
 // on a refused request.
 func (c *collector) send(t *testing.T) {
 	t.Helper()
+	c.sendRange(t, 0, len(suite.requests))
+}
+
+// sendRange sends the sample's requests lo to hi (excluded), as send.
+func (c *collector) sendRange(t *testing.T, lo, hi int) {
+	t.Helper()
 	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	client := ptraceotlp.NewGRPCClient(conn)
-	for i, body := range suite.requests {
+	for i := lo; i < hi; i++ {
+		body := suite.requests[i]
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if i%2 == 0 {
 			req := ptraceotlp.NewExportRequest()
