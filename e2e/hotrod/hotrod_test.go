@@ -21,16 +21,18 @@ import (
 // The load: dispatches requests to HotROD's frontend, concurrency at a
 // time. HotROD's redis fake (services/driver/redis.go) fails the first
 // GetDriver call of the process and every fifth one after it, counted over
-// all requests; the driver (services/driver/server.go) tries each GetDriver
-// up to three times. One request at a time, the two calls after a failure
-// always succeed, so a dispatch never fails; with requests in flight
-// together, another request's calls can take the turns between a call's
-// attempts and all three fail: FindNearest returns the error and the
-// dispatch answers 500 — about one dispatch in ten at this concurrency, so
-// 120 dispatches all succeed with odds of about 0.9^120 (3·10⁻⁶). They take
-// about 3 s.
+// all requests; the driver (services/driver/server.go) tries each
+// GetDriver up to three times. One request at a time, the four calls after
+// a failure succeed, the retry first, so a dispatch never fails; with
+// requests in flight together, another request's calls can take the turns
+// between a call's attempts and all three fail: FindNearest returns the
+// error and the dispatch answers 500 — one in 8 to 24 in the runs measured
+// at 12 to 16 at a time, fewer on a busy machine: 160 dispatches give
+// about 10 (none at all is a tail of about e⁻¹⁰). They take about 4 s.
+// More at a time makes HotROD miss its own deadline on a busy machine (see
+// disturbed).
 const (
-	dispatches  = 120
+	dispatches  = 160
 	concurrency = 12
 )
 
@@ -73,13 +75,29 @@ const redisCallee = "unknown"
 
 func TestHotROD(t *testing.T) {
 	setup(t)
-	svc := startServe(t)
-	hr := startHotROD(t, svc.otlpHTTP)
-
+	var (
+		svc     *service
+		hr      *hotrod
+		results []dispatchResult
+	)
+	for run := 1; ; run++ {
+		svc = startServe(t)
+		hr = startHotROD(t, svc.otlpHTTP)
+		start := time.Now()
+		results = drive(t, hr.frontend)
+		t.Logf("%d dispatches, %d at a time, in %v", dispatches, concurrency, time.Since(start).Round(time.Millisecond))
+		d := disturbed(results)
+		if d == "" {
+			break
+		}
+		if run == maxRuns {
+			t.Fatalf("%d runs in a row disturbed; the last: %s", maxRuns, d)
+		}
+		t.Logf("run %d disturbed, again with new processes: %s", run, d)
+		hr.stop(5 * time.Second)
+		svc.stop(10 * time.Second)
+	}
 	start := time.Now()
-	results := drive(t, hr.frontend)
-	t.Logf("%d dispatches, %d at a time, in %v", dispatches, concurrency, time.Since(start).Round(time.Millisecond))
-	start = time.Now()
 	svc.settle(t)
 	t.Logf("stormradius quiet %v after the load ended", time.Since(start).Round(time.Millisecond))
 
@@ -190,6 +208,31 @@ func waitListening(p *proc, ports map[string]int, timeout time.Duration) error {
 			return fmt.Errorf("hotrod's services did not all listen in %v", timeout)
 		}
 	}
+}
+
+// maxRuns is how many times the scenario runs when HotROD's own deadline
+// disturbs it (see disturbed).
+const maxRuns = 3
+
+// disturbed says why a run is outside the scenario, or "": the frontend
+// gives FindNearest 1 s (services/driver/client.go), about five times what
+// it takes; on a machine too busy to wake HotROD's sleeping goroutines in
+// time the frontend answers 500 "context deadline exceeded" while the
+// driver goes on and succeeds. Such a failure is the frontend's own
+// (docs/SPEC.md §3: the attempt failed only if the driver's hop did), not
+// redis', so the expectations below would not hold: the run is repeated
+// with new processes rather than judged.
+func disturbed(results []dispatchResult) string {
+	n, body := 0, ""
+	for _, r := range results {
+		if r.status == http.StatusInternalServerError && !strings.Contains(r.body, "redis timeout") {
+			n, body = n+1, r.body
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d dispatches answered 500 %q (HotROD's 1 s deadline on FindNearest: the machine is too busy)", n, body)
 }
 
 // dispatchResult is HotROD's answer to one /dispatch.
@@ -394,7 +437,7 @@ func expectations(t *testing.T, results []dispatchResult, hotrodOut string) expe
 		t.Errorf("HotROD failed %d of %d GetDriver attempts; its errorSimulator fails ceil(n/5) = %d", w.failedAttempts, w.attempts, want)
 	}
 	if w.failedDispatches == 0 {
-		t.Errorf("no dispatch failed: %d dispatches %d at a time never had a GetDriver fail three times (about one in ten does)", dispatches, concurrency)
+		t.Errorf("no dispatch failed: %d dispatches %d at a time never had a GetDriver fail three times (one in 8 to 24 does)", dispatches, concurrency)
 	}
 	// Spans per dispatch, from HotROD's source: the frontend's SERVER span
 	// and its CLIENT spans to customer and driver; customer's SERVER span
