@@ -73,7 +73,7 @@ func TestScaleOutKafka(t *testing.T) {
 
 	dir := t.TempDir()
 	args := []string{"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--kafka-group", "scale-out",
-		"--kafka-partitioned", "--kafka-session-timeout", "4s", "--otlp-http", "off"}
+		"--kafka-partitioned", "--kafka-session-timeout", "6s", "--otlp-http", "off"}
 	a := serve(t, dir, args...)
 	b := serve(t, dir, args...)
 	third := len(records) / 3

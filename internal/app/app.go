@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	var p *pipeline.Pipeline
 	var leaseLost <-chan error
 	if plan.main == nil {
-		svc.perr <- nil // no pipeline of its own: only Kafka partitions
+		svc.perr = nil // no pipeline of its own: only Kafka partitions
 		log.Info("analysing only the Kafka partitions the consumer group assigns to this instance (no OTLP receiver)")
 		svc.tasks.Add(1)
 		go func() {
@@ -278,8 +278,9 @@ type service struct {
 	stopPipeline context.CancelFunc
 	parts        *partitions // the Kafka partitions' pipelines, over a partitioned store
 
-	// How each part ends: the pipeline (read once more by shutdown), the
-	// HTTP server, the Kafka consumer, a Kafka partition's lease.
+	// How each part ends: the pipeline (read once more by shutdown; nil
+	// without one), the HTTP server, the Kafka consumer, a Kafka
+	// partition's lease.
 	perr, httpErr, kafkaErr, partLost chan error
 }
 
@@ -371,7 +372,9 @@ func (s *service) shutdown(cause error) error {
 	s.stopTasks()
 	s.tasks.Wait()
 	s.stopPipeline()
-	if err := <-s.perr; err != nil {
+	if s.perr == nil {
+		// No pipeline of its own (only Kafka partitions, stopped above).
+	} else if err := <-s.perr; err != nil {
 		cause = errors.Join(cause, fmt.Errorf("pipeline: %w", err))
 	}
 	s.srv.shutdown()
