@@ -70,13 +70,31 @@ func freeAddr(t *testing.T) string {
 type proc struct {
 	cmd               *exec.Cmd
 	otlpHTTP, httpURL string
-	log               *bytes.Buffer
+	log               *logBuffer
+}
+
+// logBuffer is a process's output, read while it runs.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // serve starts `stormradius serve` on dir and waits until it is ready.
 func serve(t *testing.T, dir string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{otlpHTTP: freeAddr(t), httpURL: "http://" + freeAddr(t), log: &bytes.Buffer{}}
+	p := &proc{otlpHTTP: freeAddr(t), httpURL: "http://" + freeAddr(t), log: &logBuffer{}}
 	// The simulated traces are from March: --retention 0 keeps them.
 	args := append([]string{"serve", "--data", dir, "--window", "10m", "--trace-idle", "100ms", "--max-trace-age", "3s", "--retention", "0",
 		"--otlp-grpc", "off", "--otlp-http", p.otlpHTTP, "--http", strings.TrimPrefix(p.httpURL, "http://")}, extra...)
