@@ -43,13 +43,24 @@ var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+)
 // days) and the ingest token; it returns once the service runs.
 func startService(t *testing.T, name, bin string, storeFlags []string, args ...string) *service {
 	t.Helper()
+	s, err := tryService(t, name, bin, storeFlags, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryService is startService returning the error of a service that did
+// not start (its output is in the error's proc).
+func tryService(t *testing.T, name, bin string, storeFlags []string, args ...string) (*service, error) {
+	t.Helper()
 	all := append(append([]string{}, args...), storeFlags...)
 	all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
 	p := startProc(t, name, baseEnv(), bin, all...)
 	m, err := p.waitFor(runningRE, 60*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return &service{proc: p}, err
 	}
 	addr := func(s string) string {
 		if s == "<nil>" {
@@ -57,7 +68,7 @@ func startService(t *testing.T, name, bin string, storeFlags []string, args ...s
 		}
 		return s
 	}
-	return &service{proc: p, storeFlags: storeFlags, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}
+	return &service{proc: p, storeFlags: storeFlags, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}, nil
 }
 
 // report runs `stormradius report --format json` on the service's store.
@@ -65,8 +76,9 @@ func (s *service) report() ([]byte, error) {
 	return runStormradius(append([]string{"report", "--format", "json"}, s.storeFlags...)...)
 }
 
-// metric returns the value of an unlabelled series on the service's
-// /metrics, or an error.
+// metric returns the sum of a metric's series on the service's /metrics
+// (an instance that is one named partition labels them with it), or an
+// error when it has none.
 func (s *service) metric(name string) (float64, error) {
 	resp, err := http.Get("http://" + s.http + "/metrics")
 	if err != nil {
@@ -75,12 +87,33 @@ func (s *service) metric(name string) (float64, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
 	sc.Buffer(nil, 1<<20)
+	sum, found := 0.0, false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
+			continue
 		}
+		if rest[0] == '{' {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return 0, fmt.Errorf("/metrics: %q", line)
+			}
+			rest = rest[end+1:]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, fmt.Errorf("/metrics: %q: %v", line, err)
+		}
+		sum, found = sum+v, true
 	}
-	return 0, fmt.Errorf("/metrics has no %s", name)
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("/metrics has no %s", name)
+	}
+	return sum, nil
 }
 
 // collector is a running collector with the otlp receiver in front.

@@ -246,12 +246,16 @@ func listed(lines []string, n int) string {
 // it as "  -partition string").
 var partitionFlag = regexp.MustCompile(`(?m)^\s+-partition\b`)
 
+// noPartitions is what ingest says, and exits, when --partition is given
+// over a store that cannot be analysed in partitions.
+const noPartitions = "cannot be analysed in partitions"
+
 // Phase 2: the same collector config in front of three cmd/ingest over ONE
 // ClickHouse store, each one named analysis partition (--partition
 // shard-<i>, without Kafka); `stormradius report` of the store must equal
 // `stormradius analyze` of the sample, the whole document. It skips,
-// saying why, without STORMRADIUS_CLICKHOUSE or while cmd/ingest has no
-// --partition flag.
+// saying why, without STORMRADIUS_CLICKHOUSE, while cmd/ingest has no
+// --partition flag, and while the ClickHouse store refuses partitions.
 func TestPartitions(t *testing.T) {
 	t.Parallel()
 	if os.Getenv(clickHouseEnv) == "" {
@@ -273,7 +277,14 @@ func TestPartitions(t *testing.T) {
 	svcs := make([]*service, instances)
 	// One after the other: the first creates the schema.
 	for i := range svcs {
-		svcs[i] = startService(t, fmt.Sprintf("ingest shard-%d", i), suite.ingest, store, "--partition", fmt.Sprintf("shard-%d", i))
+		s, err := tryService(t, fmt.Sprintf("ingest shard-%d", i), suite.ingest, store, "--partition", fmt.Sprintf("shard-%d", i))
+		if line := s.find(noPartitions); i == 0 && err != nil && line != "" {
+			t.Skipf("the ClickHouse store has no analysis partitions yet: phase 2 runs once it has (%s)", strings.TrimSpace(line))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs[i] = s
 	}
 	col := startCollector(t, svcs, "")
 	col.send(t)
