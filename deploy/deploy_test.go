@@ -754,3 +754,59 @@ func TestCheckRefuses(t *testing.T) {
 		t.Errorf("serve --data=/data --retention 0: read %v, --http default %q", got, cmd.Value(got, nil, "http"))
 	}
 }
+
+// docs/operations.md names only flags the binaries have (every inline
+// `--flag` is one of some command's) and metrics the code registers.
+func TestOperationsDoc(t *testing.T) {
+	cmds := commands(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	flags := 0
+	for _, m := range regexp.MustCompile("`--([a-z][a-z-]*)").FindAllStringSubmatch(doc, -1) {
+		flags++
+		found := false
+		for _, c := range cmds {
+			_, ok := c.Flags[m[1]]
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("docs/operations.md names --%s, which no command has", m[1])
+		}
+	}
+	// Metric names as the code registers them: whole literals, or the
+	// Kafka receiver's "stormradius_kafka_" + name.
+	var src strings.Builder
+	for _, dir := range []string{"pipeline", "ingest", "web", "internal/app"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			src.Write(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := src.String()
+	kb, err := os.ReadFile(filepath.Join(root, "ingest", "kafka", "metrics.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkaCode := string(kb)
+	metrics := 0
+	for _, name := range regexp.MustCompile(`\bstormradius_[a-z_]+[a-z]\b`).FindAllString(doc, -1) {
+		metrics++
+		suffix, kafka := strings.CutPrefix(name, "stormradius_kafka_")
+		if !strings.Contains(code, `"`+name+`"`) && !(kafka && strings.Contains(kafkaCode, `counter("`+suffix+`"`)) {
+			t.Errorf("docs/operations.md names metric %s, which the code does not register", name)
+		}
+	}
+	if flags < 10 || metrics < 10 {
+		t.Errorf("read %d flags and %d metrics from docs/operations.md: the patterns no longer match it", flags, metrics)
+	}
+}
