@@ -36,6 +36,7 @@ var commands = []command{
 	{"report", "print the storm radius report of stored traces (from rollups)", runReport},
 	{"gate", "decide whether a rollout may proceed on its storm radius (exit 0 pass, 1 fail, 2 error)", runGate},
 	{"migrate", "apply (or, with --dry-run, print) the store's schema migrations", runMigrate},
+	{"healthcheck", "ask a running service's /healthz or /readyz (exit 0 when it answers 2xx): the image's probe", runHealthcheck},
 }
 
 func main() {
@@ -67,7 +68,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: stormradius COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'stormradius COMMAND -h' for a command's flags. Every flag can also be set")
 	fmt.Fprintln(w, "with STORMRADIUS_<FLAG> (upper case, '-' as '_').")
