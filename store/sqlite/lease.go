@@ -16,7 +16,8 @@ import (
 // cannot both take it. Expiry is judged by the host's clock, the only one
 // involved (the directory cannot be shared across hosts).
 
-// leaseName is the lease's row.
+// leaseName is the lease's row; a partition's is "analysis/<partition>"
+// (Store.leaseName).
 const leaseName = "analysis"
 
 // leaseDeadline is the holder's deadline for a lease written at sent: a
@@ -29,11 +30,11 @@ type leaseRow struct {
 	expires time.Time
 }
 
-// readLease reads the lease's row in tx.
-func readLease(ctx context.Context, tx *sql.Tx) (leaseRow, bool, error) {
+// readLease reads the lease's row name in tx.
+func readLease(ctx context.Context, tx *sql.Tx, name string) (leaseRow, bool, error) {
 	var r leaseRow
 	var started, expires int64
-	err := tx.QueryRowContext(ctx, `SELECT holder, host, pid, started, namespace, expires FROM lease WHERE name = ?`, leaseName).
+	err := tx.QueryRowContext(ctx, `SELECT holder, host, pid, started, namespace, expires FROM lease WHERE name = ?`, name).
 		Scan(&r.holder.ID, &r.holder.Host, &r.holder.PID, &started, &r.holder.Namespace, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
@@ -50,6 +51,9 @@ func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.
 	if err := s.checkWritable("take lease"); err != nil {
 		return time.Time{}, err // a reader takes no lease
 	}
+	if s.viewClosed.Load() {
+		return time.Time{}, fmt.Errorf("sqlite: take lease: partition %q: %w", s.part, store.ErrClosed)
+	}
 	if ttl <= 0 || h.ID == "" {
 		return time.Time{}, fmt.Errorf("sqlite: take lease: want a holder and a positive timeout, not %q and %v", h.ID, ttl)
 	}
@@ -59,21 +63,21 @@ func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.
 		return time.Time{}, unavailable(ctx, "take lease", err)
 	}
 	defer tx.Rollback()
-	cur, ok, err := readLease(ctx, tx)
+	cur, ok, err := readLease(ctx, tx, s.leaseName)
 	if err != nil {
 		return time.Time{}, unavailable(ctx, "read lease", err)
 	}
 	if ok && cur.holder.ID != h.ID {
 		expired := !cur.expires.After(now)
 		if !expired && !cur.holder.Exited() {
-			return time.Time{}, fmt.Errorf("sqlite: data directory %s: %w", s.dir,
+			return time.Time{}, fmt.Errorf("sqlite: data directory %s%s: %w", s.dir, s.partitionNote(),
 				&store.LeaseHeldError{Holder: cur.holder, Expires: cur.expires, Now: now})
 		}
-		s.log.Info("sqlite: taking over the analysis lease", "from", cur.holder.String(), "expired", expired,
+		s.log.Info("sqlite: taking over the analysis lease", "lease", s.leaseName, "from", cur.holder.String(), "expired", expired,
 			"expires", cur.expires.UTC())
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO lease (name, holder, host, pid, started, namespace, expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, leaseName, h.ID, h.Host, h.PID, h.Start.UnixNano(), h.Namespace, now.Add(ttl).UnixNano()); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, s.leaseName, h.ID, h.Host, h.PID, h.Start.UnixNano(), h.Namespace, now.Add(ttl).UnixNano()); err != nil {
 		return time.Time{}, unavailable(ctx, "take lease", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -99,7 +103,7 @@ func (s *Store) RenewLease(ctx context.Context) (time.Time, error) {
 		return time.Time{}, unavailable(ctx, "renew lease", err)
 	}
 	defer tx.Rollback()
-	cur, ok, err := readLease(ctx, tx)
+	cur, ok, err := readLease(ctx, tx, s.leaseName)
 	if err != nil {
 		return time.Time{}, unavailable(ctx, "read lease", err)
 	}
@@ -112,7 +116,7 @@ func (s *Store) RenewLease(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("sqlite: renew lease: %w", lost)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE lease SET expires = ? WHERE name = ? AND holder = ?`,
-		now.Add(ttl).UnixNano(), leaseName, h.ID); err != nil {
+		now.Add(ttl).UnixNano(), s.leaseName, h.ID); err != nil {
 		return time.Time{}, unavailable(ctx, "renew lease", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -131,7 +135,7 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	if _, err := s.resW.ExecContext(ctx, `DELETE FROM lease WHERE name = ? AND holder = ?`, leaseName, h.ID); err != nil {
+	if _, err := s.resW.ExecContext(ctx, `DELETE FROM lease WHERE name = ? AND holder = ?`, s.leaseName, h.ID); err != nil {
 		return unavailable(ctx, "release lease", err)
 	}
 	s.lease.Release()
@@ -146,14 +150,27 @@ func (s *Store) checkWritable(what string) error {
 	return nil
 }
 
-// fence returns nil when the store may write (not opened read-only, see
-// fence.Fence), else an error saying what was refused.
+// fence returns nil when the store (or partition view) may write (not
+// opened read-only, not a closed view, see fence.Fence), else an error
+// saying what was refused.
 func (s *Store) fence(what string) error {
 	if err := s.checkWritable(what); err != nil {
 		return err
+	}
+	if s.viewClosed.Load() {
+		return fmt.Errorf("sqlite: %s: partition %q: %w", what, s.part, store.ErrClosed)
 	}
 	if err := s.lease.Check(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return nil
+}
+
+// partitionNote names the handle's partition in an error, when it is not
+// the store's own.
+func (s *Store) partitionNote() string {
+	if s.part == "" {
+		return ""
+	}
+	return fmt.Sprintf(", partition %q", s.part)
 }

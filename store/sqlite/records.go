@@ -47,7 +47,8 @@ func scanRecord(rows *sql.Rows) (*store.Record, error) {
 	return &r, nil
 }
 
-// Records returns the stored records of ids.
+// Records returns the stored records of ids, whichever partition stored
+// them.
 func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*store.Record, error) {
 	out := make(map[graph.TraceID]*store.Record, len(ids))
 	const chunk = 256
@@ -122,18 +123,19 @@ func (s *Store) queryRecords(ctx context.Context, q string, args []any, fn func(
 	return nil
 }
 
-// WindowRecords calls fn with the records of window w that use one of
-// edges (all of them when edges is empty). With edges, the window is
-// scanned for the edges column alone (it precedes the large columns, so
-// their overflow pages are not read) and only the matching records are
-// read whole.
+// WindowRecords calls fn with the records of window w that the handle's
+// partition stored and that use one of edges (all of them when edges is
+// empty). With edges, the window is scanned for the edges column alone (it
+// precedes the large columns, so their overflow pages are not read; the
+// partition is matched in the index, records_by_window) and only the
+// matching records are read whole.
 func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) error {
 	if len(edges) == 0 {
-		return s.queryRecords(ctx, `SELECT `+recordColumns+` FROM records WHERE win = ?`, []any{w}, fn)
+		return s.queryRecords(ctx, `SELECT `+recordColumns+` FROM records WHERE win = ? AND part = ?`, []any{w, s.part}, fn)
 	}
 	want := slices.Clone(edges)
 	slices.Sort(want)
-	rows, err := s.resR.QueryContext(ctx, `SELECT trace_id, edges FROM records WHERE win = ?`, w)
+	rows, err := s.resR.QueryContext(ctx, windowEdgesQuery, w, s.part)
 	if err != nil {
 		return unavailable(ctx, "scan window", err)
 	}
@@ -171,17 +173,23 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	return nil
 }
 
-// Watermark returns the checkpoint.
+// windowEdgesQuery scans a partition's records of a window for their
+// edges.
+const windowEdgesQuery = `SELECT trace_id, edges FROM records WHERE win = ? AND part = ?`
+
+// Watermark returns the checkpoint of the handle's partition.
 func (s *Store) Watermark(ctx context.Context) (uint64, error) {
 	var v sql.NullInt64
-	err := s.resR.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'watermark'`).Scan(&v)
+	err := s.resR.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, s.watermarkKey).Scan(&v)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, unavailable(ctx, "read watermark", err)
 	}
 	return uint64(v.Int64), nil
 }
 
-// Apply stores a batch in one transaction.
+// Apply stores a batch in one transaction: its records as the handle's
+// partition's, its states as the partition's parts of their windows, its
+// watermark as the partition's checkpoint.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if s.resW == nil {
 		return fmt.Errorf("sqlite: apply: %w", store.ErrClosed)
@@ -194,7 +202,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return unavailable(ctx, "apply", err)
 	}
 	defer tx.Rollback()
-	if err := putRecords(ctx, tx, b.Changes); err != nil {
+	if err := putRecords(ctx, tx, s.part, b.Changes); err != nil {
 		return err
 	}
 	// Rollup deltas per minute, merged over the batch so that a bucket
@@ -202,12 +210,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := putRollups(ctx, tx, rollup.Deltas(b.Changes, nil)); err != nil {
 		return err
 	}
-	if err := putStates(ctx, tx, b.States); err != nil {
+	if err := putStates(ctx, tx, s.part, b.States); err != nil {
 		return err
 	}
 	if b.Watermark > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('watermark', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(b.Watermark)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, s.watermarkKey, int64(b.Watermark)); err != nil {
 			return unavailable(ctx, "put watermark", err)
 		}
 	}
@@ -217,9 +225,11 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	return nil
 }
 
-// putRecords replaces the records of a batch.
-func putRecords(ctx context.Context, tx *sql.Tx, changes []store.Change) error {
-	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records (`+recordColumns+`) VALUES (?,?,?,?,?,?,?,?)`)
+// putRecords replaces the records of a batch, as partition part's (a
+// trace's record stored by another partition is replaced too: the unique
+// trace id index).
+func putRecords(ctx context.Context, tx *sql.Tx, part string, changes []store.Change) error {
+	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records (`+recordColumns+`, part) VALUES (?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return unavailable(ctx, "apply", err)
 	}
@@ -241,7 +251,7 @@ func putRecords(ctx context.Context, tx *sql.Tx, changes []store.Change) error {
 		for i, e := range r.Edges {
 			binary.BigEndian.PutUint64(eds[8*i:], e)
 		}
-		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), eds, result, r.Facts); err != nil {
+		if _, err := put.ExecContext(ctx, r.TraceID[:], r.Start, r.Window, r.API, int64(r.Seq), eds, result, r.Facts, part); err != nil {
 			return unavailable(ctx, "put record", err)
 		}
 	}
@@ -274,24 +284,26 @@ func putRollups(ctx context.Context, tx *sql.Tx, minutes map[int64]*analysis.Rep
 	return nil
 }
 
-// putStates stores the states of the windows a batch touched (an empty
-// one is deleted) and marks their summaries stale.
-func putStates(ctx context.Context, tx *sql.Tx, states map[int64]*analysis.State) error {
+// putStates stores partition part's states of the windows a batch touched
+// and marks their summaries stale. An empty state is dropped: its row
+// keeps a NULL state, so that the other partitions' PeerWindows see the
+// window change.
+func putStates(ctx context.Context, tx *sql.Tx, part string, states map[int64]*analysis.State) error {
+	written := time.Now().UnixNano()
 	for w, st := range states {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO stale_summaries (win) VALUES (?)`, w); err != nil {
 			return unavailable(ctx, "mark summary stale", err)
 		}
-		if st == nil || st.Traces == 0 {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM states WHERE win = ?`, w); err != nil {
-				return unavailable(ctx, "delete state", err)
+		var enc any // NULL: dropped
+		if st != nil && st.Traces != 0 {
+			b, err := json.Marshal(st)
+			if err != nil {
+				return fmt.Errorf("sqlite: encode state of window %d: %w", w, err)
 			}
-			continue
+			enc = b
 		}
-		enc, err := json.Marshal(st)
-		if err != nil {
-			return fmt.Errorf("sqlite: encode state of window %d: %w", w, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO states (win, state) VALUES (?, ?)`, w, enc); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO states (win, part, written, state) VALUES (?, ?, ?, ?)`,
+			w, part, written, enc); err != nil {
 			return unavailable(ctx, "put state", err)
 		}
 	}
@@ -335,12 +347,12 @@ func (c *txStatements) close() {
 	}
 }
 
-// State returns the stored state of window w; SQLite applies batches
-// atomically, so it is always exact.
+// State returns the handle's partition's stored state of window w; SQLite
+// applies batches atomically, so it is always exact.
 func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
 	var b []byte
-	err := s.resR.QueryRowContext(ctx, `SELECT state FROM states WHERE win = ?`, w).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := s.resR.QueryRowContext(ctx, `SELECT state FROM states WHERE win = ? AND part = ?`, w, s.part).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && b == nil {
 		return nil, true, fmt.Errorf("sqlite: state of window %d: %w", w, store.ErrNotFound)
 	}
 	if err != nil {
@@ -432,7 +444,7 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 // DeleteBefore drops what started before the day (UTC) holding t: spans
 // by write time (whole writes, by rowid range), records by start, rollups
 // of every tier, states and summaries by bucket and window, each through an
-// index. Whole days go, so that no rollup bucket keeps deleted data.
+// index; every partition's. Whole days go, so that no rollup bucket keeps deleted data.
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.fence("delete"); err != nil {
 		return err

@@ -52,8 +52,8 @@ func (s *Store) prepareSpans(ctx context.Context) error {
 	return nil
 }
 
-// WriteSpans stores spans in one transaction, one row per trace: durable
-// when it returns.
+// WriteSpans stores spans in one transaction, one row per trace, as a
+// write of the handle's partition: durable when it returns.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
@@ -74,11 +74,15 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 		return 0, unavailable(ctx, "write spans", err)
 	}
 	defer tx.Rollback()
-	seq := s.seq + 1
-	var first int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) + 1 FROM spans`).Scan(&first); err != nil {
+	// The write follows the last one committed, this process's or
+	// another's: processes that analyse different partitions of the
+	// directory write spans.db in turn.
+	var first, last int64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(rowid), 0) + 1 FROM spans), (SELECT coalesce(max(seq), 0) FROM writes)`).
+		Scan(&first, &last); err != nil {
 		return 0, unavailable(ctx, "write spans", err)
 	}
+	seq := max(s.seq, uint64(last)) + 1
 	many, one := tx.StmtContext(ctx, p.many), tx.StmtContext(ctx, p.one)
 	args := make([]any, 0, 4*rowsPerInsert)
 	buf := p.buf[:0]
@@ -104,12 +108,11 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	if cap(buf) <= 16<<20 {
 		p.buf = buf[:0]
 	}
-	var last int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM spans`).Scan(&last); err != nil {
 		return 0, unavailable(ctx, "write spans", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO writes (seq, first_row, last_row, written_at) VALUES (?,?,?,?)`,
-		int64(seq), first, last, time.Now().UnixNano()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO writes (seq, first_row, last_row, written_at, part) VALUES (?,?,?,?,?)`,
+		int64(seq), first, last, time.Now().UnixNano(), s.part); err != nil {
 		return 0, unavailable(ctx, "write spans", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -120,7 +123,8 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 }
 
 // TraceSpans appends the stored spans of trace id to dst, each span once
-// (the first stored, when a client sent it again).
+// (the first stored, when a client sent it again), whichever partition
+// wrote them.
 func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Span) ([]graph.Span, error) {
 	rows, err := s.spansR.QueryContext(ctx, `SELECT data FROM spans WHERE trace_id = ? ORDER BY rowid`, id[:])
 	if err != nil {
@@ -144,14 +148,15 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 	return spangroup.DedupSpans(dst, start), nil
 }
 
-// SpansAfter calls fn with the spans of every write after seq, in order.
+// SpansAfter calls fn with the spans of every write of the handle's
+// partition after seq, in order.
 func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []graph.Span) error) error {
 	type write struct {
 		seq         uint64
 		first, last int64
 	}
 	var writes []write
-	rows, err := s.spansR.QueryContext(ctx, `SELECT seq, first_row, last_row FROM writes WHERE seq > ? ORDER BY seq`, int64(seq))
+	rows, err := s.spansR.QueryContext(ctx, `SELECT seq, first_row, last_row FROM writes WHERE part = ? AND seq > ? ORDER BY seq`, s.part, int64(seq))
 	if err != nil {
 		return unavailable(ctx, "list writes", err)
 	}

@@ -5,6 +5,12 @@
 // pipeline's checkpoint. Two files, two write locks: span writes (on the
 // acknowledgement path) never wait for result writes.
 //
+// The analysis can be split into partitions (store.Partitioned, see
+// Partition): span writes, records, window states, checkpoints and leases
+// carry their partition's name ("" for the store itself, which is all
+// there is unless partitions are used); rollups, summaries and their stale
+// marks are shared, kept exact by the same transactions.
+//
 // Both run in WAL mode with synchronous=FULL by default: a write that
 // returned survives a crash of the process and of the machine. Every batch
 // of records (with its rollup deltas, window states and checkpoint) is one
@@ -23,6 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -65,14 +72,32 @@ type Options struct {
 }
 
 // Store is the embedded store. It is safe for concurrent use.
+//
+// A Store is also the handle of one analysis partition (store.Partitioned):
+// the one Open returns is the default partition, "", and Partition returns
+// views of the others (or of "" again) that share its databases. What
+// depends on the partition — its span writes, records of a window, part of
+// each window state, checkpoint, lease and write fence — is the handle's;
+// the rest is the store's.
 type Store struct {
+	*shared
+	part         string
+	leaseName    string      // the row of the partition's lease
+	watermarkKey string      // the meta key of its checkpoint
+	lease        fence.Fence // see lease.go
+	view         bool        // a view from Partition: Close releases its lease only
+	viewClosed   atomic.Bool // a view closed: it refuses writes
+}
+
+// shared is what a store and its partition views share.
+type shared struct {
 	spansW, spansR *sql.DB // one writer connection, a pool of readers
 	resW, resR     *sql.DB
 	window         time.Duration
 	log            *slog.Logger
 	dir            string
-	lease          fence.Fence // see lease.go
 	readOnly       bool
+	leaseClock     func() time.Time
 
 	spanMu  sync.Mutex // orders span writes: sequence numbers follow commits
 	seq     uint64
@@ -80,12 +105,31 @@ type Store struct {
 
 	sums summarycache.Cache
 
+	viewsMu sync.Mutex
+	views   map[*Store]struct{} // the open views, whose leases Close releases
+	closed  bool
+
 	closeOnce sync.Once
 	stopCkpt  chan struct{}
 	ckptDone  chan struct{}
 }
 
-var _ store.Store = (*Store)(nil)
+// handle returns the handle of partition p over sh.
+func handle(sh *shared, p string, view bool) *Store {
+	s := &Store{shared: sh, part: p, leaseName: leaseName, watermarkKey: "watermark", view: view}
+	if p != "" {
+		s.leaseName += "/" + p
+		s.watermarkKey += "/" + p
+	}
+	s.lease.Now = sh.leaseClock
+	return s
+}
+
+var (
+	_ store.Store          = (*Store)(nil)
+	_ store.Partitioned    = (*Store)(nil)
+	_ store.PartitionStore = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the store in opts.Dir and applies the
 // schema's migrations.
@@ -94,10 +138,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{log: opts.Logger, dir: opts.Dir, lease: fence.Fence{Now: opts.LeaseClock}, readOnly: opts.ReadOnly}
-	if s.log == nil {
-		s.log = slog.Default()
+	sh := &shared{log: opts.Logger, dir: opts.Dir, readOnly: opts.ReadOnly, leaseClock: opts.LeaseClock, views: map[*Store]struct{}{}}
+	if sh.log == nil {
+		sh.log = slog.Default()
 	}
+	s := handle(sh, "", false)
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -428,8 +473,12 @@ func Migrations(ctx context.Context, dir string) ([]schema.Migration, error) {
 }
 
 // Close closes the databases, checkpointing the WAL into the main files,
-// and releases the lease the store holds.
+// and releases the leases the store and its open partition views hold.
+// A view's Close releases the view's lease only (see Partition).
 func (s *Store) Close() error {
+	if s.view {
+		return s.closeView()
+	}
 	var errs []error
 	s.closeOnce.Do(func() {
 		if s.stopCkpt != nil {
@@ -438,6 +487,7 @@ func (s *Store) Close() error {
 		}
 		if s.resW != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			errs = append(errs, s.closeViews(ctx))
 			if err := s.ReleaseLease(ctx); err != nil {
 				errs = append(errs, err)
 			}

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	}, storetest.Optional{IncidentReader: true, SeriesReader: true}) // no Compactor: nothing to settle
+	}, storetest.Optional{IncidentReader: true, SeriesReader: true, Partitioned: true}) // no Compactor: nothing to settle
 }
 
 func TestLeaseConformance(t *testing.T) {
