@@ -78,7 +78,7 @@ func held(t *testing.T, err error, h store.LeaseHolder, expires, now time.Time) 
 	msg := err.Error()
 	wait := fmt.Sprintf("wait %v if it crashed", expires.Sub(now))
 	for _, want := range []string{fmt.Sprintf("pid %d", h.PID), "host " + h.Host, h.Start.UTC().Format(time.RFC3339),
-		expires.UTC().Format(time.RFC3339), "stop the other instance", wait, "Kafka partitions is not available yet"} {
+		expires.UTC().Format(time.RFC3339), "stop the other instance", wait, "if it crashed"} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("refusal %q does not say %q", msg, want)
 		}
