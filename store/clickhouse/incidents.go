@@ -28,11 +28,14 @@ func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 }
 
 // current returns the SQL condition selecting, among the rollup rows cond
-// selects, those of each bucket's current generation: the latest
-// rollup_gens holds for it, 0 without one.
+// selects (rollups, node_minutes, trace_buckets), those of each bucket's
+// current generation of every partition: the latest rollup_gens_by_part
+// holds for the bucket and partition, or, for a partition without one,
+// its base generation (0, or baseFlag and more: partition.go).
 func current(cond string) string {
-	return `((gen = 0 AND (tier, bucket) NOT IN (SELECT tier, bucket FROM rollup_gens WHERE ` + cond + `)) OR
-		(tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens WHERE ` + cond + ` GROUP BY tier, bucket))`
+	return `(((gen = 0 OR gen >= ` + utoa(baseFlag) + `) AND (tier, bucket, gen) NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part WHERE ` +
+		cond + `)) OR (tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE ` + cond +
+		` GROUP BY tier, bucket, part))`
 }
 
 // HotMinutes reads the minute tier's node figures that pass the
@@ -166,8 +169,10 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 }
 
 // settledDays returns the days holding minutes of [lo, hi) whose
-// node_minutes partition is a single part (as Compact leaves a day),
-// with the part's name: its rows are one per key, summed.
+// node_minutes partition is a single part (as Compact leaves a day) and
+// holds, in each minute, the rows of one current generation (one
+// analysis partition's), with the part's name: its rows are one per key,
+// summed.
 func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string, error) {
 	parts, err := s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
 		` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1))))
@@ -177,6 +182,28 @@ func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string
 			out[dayOf(d.UnixNano())] = names[0]
 		}
 	}
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	// Several analysis partitions' rows of a node and minute are
+	// several rows, each with a part of the counts: those days are summed.
+	var rs []bucketRange
+	names := make([]string, 0, len(out))
+	for _, d := range slices.Sorted(maps.Keys(out)) {
+		rs = append(rs, bucketRange{tierMinute, d * 1440, d*1440 + 1440})
+		names = append(names, quote(out[d]))
+	}
+	cond := where(rs)
+	err = s.query(ctx, "list shared minutes", `SELECT DISTINCT intDiv(bucket, 1440) FROM (SELECT bucket FROM node_minutes
+		WHERE `+cond+` AND _part IN (`+strings.Join(names, ",")+`) AND `+current(cond)+`
+		GROUP BY bucket HAVING uniqExact(gen) > 1)`, func(r driver.Rows) error {
+		var d int64
+		if err := r.Scan(&d); err != nil {
+			return err
+		}
+		delete(out, d)
+		return nil
+	})
 	return out, err
 }
 
