@@ -2,14 +2,18 @@ package clickhouse
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/storetest"
 )
@@ -122,6 +126,10 @@ func TestPartitionsRepairConcurrently(t *testing.T) {
 	// with its result in the corpus or the one it gets against an empty
 	// window (other figures), or deletes it, by trace and sequence.
 	ev := analysis.NewEvaluator(analysis.Config{})
+	alt := make([]analysis.TraceResult, len(c.Traces))
+	for i, tr := range c.Traces {
+		alt[i] = ev.Evaluate(tr, analysis.NewState())
+	}
 	batch := func(part, lo, hi int, seq uint64) []store.Change {
 		var out []store.Change
 		for i := lo; i < min(hi, len(c.Traces)); i++ {
@@ -132,8 +140,7 @@ func TestPartitionsRepairConcurrently(t *testing.T) {
 			old := l.get(r.TraceID)
 			switch (uint64(i) + seq) % 5 {
 			case 0, 1:
-				res := ev.Evaluate(c.Traces[i], analysis.NewState())
-				r = store.NewRecord(c.Traces[i], &res, seq)
+				r = store.NewRecord(c.Traces[i], &alt[i], seq)
 			case 2:
 				if old != nil {
 					r = nil
@@ -359,4 +366,148 @@ func TestPartitionMoveRepair(t *testing.T) {
 		must(v.Apply(ctx, store.Batch{}))
 	}
 	l.checkSum(t, sa, c, "moved back, repaired")
+}
+
+// A database written before partitions (migrations up to 0011) becomes
+// the default partition's: its write log and sequences, records, window
+// states and their markers, dirty minutes, rollup generations and
+// checkpoint are read as partition ""'s, and no other partition's.
+func TestMigrateToPartitions(t *testing.T) {
+	ctx := context.Background()
+	dsn := freshDatabase(t, server(t))
+	o, _, err := parseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schema as 0011 left it.
+	old := &Store{db: o.Auth.Database, core: &core{log: quiet, window: time.Hour}, part: newPart("", nil)}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(old.createDatabase(ctx, ch.Open, o, false))
+	old.conn, err = ch.Open(o)
+	must(err)
+	defer old.conn.Close()
+	ms, err := schema.Load("clickhouse")
+	must(err)
+	must(old.exec(ctx, "create migrations table", migrationsTable))
+	for _, m := range ms {
+		if m.Version > 11 {
+			continue
+		}
+		run, _, err := forServer(m, old.server)
+		must(err)
+		for _, q := range run {
+			if err := old.exec(ctx, "migrate", q); err != nil && !dropped(q, err) {
+				t.Fatal(err)
+			}
+		}
+		must(old.insert(ctx, "record migration", "schema_migrations", []string{"version", "name", "applied_at", "server", "skipped"},
+			[]uint32{uint32(m.Version)}, []string{m.Name}, []time.Time{time.Now()}, []string{"18.16"}, []uint32{0}))
+	}
+
+	// What a store of that release wrote: a write (sequence 3) of two
+	// traces, their records, the window's state (written after its dirty
+	// marker: exact), a minute left dirty, a recomputed minute (its rows
+	// at generation 0 no longer count), the window length and checkpoint.
+	c := storetest.NewCorpus(t, 4, time.Date(2026, 3, 1, 10, 20, 0, 0, time.UTC), 70*time.Second)
+	w := c.Results[0].Window
+	day := dayDate(dayOf(c.Results[0].Start))
+	var enc graph.TraceEncoder
+	logRow := append([]byte{logMarker}, c.Traces[0].ID[:]...)
+	logRow = append(logRow, c.Traces[1].ID[:]...)
+	must(old.insert(ctx, "old spans", "trace_spans", []string{"day", "trace_id", "seq", "data"},
+		[]time.Time{day, day, day}, [][]byte{logID[:], c.Traces[0].ID[:], c.Traces[1].ID[:]}, []uint64{3, 3, 3},
+		[]string{string(logRow), string(enc.AppendSpans(nil, c.Spans[0])), string(enc.AppendSpans(nil, c.Spans[1]))}))
+	var recs recordBlock
+	for i := range c.Traces {
+		recs.add(&old.enc, c.Record(i, 3), 100+uint64(i), false, "")
+	}
+	recs.finish()
+	must(old.insert(ctx, "old records", "records", recordColumns[:12], recs.columns()[:12]...))
+	st := c.Windows.State(w)
+	stJSON, err := json.Marshal(st)
+	must(err)
+	wday := dayDate(dayOf(w * int64(time.Hour)))
+	must(old.insert(ctx, "old state", "states", []string{"day", "win", "version", "deleted", "state"},
+		[]time.Time{wday}, []int64{w}, []uint64{200}, []uint8{0}, []string{string(stJSON)}))
+	dirtyMinute, recomputed := analysis.MinuteOf(c.Results[0].Start), analysis.MinuteOf(c.Results[3].Start)
+	must(old.insert(ctx, "old markers", "dirty", []string{"kind", "id", "day", "dirty", "version"},
+		[]int8{kindWindow, kindMinute}, []int64{w, dirtyMinute}, []time.Time{wday, day}, []uint8{1, 1}, []uint64{150, 150}))
+	// The recomputed minute: trace 3 at its generation 7, trace 2 (not
+	// there any more, say) at generation 0.
+	var ups rollupBlock
+	one := func(i int) *analysis.Report {
+		r := analysis.NewReport()
+		r.Add(c.Results[i], 1)
+		return r
+	}
+	ups.add(bucketKey{tierMinute, recomputed}, 7, one(3))
+	ups.add(bucketKey{tierMinute, recomputed}, 0, one(2))
+	must(old.insert(ctx, "old rollups", "rollups", rollupColumns, ups.columns()...))
+	must(old.insert(ctx, "old generations", "rollup_gens", []string{"tier", "bucket", "day", "gen", "version"},
+		[]uint8{tierMinute}, []int64{recomputed}, []time.Time{day}, []uint64{7}, []uint64{300}))
+	must(old.insert(ctx, "old meta", "meta", []string{"key", "value", "version"}, []string{metaWindow, metaWatermark},
+		[]int64{int64(time.Hour), 3}, []uint64{1, 2}))
+
+	s := open(t, dsn, 0) // migrates
+	defer s.Close()
+	if wm, err := s.Watermark(ctx); err != nil || wm != 3 {
+		t.Fatalf("watermark %d, %v; want 3", wm, err)
+	}
+	var seqs []uint64
+	n := 0
+	must(s.SpansAfter(ctx, 0, func(seq uint64, spans []graph.Span) error {
+		seqs, n = append(seqs, seq), n+len(spans)
+		return nil
+	}))
+	if len(seqs) != 1 || seqs[0] != 3 || n != len(c.Spans[0])+len(c.Spans[1]) {
+		t.Fatalf("the old write log: writes %v, %d spans; want [3], %d", seqs, n, len(c.Spans[0])+len(c.Spans[1]))
+	}
+	if seq, err := s.WriteSpans(ctx, c.Spans[2]); err != nil || seq != 4 {
+		t.Fatalf("the next write: sequence %d, %v; want 4", seq, err)
+	}
+	got, exact, err := s.State(ctx, w)
+	if err != nil || !exact || stateJSON(t, got) != string(stJSON) {
+		t.Fatalf("the old state: exact %v, %v, equal %v", exact, err, got != nil && stateJSON(t, got) == string(stJSON))
+	}
+	k := 0
+	must(s.WindowRecords(ctx, w, nil, func(*store.Record) error { k++; return nil }))
+	if k != len(c.Traces) {
+		t.Fatalf("%d old records in the window, want %d", k, len(c.Traces))
+	}
+	if _, ok := s.repair[dirtyMinute]; !ok {
+		t.Fatalf("the old dirty minute %d is not to repair: %v", dirtyMinute, s.repair)
+	}
+	rep, err := s.Report(ctx, store.Query{From: store.MinuteStart(recomputed), To: store.MinuteStart(recomputed + 1)})
+	must(err)
+	if want := one(3); doc(t, rep) != doc(t, want) {
+		t.Fatalf("the recomputed minute counts its old generation:\n got %s\nwant %s", doc(t, rep), doc(t, want))
+	}
+	// Another partition has none of it, and sees the state as its peer's.
+	p := view(t, s, "p")
+	defer p.Close()
+	k = 0
+	must(p.WindowRecords(ctx, w, nil, func(*store.Record) error { k++; return nil }))
+	if wm, err := p.Watermark(ctx); err != nil || wm != 0 || k != 0 {
+		t.Fatalf("partition p: watermark %d, %d window records, %v; want none", wm, k, err)
+	}
+	if peers, err := p.PeerState(ctx, w); err != nil || stateJSON(t, peers) != string(stJSON) {
+		t.Fatalf("partition p's peer state is not the old one: %v", err)
+	}
+	if seq, err := p.WriteSpans(ctx, c.Spans[3]); err != nil || seq != 1 {
+		t.Fatalf("partition p's first write: sequence %d, %v; want 1", seq, err)
+	}
+}
+
+func stateJSON(t *testing.T, s *analysis.State) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
