@@ -14,7 +14,8 @@
 //
 // Every insert costs the server a part, so each operation makes few:
 // WriteSpans one (its log row for recovery is a row of the same insert),
-// Apply at most five (markers, records, rollups, states, checkpoint).
+// Apply at most five (markers, records, rollups, states, checkpoint; two
+// more when it takes records another analysis partition stored).
 //
 // ClickHouse has no multi-table transactions, so Apply is a sequence of
 // inserts made safe by markers: it first marks the minutes and windows it
@@ -30,8 +31,17 @@
 // Minutes are marked clean again lazily, by the next Apply's markers (or
 // Close): a crash only costs recomputing the last batch's minutes.
 //
-// One process writes (the pipeline of `serve` or `cmd/ingest`), holding
-// the store's analysis lease (lease.go); any number read.
+// The analysis can be split into partitions (store.Partitioned,
+// partition.go), each written by the one process that holds its lease
+// (lease.go): several processes write at once, any number read. A
+// partition's span log and sequences, records (as WindowRecords reads
+// them), window states, markers, rollup generations and checkpoint are
+// its own: an Apply that fails in one partition is repaired from that
+// partition's records under that partition's generation, while the others
+// go on writing theirs, and readers sum every partition's current
+// generation. Reports, summaries, retention and compaction are the
+// store's. The store Open returns is the default partition, "", which is
+// everything a database held before partitions.
 package clickhouse
 
 import (

@@ -40,8 +40,10 @@ func current(cond string) string {
 
 // HotMinutes reads the minute tier's node figures that pass the
 // thresholds, from node_minutes (two numbers per node and minute, in key
-// order). The days Compact settled hold one row per node and minute in
-// one part: their rows are filtered as they are read, nothing summed.
+// order). The days Compact settled hold one row per node, minute and
+// generation in one part; those where one analysis partition wrote (one
+// current generation a minute) have their rows filtered as they are read,
+// nothing summed.
 // The other days are summed: most nodes own no failure in most minutes,
 // so the minutes and nodes that owned at least minOwned are found first
 // among the rows with owned failures, and their requests are read for

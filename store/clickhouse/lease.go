@@ -10,9 +10,13 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// The analysis lease (store.Leaser) without transactions or compare-and-set.
-// Every claimant writes rows under its own key in the leases table (the
-// latest version per holder wins) and reads everyone's:
+// The analysis lease (store.Leaser) without transactions or compare-and-set,
+// one per analysis partition (leases.name: "analysis", or "analysis/" and
+// the partition's name), each with its own fence: a view that lost its
+// partition's lease has its writes refused, the other partitions' views
+// of the same store write on. Every claimant writes rows under its own
+// key in the leases table (the latest version per holder wins) and reads
+// everyone's of the lease's name:
 //
 //  1. Look: if another live claim is held, refuse.
 //  2. Claim: insert an intent (expiring soon: 2×settle + 2 s).

@@ -98,7 +98,7 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 //     minutes the previous Apply finished clean); at once, the partitions
 //     of the old records, and then, when some were another partition's,
 //     their moves (record_moves) and that partition's windows dirty (its
-//     states count them);
+//     states count them; again once the records are written);
 //  2. at once, the records (a tombstone under the old key when a record is
 //     deleted or its start moved to another minute) and the rollups: the
 //     change the batch makes to each minute, hour and day it touches, for
@@ -212,7 +212,10 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	}
 
 	// Once the records are stored: the states (written after the records,
-	// they make their windows exact) and the checkpoint, at once.
+	// they make their windows exact), the checkpoint and, for the records
+	// taken from other partitions, their windows marked dirty there once
+	// more (a state that partition wrote while they moved counts them), at
+	// once.
 	err = both(func() error {
 		if len(states.wins) == 0 {
 			return nil
@@ -222,10 +225,14 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 			states.days, states.wins, slices.Repeat([]string{s.name}, n), slices.Repeat([]uint64{vEnd}, n),
 			slices.Repeat([]int64{time.Now().UnixNano()}, n), states.deleted, states.enc)
 	}, func() error {
-		if b.Watermark == 0 || b.Watermark == s.watermark {
-			return nil
-		}
-		return s.putMeta(ctx, map[string]int64{s.watermarkKey(): int64(b.Watermark)})
+		return both(func() error {
+			if b.Watermark == 0 || b.Watermark == s.watermark {
+				return nil
+			}
+			return s.putMeta(ctx, map[string]int64{s.watermarkKey(): int64(b.Watermark)})
+		}, func() error {
+			return s.mark(ctx, s.versions(1), marks{others: movedWindows(moved)})
+		})
 	})
 	if err != nil {
 		return err
@@ -424,19 +431,29 @@ func (s *Store) recordMoves(ctx context.Context, v uint64, moved []move) error {
 	n := len(moved)
 	days, mins, ids := make([]time.Time, n), make([]int64, n), make([][]byte, n)
 	froms, seqs, results := make([]string, n), make([]uint64, n), make([]string, n)
-	var others []partWindow
 	for i, m := range moved {
 		days[i], mins[i], ids[i] = dayDate(dayOfMinute(m.old.Minute())), m.old.Minute(), m.old.TraceID[:]
 		froms[i], seqs[i], results[i] = m.from, m.old.Seq, string(s.enc.Append(nil, m.old.Result))
-		others = append(others, partWindow{m.from, m.old.Window})
 	}
 	return both(func() error {
 		return s.insert(ctx, "put record moves", "record_moves", []string{"day", "minute", "trace_id", "from_part", "old_seq",
 			"to_part", "result", "version"}, days, mins, ids, froms, seqs, slices.Repeat([]string{s.name}, n), results,
 			slices.Repeat([]uint64{v}, n))
 	}, func() error {
-		return s.mark(ctx, v, marks{others: others})
+		return s.mark(ctx, v, marks{others: movedWindows(moved)})
 	})
+}
+
+// movedWindows returns the windows the moved records leave, each in the
+// partition it leaves.
+func movedWindows(moved []move) []partWindow {
+	var out []partWindow
+	for _, m := range moved {
+		if w := (partWindow{m.from, m.old.Window}); !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // readColumns are the columns a store.Record is read from.
