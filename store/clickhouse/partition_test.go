@@ -15,6 +15,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/sqlite"
 	"github.com/stormradius/stormradius/store/storetest"
 )
 
@@ -510,4 +511,146 @@ func stateJSON(t *testing.T, s *analysis.State) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Each partition's view holds its own lease and fence: one that lost its
+// lease has its writes refused, the other partitions' views of the same
+// store (and the store itself) write on; a new view of the partition
+// starts unfenced, and closing a view releases its lease only.
+func TestPartitionLeaseFence(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	dsn := freshDatabase(t, server(t))
+	s, err := Open(ctx, Options{DSN: dsn, Window: time.Hour, Logger: quiet, LeaseClock: clock, LeaseSettle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p1, p2 := view(t, s, "p1"), view(t, s, "p2")
+	c := storetest.NewCorpus(t, 3, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	if _, err := p1.AcquireLease(ctx, store.NewLeaseHolder(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.AcquireLease(ctx, store.NewLeaseHolder(), 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute) // past p1's deadline, not p2's
+	mu.Unlock()
+	if err := p1.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(0, 1)}}}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("p1's apply past its deadline: %v, want ErrLeaseLost", err)
+	}
+	if _, err := p1.WriteSpans(ctx, c.Spans[0]); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("p1's span write past its deadline: %v, want ErrLeaseLost", err)
+	}
+	if err := p2.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(1, 1)}}}); err != nil {
+		t.Fatalf("p2's apply: %v", err)
+	}
+	if err := s.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(2, 1)}}}); err != nil {
+		t.Fatalf("the store's apply: %v", err)
+	}
+	// Closed, p1's view forgets it; a new one is unfenced.
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.Watermark(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("a closed view: %v, want ErrClosed", err)
+	}
+	again := view(t, s, "p1")
+	defer again.Close()
+	if err := again.Apply(ctx, store.Batch{Changes: []store.Change{{New: c.Record(0, 1)}}}); err != nil {
+		t.Fatalf("a new view of p1: %v", err)
+	}
+	// p2 still holds its lease: another store is refused it.
+	other, err := Open(ctx, Options{DSN: dsn, Window: time.Hour, Logger: quiet, LeaseClock: clock, LeaseSettle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := view(t, other, "p2").AcquireLease(ctx, store.NewLeaseHolder(), time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("p2's lease from another store: %v, want ErrLeaseHeld", err)
+	}
+	rep, err := s.Report(ctx, store.Query{})
+	if err != nil || rep.Traces != 3 {
+		t.Fatalf("report: %v traces, %v; want 3", rep.Traces, err)
+	}
+}
+
+// Hot minutes of days that Compact settled, written by two partitions:
+// each node's minute is two rows (one per partition) to be summed, not
+// filtered one by one. The same as the embedded store that holds every
+// trace, before and after compaction.
+func TestPartitionsHotMinutes(t *testing.T) {
+	ctx := context.Background()
+	dsn := freshDatabase(t, server(t))
+	s := open(t, dsn, time.Hour)
+	defer s.Close()
+	other := open(t, dsn, time.Hour)
+	defer other.Close()
+	lite, err := sqlite.Open(ctx, sqlite.Options{Dir: t.TempDir(), Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	c := storetest.NewCorpus(t, 600, time.Date(2026, 3, 1, 9, 50, 0, 0, time.UTC), 2*time.Second)
+	var all [2][]store.Change
+	for i := range c.Traces {
+		all[i%2] = append(all[i%2], store.Change{New: c.Record(i, 1)})
+	}
+	a, b := view(t, s, "a"), view(t, other, "b")
+	defer a.Close()
+	defer b.Close()
+	for k, v := range []store.Store{a, b} {
+		if err := v.Apply(ctx, store.Batch{Changes: all[k]}); err != nil {
+			t.Fatal(err)
+		}
+		if err := lite.Apply(ctx, store.Batch{Changes: all[k]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(hh, mm int) int64 { return time.Date(2026, 3, 1, hh, mm, 0, 0, time.UTC).UnixNano() }
+	compare := func(when string) {
+		t.Helper()
+		for _, q := range []store.Query{{}, {From: at(9, 53), To: at(10, 4)}} {
+			for _, rules := range [][2]float64{{3, 0.2}, {1, 0.05}, {6, 0.05}, {12, 0.1}} {
+				got, err := s.HotMinutes(ctx, q, int64(rules[0]), rules[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := lite.HotMinutes(ctx, q, int64(rules[0]), rules[1])
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s: hot minutes of %+v, %v:\n got %v\nwant %v", when, q, rules, got, want)
+				}
+				if len(want) == 0 {
+					t.Fatalf("%s: no hot minute in %+v, %v: the comparison proves nothing", when, q, rules)
+				}
+			}
+			m1, ok1, err := s.LastMinute(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m2, ok2, _ := lite.LastMinute(ctx, q); m1 != m2 || ok1 != ok2 {
+				t.Fatalf("%s: last minute of %+v: %d %v, want %d %v", when, q, m1, ok1, m2, ok2)
+			}
+		}
+	}
+	compare("stored")
+	if err := s.Compact(ctx, at(24, 0)); err != nil {
+		t.Fatal(err)
+	}
+	day := analysis.MinuteOf(at(0, 0)) / 1440
+	parts, err := s.nodeMinuteParts(ctx, `partition_id = `+quote(dayID(day)))
+	if err != nil || len(parts[dayID(day)]) != 1 {
+		t.Fatalf("the day is not in one part after Compact: %v, %v", parts, err)
+	}
+	if d, err := s.settledDays(ctx, day*1440, day*1440+1440); err != nil || len(d) != 0 {
+		t.Fatalf("a day two partitions wrote is settled: %v, %v", d, err)
+	}
+	compare("compacted")
 }
