@@ -37,12 +37,13 @@ try {
   }
   // The rollups the statements kept (deltas, and a bucket recomputed
   // under a new generation) agree with the records they sum, in all
-  // three tiers, counting each bucket's current generation.
+  // three tiers, counting each bucket's current generation of every
+  // analysis partition (its latest, or its base: 0 or 2^63 and more).
   const one = (q) => session.query(q, "TSVRaw").trim();
   const live = one("SELECT count() FROM (SELECT deleted FROM records FINAL) WHERE deleted = 0");
-  const current = "((gen = 0 AND (tier, bucket) NOT IN (SELECT tier, bucket FROM rollup_gens)) OR " +
-    "(tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens GROUP BY tier, bucket))";
-  if (one("SELECT count() FROM rollup_gens") === "0") {
+  const current = "(((gen = 0 OR gen >= 9223372036854775808) AND (tier, bucket, gen) NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part)) OR " +
+    "(tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part GROUP BY tier, bucket, part))";
+  if (one("SELECT count() FROM rollup_gens_by_part") === "0") {
     console.error(`chdb-check: no bucket was recomputed on ClickHouse ${version}`);
     process.exit(1);
   }

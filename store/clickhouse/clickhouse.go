@@ -14,7 +14,8 @@
 //
 // Every insert costs the server a part, so each operation makes few:
 // WriteSpans one (its log row for recovery is a row of the same insert),
-// Apply at most five (markers, records, rollups, states, checkpoint).
+// Apply at most five (markers, records, rollups, states, checkpoint; two
+// more when it takes records another analysis partition stored).
 //
 // ClickHouse has no multi-table transactions, so Apply is a sequence of
 // inserts made safe by markers: it first marks the minutes and windows it
@@ -30,8 +31,17 @@
 // Minutes are marked clean again lazily, by the next Apply's markers (or
 // Close): a crash only costs recomputing the last batch's minutes.
 //
-// One process writes (the pipeline of `serve` or `cmd/ingest`), holding
-// the store's analysis lease (lease.go); any number read.
+// The analysis can be split into partitions (store.Partitioned,
+// partition.go), each written by the one process that holds its lease
+// (lease.go): several processes write at once, any number read. A
+// partition's span log and sequences, records (as WindowRecords reads
+// them), window states, markers, rollup generations and checkpoint are
+// its own: an Apply that fails in one partition is repaired from that
+// partition's records under that partition's generation, while the others
+// go on writing theirs, and readers sum every partition's current
+// generation. Reports, summaries, retention and compaction are the
+// store's. The store Open returns is the default partition, "", which is
+// everything a database held before partitions.
 package clickhouse
 
 import (
@@ -41,10 +51,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,10 +115,24 @@ type Options struct {
 	dial func(*ch.Options) (driver.Conn, error)
 }
 
-// Store is the ClickHouse store. It is safe for concurrent use.
+// Store is the ClickHouse store: the default analysis partition's view of
+// the database (Open), or another partition's (Partition). It is safe for
+// concurrent use.
 type Store struct {
-	conn   driver.Conn
-	db     string
+	conn driver.Conn
+	db   string
+	*core
+	// part is the partition this value writes as: its span log, records,
+	// states, rollup generations, markers, checkpoint and lease.
+	*part
+	// view: returned by Partition; its Close releases its partition's
+	// lease, not the connections.
+	view   bool
+	closed atomic.Bool
+}
+
+// core is what a store and its partitions' views share.
+type core struct {
 	server serverVersion
 	window time.Duration
 	log    *slog.Logger
@@ -116,8 +142,39 @@ type Store struct {
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
 	sentIDs func([]graph.TraceID)
 
-	lease       fence.Fence // see lease.go
-	leaseSettle time.Duration
+	leaseSettle time.Duration // see lease.go
+	leaseClock  func() time.Time
+	// readOnly: opened with Options.ReadOnly.
+	readOnly bool
+	// migrated: this Open applied a migration (its new tables need the TTL).
+	migrated bool
+
+	verMu   sync.Mutex
+	lastVer uint64
+
+	floorMu   sync.Mutex
+	floor     int64 // retention floor, unix nanoseconds (0: none)
+	floorRead time.Time
+
+	// down: the store (not a view) was closed, the connections with it.
+	down atomic.Bool
+
+	partsMu sync.Mutex
+	parts   map[string]*part // the partitions with open views, by name; "" always
+}
+
+// part is an analysis partition's own state in this process, shared by
+// its views (partition.go).
+type part struct {
+	name string
+	// base is the partition's base rollup generation (baseGen).
+	base uint64
+	// views counts the open views of a partition other than "" (under
+	// core.partsMu): the last one's Close forgets the partition.
+	views int
+	lease fence.Fence // see lease.go
+	// progress: what the partition continues from was read (readProgress).
+	progress atomic.Bool
 
 	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
 	seq    uint64
@@ -130,23 +187,12 @@ type Store struct {
 	// clean holds the minutes the last Apply finished: its markers say
 	// dirty until the next Apply's markers (or Close) say otherwise.
 	clean map[int64]struct{}
-	// gens is the current generation of every rollup bucket that has one
-	// (loaded by the first Apply; nil before).
+	// gens is the current generation of every rollup bucket of the
+	// partition that has one (loaded by the first Apply; nil before).
 	gens map[bucketKey]uint64
-	// readOnly: opened with Options.ReadOnly.
-	readOnly bool
-	enc      analysis.ResultEncoder // under applyMu
+	enc  analysis.ResultEncoder // under applyMu
 	// watermark is the last checkpoint this store wrote (under applyMu).
 	watermark uint64
-
-	verMu   sync.Mutex
-	lastVer uint64
-
-	floorMu   sync.Mutex
-	floor     int64 // retention floor, unix nanoseconds (0: none)
-	floorRead time.Time
-
-	closed atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -177,9 +223,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if dial == nil {
 		dial = ch.Open
 	}
-	s := &Store{db: chOpts.Auth.Database, log: opts.Logger, repair: map[int64]struct{}{}, clean: map[int64]struct{}{},
-		edgeReadMax: edgeReadMax, lease: fence.Fence{Now: opts.LeaseClock}, leaseSettle: opts.LeaseSettle,
-		readOnly: opts.ReadOnly}
+	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
+		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly}, part: newPart("", opts.LeaseClock)}
+	s.parts = map[string]*part{"": s.part}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -229,25 +275,26 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	return s.applyTTL(ctx, meta, opts.TTL)
 }
 
-// readProgress reads what the store continues from: the last write, the
-// highest row versions, the minutes an earlier process left dirty. Open
-// reads it, and AcquireLease again: a previous holder may have written
-// since.
+// readProgress reads what the store's partition continues from: its last
+// write, the highest row versions, the minutes an earlier process left
+// dirty; and forgets the rollup generations and checkpoint it knew. Open
+// reads it, a view before its first write, and AcquireLease again: a
+// previous holder may have written since.
 func (s *Store) readProgress(ctx context.Context) error {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	// The last write: the latest log row (trace_spans).
+	// The last write: the partition's latest log row (trace_spans).
 	var logged uint64
 	if err := s.queryRow(ctx, "read last write", `SELECT max(seq) FROM trace_spans WHERE trace_id = `+
-		idList([]graph.TraceID{logID}), &logged); err != nil {
+		idList([]graph.TraceID{logID})+` AND part = `+quote(s.name), &logged); err != nil {
 		return err
 	}
 	s.seq = max(s.seq, logged)
 	// Versions order the rows of one key; they come from the clock, kept
 	// above every version already stored in the small tables.
-	for _, table := range []string{"dirty", "meta", "states", "summaries", "rollup_gens"} {
+	for _, table := range []string{"dirty_by_part", "meta", "states_by_part", "summaries", "rollup_gens_by_part"} {
 		var v uint64
 		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
 			return err
@@ -256,7 +303,21 @@ func (s *Store) readProgress(ctx context.Context) error {
 		s.lastVer = max(s.lastVer, v)
 		s.verMu.Unlock()
 	}
-	return s.readDirty(ctx)
+	if err := s.readDirty(ctx); err != nil {
+		return err
+	}
+	s.gens, s.watermark = nil, 0
+	s.progress.Store(true)
+	return nil
+}
+
+// ensureProgress reads what the partition continues from unless it was
+// read: before a view's first write.
+func (s *Store) ensureProgress(ctx context.Context) error {
+	if s.readOnly || s.progress.Load() {
+		return nil
+	}
+	return s.readProgress(ctx)
 }
 
 // parseDSN splits the store's own parameters (ttl) from clickhouse-go's.
@@ -436,34 +497,63 @@ func (s *Store) retentionFloor(ctx context.Context) int64 {
 }
 
 // Close marks the minutes the last Apply finished clean, releases the
-// lease the store holds and closes the connections. Every write is
-// acknowledged by the server before the method that made it returns; the
-// markers only spare the next store recomputing those minutes (a store
-// that lost its lease writes none: the minutes may be another's now).
+// lease the store holds and closes the connections; the views of other
+// partitions still open are closed with it (their leases released). Every
+// write is acknowledged by the server before the method that made it
+// returns; the markers only spare the next store recomputing those
+// minutes (a store that lost its lease writes none: the minutes may be
+// another's now).
+//
+// A view's Close does the same for its partition, and leaves the store
+// open.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	if s.closed.Swap(true) || s.down.Load() {
 		return nil
 	}
-	// Wait for writes in flight.
-	s.spanMu.Lock()
-	s.applyMu.Lock()
-	defer s.spanMu.Unlock()
-	defer s.applyMu.Unlock()
-	if len(s.clean) > 0 && s.lease.Check() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := s.mark(ctx, s.versions(1), marks{clean: keys(s.clean)})
-		cancel()
-		if err != nil {
-			s.log.Warn("clickhouse: marking the last batch's minutes clean; the next store recomputes them", "err", err)
+	if s.view {
+		s.partsMu.Lock()
+		if s.name != "" {
+			if s.views--; s.views == 0 {
+				delete(s.parts, s.name)
+			}
 		}
+		s.partsMu.Unlock()
+		s.finish(s.part)
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err := s.ReleaseLease(ctx) // nothing when no lease was taken
-	cancel()
-	if err != nil {
-		s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "err", err)
+	s.down.Store(true)
+	s.partsMu.Lock()
+	parts := slices.Collect(maps.Values(s.parts))
+	s.partsMu.Unlock()
+	for _, p := range parts {
+		s.finish(p)
 	}
 	return s.conn.Close()
+}
+
+// finish marks the minutes p's last Apply finished clean, once the writes
+// in flight are done, and releases p's lease.
+func (s *Store) finish(p *part) {
+	p.spanMu.Lock()
+	p.applyMu.Lock()
+	defer p.spanMu.Unlock()
+	defer p.applyMu.Unlock()
+	w := &Store{conn: s.conn, db: s.db, core: s.core, part: p}
+	if len(p.clean) > 0 && p.lease.Check() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := w.mark(ctx, s.versions(1), marks{clean: keys(p.clean)})
+		cancel()
+		if err != nil {
+			s.log.Warn("clickhouse: marking the last batch's minutes clean; the next store recomputes them", "partition", p.name, "err", err)
+		}
+		clear(p.clean)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := w.ReleaseLease(ctx) // nothing when no lease was taken
+	cancel()
+	if err != nil {
+		s.log.Warn("clickhouse: releasing the analysis lease; it expires by itself", "partition", p.name, "err", err)
+	}
 }
 
 // checkWritable refuses a write (what) to a store opened read-only.
@@ -475,7 +565,7 @@ func (s *Store) checkWritable(what string) error {
 }
 
 func (s *Store) checkOpen(what string) error {
-	if s.closed.Load() {
+	if s.closed.Load() || s.down.Load() {
 		return fmt.Errorf("clickhouse: %s: %w", what, store.ErrClosed)
 	}
 	return nil

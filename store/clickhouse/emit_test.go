@@ -98,6 +98,31 @@ func TestEmitSQL(t *testing.T) {
 	// that the rollups still agree with the records the check sums.
 	s.repair[analysis.MinuteOf(base.Add(-72*time.Hour).UnixNano())] = struct{}{}
 	must(s.Apply(ctx, store.Batch{}))
+	// An analysis partition's view: its span write, a batch that takes a
+	// record of the default partition (as the lookup answers), a repair
+	// of a minute of its own (with the moves), its reads.
+	pv, err := s.Partition(store.KafkaPartition("otlp_spans", 3))
+	must(err)
+	_, err = pv.WriteSpans(ctx, c.Spans[3])
+	must(err)
+	rec.answers["deleted, part FROM records WHERE"] = [][]any{{c.Traces[3].ID, c.Results[3].Window,
+		analysis.MinuteOf(c.Results[3].Start), uint64(1), uint8(0), ""}}
+	must(pv.Apply(ctx, store.Batch{Changes: []store.Change{{Old: changes[3].New, New: c.Record(3, 4)}},
+		States: map[int64]*analysis.State{c.Results[3].Window: c.Windows.State(c.Results[3].Window)}, Watermark: 1}))
+	pv.(*Store).repair[analysis.MinuteOf(base.Add(-72*time.Hour).UnixNano())] = struct{}{}
+	must(pv.Apply(ctx, store.Batch{}))
+	_, err = pv.PeerState(ctx, w)
+	must(err)
+	_, err = pv.PeerWindows(ctx, base.UnixNano())
+	must(err)
+	_, _, err = pv.State(ctx, w)
+	if err != nil && !errorsIsNotFound(err) {
+		t.Fatal(err)
+	}
+	must(pv.WindowRecords(ctx, w, nil, func(*store.Record) error { return nil }))
+	_, err = pv.Watermark(ctx)
+	must(err)
+	must(pv.Close())
 	// Reads.
 	rec.answers["FROM record_index"] = [][]any{{id, w, minute, c.Results[0].Start, uint64(1), uint8(0)}}
 	_, err = s.Records(ctx, []graph.TraceID{id, {0xde, 0xad}})
@@ -171,12 +196,14 @@ func TestEmitSQL(t *testing.T) {
 		"INSERT INTO summaries", "INSERT INTO dirty", "INSERT INTO meta", "INSERT INTO schema_migrations",
 		"INSERT INTO rollup_gens", "FROM records FINAL", "DROP PARTITION ID", "record_index DROP PARTITION", "MODIFY TTL",
 		"OPTIMIZE TABLE node_minutes PARTITION ID", "AND _part IN (", "GROUP BY bucket, cityHash64", "FROM trace_buckets",
-		"trace_id_bloom"} {
+		"trace_id_bloom", "INSERT INTO record_moves", "FROM record_moves FINAL", "HAVING uniqExact(gen) > 1",
+		"FROM states_by_part FINAL"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no statement has %q", want)
 		}
 	}
-	// Deltas by the two batches (the third recomputes an empty minute).
+	// Deltas by the two batches (the third recomputes an empty minute; the
+	// partition's batch replaces a record with one of the same figures).
 	n := 0
 	for _, q := range rec.sql {
 		if strings.HasPrefix(q, "INSERT INTO rollups (") && strings.Contains(q, ") VALUES") {

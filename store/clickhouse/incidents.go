@@ -28,17 +28,21 @@ func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 }
 
 // current returns the SQL condition selecting, among the rollup rows cond
-// selects, those of each bucket's current generation: the latest
-// rollup_gens holds for it, 0 without one.
+// selects (rollups, node_minutes, trace_buckets), those of each bucket's
+// current generation of every partition: the latest rollup_gens_by_part
+// holds for the bucket and partition, or, for a partition without one,
+// its base generation (0, or baseFlag and more: partition.go).
 func current(cond string) string {
-	return `((gen = 0 AND (tier, bucket) NOT IN (SELECT tier, bucket FROM rollup_gens WHERE ` + cond + `)) OR
-		(tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens WHERE ` + cond + ` GROUP BY tier, bucket))`
+	return `(((gen = 0 OR gen >= ` + utoa(baseFlag) + `) AND (tier, bucket, gen) NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part WHERE ` +
+		cond + `)) OR (tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE ` + cond +
+		` GROUP BY tier, bucket, part))`
 }
 
 // HotMinutes reads the minute tier's node figures that pass the
 // thresholds, from node_minutes (two numbers per node and minute, in key
-// order). The days Compact settled hold one row per node and minute in
-// one part: their rows are filtered as they are read, nothing summed.
+// order). The days Compact settled hold one row per node, minute and
+// generation in one part; those where one analysis partition wrote each
+// minute have their rows filtered as they are read, nothing summed.
 // The other days are summed: most nodes own no failure in most minutes,
 // so the minutes and nodes that owned at least minOwned are found first
 // among the rows with owned failures, and their requests are read for
@@ -166,18 +170,50 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 }
 
 // settledDays returns the days holding minutes of [lo, hi) whose
-// node_minutes partition is a single part (as Compact leaves a day),
-// with the part's name: its rows are one per key, summed.
+// node_minutes partition is a single part (as Compact leaves a day) and
+// holds, in each minute, one analysis partition's rows, with the part's
+// name: its rows of a bucket's current generation are one per node and
+// minute, summed.
 func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string, error) {
-	parts, err := s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
-		` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1))))
+	var parts map[string][]string
+	shared := map[int64]bool{}
+	err := both(func() (err error) {
+		parts, err = s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
+			` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1))))
+		return err
+	}, func() error {
+		return s.sharedDays(ctx, lo, hi, shared)
+	})
 	out := map[int64]string{}
 	for id, names := range parts {
-		if d, err := time.Parse("20060102", id); err == nil && len(names) == 1 {
+		if d, err := time.Parse("20060102", id); err == nil && len(names) == 1 && !shared[dayOf(d.UnixNano())] {
 			out[dayOf(d.UnixNano())] = names[0]
 		}
 	}
 	return out, err
+}
+
+// sharedDays notes in shared the days holding minutes of [lo, hi) where
+// several analysis partitions' rows of a node and minute may be several
+// rows of node_minutes. Those are read from trace_buckets (a row per
+// bucket and generation, not per node): the days with a minute of several
+// current generations. A partition whose traces of a minute sum to none
+// has no rows in node_minutes either, unless it took records from another
+// partition there (record_moves): those days are shared too.
+func (s *Store) sharedDays(ctx context.Context, lo, hi int64, shared map[int64]bool) error {
+	d0, d1 := floorDiv(lo, 1440), floorDiv(hi-1, 1440)+1
+	cond := where([]bucketRange{{tierMinute, d0 * 1440, d1 * 1440}})
+	return s.query(ctx, "list shared days", `SELECT DISTINCT intDiv(bucket, 1440) FROM (SELECT bucket FROM trace_buckets
+		WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket HAVING uniqExact(gen) > 1)
+		UNION ALL SELECT DISTINCT intDiv(minute, 1440) FROM record_moves WHERE minute >= `+itoa(d0*1440)+` AND minute < `+itoa(d1*1440),
+		func(r driver.Rows) error {
+			var d int64
+			if err := r.Scan(&d); err != nil {
+				return err
+			}
+			shared[d] = true
+			return nil
+		})
 }
 
 // nodeMinuteParts returns the active parts of node_minutes by partition

@@ -10,9 +10,13 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// The analysis lease (store.Leaser) without transactions or compare-and-set.
-// Every claimant writes rows under its own key in the leases table (the
-// latest version per holder wins) and reads everyone's:
+// The analysis lease (store.Leaser) without transactions or compare-and-set,
+// one per analysis partition (leases.name: "analysis", or "analysis/" and
+// the partition's name), each with its own fence: a view that lost its
+// partition's lease has its writes refused, the other partitions' views
+// of the same store write on. Every claimant writes rows under its own
+// key in the leases table (the latest version per holder wins) and reads
+// everyone's of the lease's name:
 //
 //  1. Look: if another live claim is held, refuse.
 //  2. Claim: insert an intent (expiring soon: 2×settle + 2 s).
@@ -44,7 +48,8 @@ import (
 // machine and pid namespace whose process has exited lose their claims at
 // once (store.LeaseHolder.Exited).
 
-// leaseName is the lease's key.
+// leaseName is the key of the default partition's lease (part.leaseName:
+// each partition has its own).
 const leaseName = "analysis"
 
 // Claim states.
@@ -109,7 +114,7 @@ func (s *Store) claims(ctx context.Context) (map[string]*claim, error) {
 	out := map[string]*claim{}
 	err := s.query(ctx, "read lease claims", `SELECT holder, argMax(host, version), argMax(pid, version),
 		argMax(started, version), argMax(ns, version), argMax(state, version), argMax(claimed, version),
-		argMax(expires, version) FROM leases WHERE name = `+quote(leaseName)+` GROUP BY holder`, func(r driver.Rows) error {
+		argMax(expires, version) FROM leases WHERE name = `+quote(s.leaseName())+` GROUP BY holder`, func(r driver.Rows) error {
 		var c claim
 		var pid uint32
 		var started, claimed, expires int64
@@ -132,7 +137,7 @@ func (s *Store) writeClaim(ctx context.Context, h store.LeaseHolder, state uint8
 	}
 	return s.insert(ctx, "write lease claim", "leases",
 		[]string{"name", "holder", "host", "pid", "started", "ns", "state", "claimed", "expires", "version"},
-		[]string{leaseName}, []string{h.ID}, []string{h.Host}, []uint32{uint32(h.PID)}, []int64{h.Start.UnixNano()},
+		[]string{s.leaseName()}, []string{h.ID}, []string{h.Host}, []uint32{uint32(h.PID)}, []int64{h.Start.UnixNano()},
 		[]string{h.Namespace}, []uint8{state}, []int64{claimed.UnixNano()}, []int64{exp}, []uint64{s.versions(1)})
 }
 
@@ -150,7 +155,11 @@ func heldBy(cs map[string]*claim, now time.Time, me string) *claim {
 
 // refused is the refusal naming c.
 func (s *Store) refused(c *claim, now time.Time) error {
-	return fmt.Errorf("clickhouse: database %s: %w", s.db, &store.LeaseHeldError{Holder: c.holder, Expires: c.expires, Now: now})
+	where := "database " + s.db
+	if s.name != "" {
+		where += ", partition " + s.name
+	}
+	return fmt.Errorf("clickhouse: %s: %w", where, &store.LeaseHeldError{Holder: c.holder, Expires: c.expires, Now: now})
 }
 
 // errTooSlow: an insert took longer than the protocol allows; claiming

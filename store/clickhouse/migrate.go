@@ -107,7 +107,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		for _, q := range run {
-			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil && !dropped(q, err) {
+			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil && !dropped(q, err) && !added(q, err) {
 				return err
 			}
 		}
@@ -117,6 +117,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			[]string{s.server.String()}, []uint32{uint32(skipped)}); err != nil {
 			return err
 		}
+		s.migrated = true
 		s.log.Info("clickhouse: migration applied", "database", s.db, "version", m.Version, "name", m.Name,
 			"server", s.server.String(), "skipped_statements", skipped)
 	}
@@ -156,6 +157,15 @@ func dropped(q string, err error) bool {
 	var ex *ch.Exception
 	return strings.Contains(q, "DROP COLUMN") && errors.As(err, &ex) &&
 		(ex.Code == 44 || ex.Code == 10 || ex.Code == 16) // ILLEGAL_COLUMN (18.16), NOT_FOUND_COLUMN_IN_BLOCK, NO_SUCH_COLUMN_IN_TABLE
+}
+
+// added reports whether err is statement q failing because the column it
+// adds is there already: a migration that was cut short after it and runs
+// again (18.16 has no ADD COLUMN IF NOT EXISTS).
+func added(q string, err error) bool {
+	var ex *ch.Exception
+	return strings.Contains(q, "ADD COLUMN") && errors.As(err, &ex) &&
+		(ex.Code == 44 || ex.Code == 15) // ILLEGAL_COLUMN (18.16), DUPLICATE_COLUMN
 }
 
 func (s *Store) appliedMigrations(ctx context.Context, table string) (map[int]bool, error) {
@@ -231,14 +241,15 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 }
 
 // ttlTables are the tables a TTL applies to, all partitioned by day.
-var ttlTables = []string{"trace_spans", "records", "record_index", "states", "summaries", "dirty",
-	"rollups", "rollup_gens", "node_minutes", "trace_buckets"}
+var ttlTables = []string{"trace_spans", "records", "record_index", "states_by_part", "summaries", "dirty_by_part",
+	"rollups", "rollup_gens_by_part", "node_minutes", "trace_buckets", "record_moves"}
 
 // ttlRelease is the first release the extras, TTL included, are used on.
 var ttlRelease = serverVersion{21, 8}
 
 // applyTTL sets the tables' TTL to ttl (whole days, at least one) when
-// the server supports it and it changed. Parts already written are not
+// the server supports it and it changed, or a migration (which may have
+// made new tables) ran. Parts already written are not
 // rewritten for it (materialize_ttl_after_modify = 0): with
 // ttl_only_drop_parts they expire whole as their day passes.
 func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Duration) error {
@@ -251,7 +262,7 @@ func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Du
 		return nil
 	}
 	days := max(1, int64((ttl+24*time.Hour-1)/(24*time.Hour)))
-	if meta[metaTTL] == days*nsPerDay {
+	if meta[metaTTL] == days*nsPerDay && !s.migrated {
 		return nil
 	}
 	x := ch.Context(ctx, ch.WithSettings(ch.Settings{"materialize_ttl_after_modify": 0}))
@@ -263,11 +274,12 @@ func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Du
 	return s.putMeta(ctx, map[string]int64{metaTTL: days * nsPerDay})
 }
 
-// readDirty notes the minutes an earlier process left dirty: the next
-// Apply recomputes their rollups (with their hours and days).
+// readDirty notes the minutes an earlier process left dirty in the
+// store's partition: the next Apply recomputes their rollups (with their
+// hours and days).
 func (s *Store) readDirty(ctx context.Context) error {
-	return s.query(ctx, "read dirty minutes", `SELECT id FROM (SELECT id, dirty FROM dirty FINAL WHERE kind = 'minute')
-		WHERE dirty = 1`, func(r driver.Rows) error {
+	return s.query(ctx, "read dirty minutes", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL WHERE kind = 'minute'
+		AND part = `+quote(s.name)+`) WHERE dirty = 1`, func(r driver.Rows) error {
 		var m int64
 		if err := r.Scan(&m); err != nil {
 			return err

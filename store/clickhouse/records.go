@@ -19,7 +19,7 @@ import (
 )
 
 var recordColumns = []string{"day", "win", "minute", "trace_id", "version", "deleted", "start", "api", "seq", "result",
-	"facts", "edges"}
+	"facts", "edges", "part"}
 
 // recordBlock is record rows as the columns of one insert.
 type recordBlock struct {
@@ -33,19 +33,21 @@ type recordBlock struct {
 	seq           []uint64
 	result, facts []string
 	edges         [][]uint64
+	part          []string
 	buf           []byte // encoded results, one string per block
 	ends          []int
 }
 
 func (b *recordBlock) columns() []any {
-	return []any{b.day, b.win, b.minute, b.id, b.version, b.deleted, b.start, b.api, b.seq, b.result, b.facts, b.edges}
+	return []any{b.day, b.win, b.minute, b.id, b.version, b.deleted, b.start, b.api, b.seq, b.result, b.facts, b.edges, b.part}
 }
 
-// add appends the row of r under version v: r's record, or a tombstone
-// for its key when deleted. Results are encoded into b.buf; finish makes
-// them strings.
-func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64, deleted bool) {
+// add appends the row of r under version v, partition part's: r's
+// record, or a tombstone for its key when deleted. Results are encoded
+// into b.buf; finish makes them strings.
+func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64, deleted bool, part string) {
 	m := r.Minute()
+	b.part = append(b.part, part)
 	b.day = append(b.day, dayDate(dayOfMinute(m)))
 	b.win = append(b.win, r.Window)
 	b.minute = append(b.minute, m)
@@ -87,12 +89,16 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 	return analysis.DecodeResult(b, intern)
 }
 
-// Apply stores a batch. ClickHouse cannot make it atomic, so it goes in
-// steps that leave nothing wrong for good when cut short:
+// Apply stores a batch as the store's partition's. ClickHouse cannot make
+// it atomic, so it goes in steps that leave nothing wrong for good when
+// cut short:
 //
 //  1. markers: the minutes and windows the batch touches dirty, the
 //     summaries of the windows whose states it gives stale (and the
-//     minutes the previous Apply finished clean);
+//     minutes the previous Apply finished clean); at once, the partitions
+//     of the old records, and then, when some were another partition's,
+//     their moves (record_moves) and that partition's windows dirty (its
+//     states count them; again once the records are written);
 //  2. at once, the records (a tombstone under the old key when a record is
 //     deleted or its start moved to another minute) and the rollups: the
 //     change the batch makes to each minute, hour and day it touches, for
@@ -108,6 +114,12 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 // states after their records: their states are not exact meanwhile
 // (State).
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
+	if err := s.checkWrite("apply"); err != nil {
+		return err
+	}
+	if err := s.ensureProgress(ctx); err != nil {
+		return err
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if err := s.checkWrite("apply"); err != nil {
@@ -164,10 +176,20 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 			clean = append(clean, m)
 		}
 	}
-	if err := s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: states.wins, clean: clean}); err != nil {
+	var moved []move
+	err = both(func() error {
+		return s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: states.wins, clean: clean})
+	}, func() (err error) {
+		moved, err = s.movedRecords(ctx, b.Changes)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	clear(s.clean)
+	if err := s.recordMoves(ctx, v0, moved); err != nil {
+		return err
+	}
 
 	// The records and the rollup deltas at once: the markers cover either
 	// failing.
@@ -190,18 +212,27 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	}
 
 	// Once the records are stored: the states (written after the records,
-	// they make their windows exact) and the checkpoint, at once.
+	// they make their windows exact), the checkpoint and, for the records
+	// taken from other partitions, their windows marked dirty there once
+	// more (a state that partition wrote while they moved counts them), at
+	// once.
 	err = both(func() error {
 		if len(states.wins) == 0 {
 			return nil
 		}
-		return s.insert(ctx, "put states", "states", []string{"day", "win", "version", "deleted", "state"},
-			states.days, states.wins, slices.Repeat([]uint64{vEnd}, len(states.wins)), states.deleted, states.enc)
+		n := len(states.wins)
+		return s.insert(ctx, "put states", "states_by_part", []string{"day", "win", "part", "version", "written", "deleted", "state"},
+			states.days, states.wins, slices.Repeat([]string{s.name}, n), slices.Repeat([]uint64{vEnd}, n),
+			slices.Repeat([]int64{time.Now().UnixNano()}, n), states.deleted, states.enc)
 	}, func() error {
-		if b.Watermark == 0 || b.Watermark == s.watermark {
-			return nil
-		}
-		return s.putMeta(ctx, map[string]int64{metaWatermark: int64(b.Watermark)})
+		return both(func() error {
+			if b.Watermark == 0 || b.Watermark == s.watermark {
+				return nil
+			}
+			return s.putMeta(ctx, map[string]int64{s.watermarkKey(): int64(b.Watermark)})
+		}, func() error {
+			return s.mark(ctx, s.versions(1), marks{others: movedWindows(moved)})
+		})
 	})
 	if err != nil {
 		return err
@@ -221,10 +252,10 @@ func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
 	for i, c := range changes {
 		v := v0 + 1 + uint64(i)
 		if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
-			recs.add(&s.enc, o, v, true)
+			recs.add(&s.enc, o, v, true, s.name)
 		}
 		if c.New != nil {
-			recs.add(&s.enc, c.New, v, false)
+			recs.add(&s.enc, c.New, v, false, s.name)
 		}
 	}
 	recs.finish()
@@ -276,36 +307,153 @@ const (
 	kindSummary int8 = 2
 )
 
-// marks are the markers one insert sets: minutes, windows (states) and
-// summaries dirty; minutes and summaries clean.
+// marks are the markers one insert sets: the store's partition's minutes
+// and windows (states) dirty, and its minutes clean; summaries (shared by
+// every partition) dirty and clean; other partitions' windows dirty.
 type marks struct {
 	minutes, windows, summaries []int64
 	clean, fresh                []int64
+	others                      []partWindow
+}
+
+// partWindow is a window of a partition.
+type partWindow struct {
+	part string
+	win  int64
 }
 
 // mark inserts the markers of m at version v.
 func (s *Store) mark(ctx context.Context, v uint64, m marks) error {
-	n := len(m.minutes) + len(m.windows) + len(m.summaries) + len(m.clean) + len(m.fresh)
+	n := len(m.minutes) + len(m.windows) + len(m.summaries) + len(m.clean) + len(m.fresh) + len(m.others)
 	if n == 0 {
 		return nil
 	}
 	kinds, ids, days, flags := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n), make([]uint8, 0, n)
+	parts := make([]string, 0, n)
+	add := func(kind int8, x int64, part string, dirty uint8) {
+		d := dayOfMinute(x)
+		if kind != kindMinute {
+			d = dayOf(x * int64(s.window))
+		}
+		kinds, ids, days, flags = append(kinds, kind), append(ids, x), append(days, dayDate(d)), append(flags, dirty)
+		parts = append(parts, part)
+	}
 	for _, set := range []struct {
 		kind  int8
 		dirty uint8
+		part  string
 		ids   []int64
-	}{{kindMinute, 1, m.minutes}, {kindMinute, 0, m.clean}, {kindWindow, 1, m.windows}, {kindSummary, 1, m.summaries},
-		{kindSummary, 0, m.fresh}} {
+	}{{kindMinute, 1, s.name, m.minutes}, {kindMinute, 0, s.name, m.clean}, {kindWindow, 1, s.name, m.windows},
+		{kindSummary, 1, "", m.summaries}, {kindSummary, 0, "", m.fresh}} {
 		for _, x := range set.ids {
-			d := dayOfMinute(x)
-			if set.kind != kindMinute {
-				d = dayOf(x * int64(s.window))
-			}
-			kinds, ids, days, flags = append(kinds, set.kind), append(ids, x), append(days, dayDate(d)), append(flags, set.dirty)
+			add(set.kind, x, set.part, set.dirty)
 		}
 	}
-	return s.insert(ctx, "mark dirty", "dirty", []string{"kind", "id", "day", "dirty", "version"},
-		kinds, ids, days, flags, slices.Repeat([]uint64{v}, n))
+	for _, o := range m.others {
+		add(kindWindow, o.win, o.part, 1)
+	}
+	return s.insert(ctx, "mark dirty", "dirty_by_part", []string{"kind", "id", "part", "day", "dirty", "version"},
+		kinds, ids, parts, days, flags, slices.Repeat([]uint64{v}, n))
+}
+
+// move is a record that another partition (from) stored and a change of
+// the batch replaces: it moves to the store's partition.
+type move struct {
+	from string
+	old  *store.Record
+}
+
+// movedRecords returns the changes' old records that another partition
+// stored: the partition of each one's latest row under its key.
+func (s *Store) movedRecords(ctx context.Context, changes []store.Change) ([]move, error) {
+	olds := map[graph.TraceID]*store.Record{}
+	var ids []graph.TraceID
+	var wins, mins []int64
+	for _, c := range changes {
+		if o := c.Old; o != nil {
+			if _, ok := olds[o.TraceID]; !ok {
+				ids = append(ids, o.TraceID)
+			}
+			olds[o.TraceID] = o
+			wins, mins = append(wins, o.Window), append(mins, o.Minute())
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	type latest struct {
+		loc  location
+		part string
+	}
+	found := map[graph.TraceID]latest{}
+	idctx, err := s.withIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	err = s.query(idctx, "read record partitions", `SELECT trace_id, win, minute, version, deleted, part FROM records WHERE win IN (`+
+		intList(wins)+`) AND minute IN (`+intList(mins)+`) AND trace_id IN (SELECT id FROM `+idsTable+`)`, func(r driver.Rows) error {
+		var id graph.TraceID
+		var l location
+		var del uint8
+		var p string
+		if err := r.Scan(&id, &l.win, &l.minute, &l.version, &del, &p); err != nil {
+			return err
+		}
+		l.live = del == 0
+		if o := olds[id]; o == nil || l.win != o.Window || l.minute != o.Minute() {
+			return nil // another key of the trace
+		}
+		if have, ok := found[id]; !ok || l.newer(have.loc) {
+			found[id] = latest{l, p}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []move
+	for _, id := range ids {
+		if f, ok := found[id]; ok && f.loc.live && f.part != s.name {
+			out = append(out, move{from: f.part, old: olds[id]})
+		}
+	}
+	return out, nil
+}
+
+// recordMoves stores moves at version v before the records that make
+// them (a retried move is the same row: keyed by the old record), and, at
+// once, marks the windows of the moved records dirty in the partitions
+// they leave: those partitions' states count them.
+func (s *Store) recordMoves(ctx context.Context, v uint64, moved []move) error {
+	if len(moved) == 0 {
+		return nil
+	}
+	n := len(moved)
+	days, mins, ids := make([]time.Time, n), make([]int64, n), make([][]byte, n)
+	froms, seqs, results := make([]string, n), make([]uint64, n), make([]string, n)
+	for i, m := range moved {
+		days[i], mins[i], ids[i] = dayDate(dayOfMinute(m.old.Minute())), m.old.Minute(), m.old.TraceID[:]
+		froms[i], seqs[i], results[i] = m.from, m.old.Seq, string(s.enc.Append(nil, m.old.Result))
+	}
+	return both(func() error {
+		return s.insert(ctx, "put record moves", "record_moves", []string{"day", "minute", "trace_id", "from_part", "old_seq",
+			"to_part", "result", "version"}, days, mins, ids, froms, seqs, slices.Repeat([]string{s.name}, n), results,
+			slices.Repeat([]uint64{v}, n))
+	}, func() error {
+		return s.mark(ctx, v, marks{others: movedWindows(moved)})
+	})
+}
+
+// movedWindows returns the windows the moved records leave, each in the
+// partition it leaves.
+func movedWindows(moved []move) []partWindow {
+	var out []partWindow
+	for _, m := range moved {
+		if w := (partWindow{m.from, m.old.Window}); !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // readColumns are the columns a store.Record is read from.
@@ -357,10 +505,16 @@ func (l location) newer(o location) bool {
 	return l.version > o.version || l.version == o.version && l.live && !o.live
 }
 
-// Records returns the stored records of ids: where each lives from the
-// record index (most ids of a batch have none), then the records, by
-// primary key.
+// Records returns the stored records of ids, whichever partition stored
+// them: where each lives from the record index (most ids of a batch have
+// none), then the records, by primary key.
 func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*store.Record, error) {
+	return s.records(ctx, ids, nil)
+}
+
+// records is Records, noting in parts (when not nil) the partition of
+// each record returned.
+func (s *Store) records(ctx context.Context, ids []graph.TraceID, parts map[graph.TraceID]string) (map[graph.TraceID]*store.Record, error) {
 	if err := s.checkOpen("read records"); err != nil {
 		return nil, err
 	}
@@ -408,11 +562,12 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 			continue
 		}
 		versions := map[graph.TraceID]uint64{}
-		err = s.query(ctx, "read records", `SELECT `+readColumns+`, minute, version, deleted FROM records WHERE win IN (`+
+		err = s.query(ctx, "read records", `SELECT `+readColumns+`, minute, version, deleted, part FROM records WHERE win IN (`+
 			intList(wins)+`) AND minute IN (`+intList(mins)+`) AND trace_id IN (`+idList(want)+`)`, func(r driver.Rows) error {
 			var minute int64
 			var v uint64
 			var del uint8
+			var p string
 			rec, err := scanRecordIf(r, func(rec *store.Record) bool {
 				l := locs[rec.TraceID]
 				if rec.Window != l.win || minute != l.minute || v < versions[rec.TraceID] {
@@ -423,8 +578,11 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 					delete(out, rec.TraceID)
 					return false
 				}
+				if parts != nil {
+					parts[rec.TraceID] = p
+				}
 				return true
-			}, &minute, &v, &del)
+			}, &minute, &v, &del, &p)
 			if err != nil || rec == nil {
 				return err
 			}
@@ -438,9 +596,10 @@ func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.Tra
 	return out, nil
 }
 
-// WindowRecords calls fn with the records of window w that use one of
-// edges (all of them when edges is empty). All of them: a range of the
-// primary key, the latest version of each, tombstones applied after FINAL.
+// WindowRecords calls fn with the records of window w that the store's
+// partition stored and that use one of edges (all of them when edges is
+// empty). All of them: a range of the primary key, the latest version of
+// each, tombstones and other partitions' records dropped after FINAL.
 // With edges: the traces with a row of the window that uses one (any
 // version: only trace_id and edges are read, no FINAL), then their
 // latest records (Records), kept when they are still in the window and
@@ -449,8 +608,8 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	if err := s.checkOpen("read window records"); err != nil {
 		return err
 	}
-	q := `SELECT ` + readColumns + ` FROM (SELECT ` + readColumns + `, deleted FROM records FINAL WHERE win = ` + itoa(w) +
-		`) WHERE deleted = 0 AND start >= ` + itoa(s.retentionFloor(ctx))
+	q := `SELECT ` + readColumns + ` FROM (SELECT ` + readColumns + `, deleted, part FROM records FINAL WHERE win = ` + itoa(w) +
+		`) WHERE deleted = 0 AND part = ` + quote(s.name) + ` AND start >= ` + itoa(s.retentionFloor(ctx))
 	if len(edges) > 0 {
 		want := slices.Clone(edges)
 		slices.Sort(want)
@@ -482,16 +641,16 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 
 // windowEdgeRecords is WindowRecords with edges (want, sorted; uses, the
 // condition on a row that uses one), for a few traces: the traces with a
-// row of the window that uses one (any version: only trace_id and edges
-// are read, no FINAL), then their latest records (Records), kept when they
-// are still in the window and use one. With more than Store.edgeReadMax
-// traces it reads nothing more and says not done: the window is read
-// whole.
+// row of the window that the store's partition stored and that uses one
+// (any version: only trace_id, part and edges are read, no FINAL), then
+// their latest records (Records), kept when they are still in the window,
+// the partition's, and use one. With more than Store.edgeReadMax traces
+// it reads nothing more and says not done: the window is read whole.
 func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, uses string,
 	fn func(*store.Record) error) (done bool, err error) {
 	var ids []graph.TraceID
 	err = s.query(ctx, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+
-		` AND `+uses+` LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
+		` AND part = `+quote(s.name)+` AND `+uses+` LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
 		var id graph.TraceID
 		if err := r.Scan(&id); err != nil {
 			return err
@@ -503,12 +662,13 @@ func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, u
 		return false, err
 	}
 	slices.SortFunc(ids, func(a, b graph.TraceID) int { return bytes.Compare(a[:], b[:]) })
-	recs, err := s.Records(ctx, ids)
+	parts := map[graph.TraceID]string{}
+	recs, err := s.records(ctx, ids, parts)
 	if err != nil {
 		return false, err
 	}
 	for _, id := range ids {
-		if r := recs[id]; r != nil && r.Window == w && store.SharesEdge(r.Edges, want) {
+		if r := recs[id]; r != nil && r.Window == w && parts[id] == s.name && store.SharesEdge(r.Edges, want) {
 			if err := fn(r); err != nil {
 				return false, err
 			}
@@ -531,12 +691,12 @@ func edgeList(edges []uint64) string {
 // tests change it).
 const edgeReadMax = 2000
 
-// Watermark returns the checkpoint.
+// Watermark returns the store's partition's checkpoint.
 func (s *Store) Watermark(ctx context.Context) (uint64, error) {
 	if err := s.checkOpen("read watermark"); err != nil {
 		return 0, err
 	}
 	var v int64
-	err := s.queryRow(ctx, "read watermark", `SELECT argMax(value, version) FROM meta WHERE key = `+quote(metaWatermark), &v)
+	err := s.queryRow(ctx, "read watermark", `SELECT argMax(value, version) FROM meta WHERE key = `+quote(s.watermarkKey()), &v)
 	return uint64(v), err
 }

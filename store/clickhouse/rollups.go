@@ -23,6 +23,15 @@ import (
 // may have left wrong is recomputed, under a new generation: its minutes
 // from the records, its hours and days from their minutes and hours.
 // Readers count each bucket's current generation only.
+//
+// Each analysis partition keeps its own rows of every bucket, under
+// generations of its own (partition.go): its base generation until one of
+// its Applies fails, then each repair's. A repair recomputes the
+// partition's share of a bucket (its records, less the records it took
+// from other partitions, plus those other partitions took from it:
+// record_moves) while the others go on writing deltas to theirs; a reader
+// counts, of every partition, its current generation: the latest in
+// rollup_gens_by_part, or its base.
 
 // Tiers.
 const (
@@ -165,13 +174,15 @@ func (b *rollupBlock) add(k bucketKey, gen uint64, rep *analysis.Report) {
 
 func (b *rollupBlock) len() int { return len(b.tier) }
 
-// loadGens reads the generations of the buckets that have one, once.
+// loadGens reads the generations of the partition's buckets that have
+// one, once.
 func (s *Store) loadGens(ctx context.Context) error {
 	if s.gens != nil {
 		return nil
 	}
 	gens := map[bucketKey]uint64{}
-	err := s.query(ctx, "read rollup generations", `SELECT tier, bucket, argMax(gen, version) FROM rollup_gens GROUP BY tier, bucket`,
+	err := s.query(ctx, "read rollup generations", `SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE part = `+
+		quote(s.name)+` GROUP BY tier, bucket`,
 		func(r driver.Rows) error {
 			var k bucketKey
 			var g uint64
@@ -200,8 +211,8 @@ func up(tier uint8, buckets []int64) []int64 {
 }
 
 // deltaRows returns the rows of the changes of minutes (reports of signed
-// results) to the rollups of the minutes, their hours and their days,
-// each bucket under its current generation.
+// results) to the partition's rollups of the minutes, their hours and
+// their days, each bucket under the partition's current generation.
 func (s *Store) deltaRows(minutes map[int64]*analysis.Report) *rollupBlock {
 	reps := map[bucketKey]*analysis.Report{}
 	for m, rep := range minutes {
@@ -215,15 +226,24 @@ func (s *Store) deltaRows(minutes map[int64]*analysis.Report) *rollupBlock {
 	}
 	var blk rollupBlock
 	for k, rep := range reps {
-		blk.add(k, s.gens[k], rep)
+		blk.add(k, s.gen(k), rep)
 	}
 	return &blk
 }
 
-// recompute replaces the rollups of minutes, and of the hours and days
-// holding them, under a new generation: minutes from the stored records,
-// hours from their minutes, days from their hours. The new rows are
-// written first, then the generation: until it is, readers count the old.
+// gen returns the partition's current generation of bucket k.
+func (s *Store) gen(k bucketKey) uint64 {
+	if g, ok := s.gens[k]; ok {
+		return g
+	}
+	return s.base
+}
+
+// recompute replaces the partition's rollups of minutes, and of the hours
+// and days holding them, under a new generation: minutes from the
+// partition's stored records (and moves), hours from their minutes, days
+// from their hours. The new rows are written first, then the generation:
+// until it is, readers count the old.
 func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 	if len(minutes) == 0 {
 		return nil
@@ -280,8 +300,10 @@ func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 			return err
 		}
 	}
-	if err := s.insert(ctx, "recompute rollups", "rollup_gens", []string{"tier", "bucket", "day", "gen", "version"},
-		tiers, buckets, days, gens, slices.Repeat([]uint64{s.versions(1)}, len(gens))); err != nil {
+	n := len(gens)
+	if err := s.insert(ctx, "recompute rollups", "rollup_gens_by_part", []string{"tier", "bucket", "part", "day", "base", "gen", "version"},
+		tiers, buckets, slices.Repeat([]string{s.name}, n), days, slices.Repeat([]uint64{s.base}, n), gens,
+		slices.Repeat([]uint64{s.versions(1)}, n)); err != nil {
 		return err
 	}
 	for k := range reps {
@@ -290,8 +312,10 @@ func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 	return nil
 }
 
-// sumRecords adds the results of the stored records of minutes to their
-// reports in reps.
+// sumRecords adds to their reports in reps the partition's share of
+// minutes: the results of its stored records, less the old results of
+// those it took from other partitions, plus those of the records other
+// partitions took from it (record_moves).
 func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucketKey]*analysis.Report) error {
 	wins := map[int64]struct{}{}
 	for _, m := range minutes {
@@ -302,11 +326,11 @@ func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucket
 		}
 	}
 	in := graph.Interner{}
-	return s.query(ctx, "sum records", `SELECT minute, result FROM (SELECT minute, deleted, result FROM records FINAL WHERE win IN (`+
-		intList(keys(wins))+`) AND minute IN (`+intList(minutes)+`)) WHERE deleted = 0`, func(r driver.Rows) error {
+	add := func(r driver.Rows) error {
 		var m int64
+		var sign int8
 		var b []byte
-		if err := r.Scan(&m, &b); err != nil {
+		if err := r.Scan(&m, &sign, &b); err != nil {
 			return err
 		}
 		res, err := decodeResult(b, in.Intern)
@@ -314,15 +338,23 @@ func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucket
 			return fmt.Errorf("clickhouse: a record of minute %d: %w: %w", m, store.ErrCorrupt, err)
 		}
 		if rep := reps[bucketKey{tierMinute, m}]; rep != nil {
-			rep.Add(res, 1)
+			rep.Add(res, int64(sign))
 		}
 		return nil
-	})
+	}
+	p := quote(s.name)
+	if err := s.query(ctx, "sum records", `SELECT minute, toInt8(1), result FROM (SELECT minute, deleted, part, result FROM records FINAL
+		WHERE win IN (`+intList(keys(wins))+`) AND minute IN (`+intList(minutes)+`)) WHERE deleted = 0 AND part = `+p, add); err != nil {
+		return err
+	}
+	return s.query(ctx, "sum record moves", `SELECT minute, if(to_part = `+p+`, toInt8(-1), toInt8(1)), result FROM (
+		SELECT minute, from_part, to_part, result FROM record_moves FINAL WHERE minute IN (`+intList(minutes)+`))
+		WHERE (to_part = `+p+` OR from_part = `+p+`) AND to_part != from_part`, add)
 }
 
 // genCond returns the SQL condition selecting, in rs, the rows of each
-// bucket's current generation (the writer's, from s.gens), leaving out
-// the buckets of skip.
+// bucket's current generation of the partition (the writer's, from
+// s.gens), leaving out the buckets of skip.
 func (s *Store) genCond(rs []bucketRange, skip map[bucketKey]*analysis.Report) string {
 	var not, cur, has []string
 	for k, g := range s.gens {
@@ -336,11 +368,12 @@ func (s *Store) genCond(rs []bucketRange, skip map[bucketKey]*analysis.Report) s
 			not = append(not, fmt.Sprintf("(%d, %d)", k.tier, k.bucket))
 		}
 	}
-	cond := "gen = 0"
+	base := "gen = " + utoa(s.base)
+	cond := base
 	if len(cur) > 0 {
 		slices.Sort(cur)
 		slices.Sort(has)
-		cond = "((gen = 0 AND (tier, bucket) NOT IN (" + strings.Join(has, ", ") + ")) OR (tier, bucket, gen) IN (" +
+		cond = "((" + base + " AND (tier, bucket) NOT IN (" + strings.Join(has, ", ") + ")) OR (tier, bucket, gen) IN (" +
 			strings.Join(cur, ", ") + "))"
 	}
 	if len(not) > 0 {
@@ -427,7 +460,8 @@ func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis
 
 // Report sums the rollups of the minutes q covers (from the retention
 // floor on): whole days from the day tier, whole hours from the hour
-// tier, the rest from the minutes; each bucket's current generation.
+// tier, the rest from the minutes; each bucket's current generation of
+// every partition.
 func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, error) {
 	if err := s.checkOpen("report"); err != nil {
 		return nil, err

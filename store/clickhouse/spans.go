@@ -16,7 +16,7 @@ import (
 	"github.com/stormradius/stormradius/store/internal/spangroup"
 )
 
-var spanColumns = []string{"day", "trace_id", "seq", "data"}
+var spanColumns = []string{"day", "trace_id", "seq", "data", "part"}
 
 // spanWriter is the span encoder and its buffers, reused from write to
 // write (under spanMu).
@@ -38,13 +38,20 @@ const logMarker = 0xff
 var logID [16]byte
 
 // WriteSpans stores spans; they are durable (acknowledged by the server)
-// when it returns. One insert, in one partition (the day of the write): a
+// when it returns. One insert, in one day partition (the write's): a
 // row per trace, holding the trace's spans of the write with their names
 // once (graph.TraceEncoder.AppendSpans), and the write's log row (its
 // sequence and traces, for recovery). A sequence number is never reused,
 // even when the write fails: its rows may be stored, and a retry gets a
-// new number.
+// new number. Its rows carry the store's partition, whose sequences they
+// follow.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
+	if err := s.checkWrite("write spans"); err != nil {
+		return 0, fence.Retryable(err)
+	}
+	if err := s.ensureProgress(ctx); err != nil {
+		return 0, err
+	}
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
 	if err := s.checkWrite("write spans"); err != nil {
@@ -87,7 +94,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 		data[i], from = all[from:e], e
 	}
 	if err := s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
-		slices.Repeat([]uint64{seq}, n), data); err != nil {
+		slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n)); err != nil {
 		return 0, err
 	}
 	return seq, nil
@@ -110,13 +117,13 @@ func (r *spanRow) decode(dst []graph.Span, intern func([]byte) string) ([]graph.
 }
 
 // readSpans calls fn with every stored row of the spans of ids (a span
-// re-sent is in several), those of writes lo..hi only when hi > 0. fn
-// must copy what it keeps of the row.
+// re-sent is in several), those of the store's partition's writes lo..hi
+// only when hi > 0. fn must copy what it keeps of the row.
 func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, lo, hi uint64, fn func(*spanRow) error) error {
 	const chunk = 1000
 	seqs := ""
 	if hi > 0 {
-		seqs = ` AND seq >= ` + utoa(lo) + ` AND seq <= ` + utoa(hi)
+		seqs = ` AND seq >= ` + utoa(lo) + ` AND seq <= ` + utoa(hi) + ` AND part = ` + quote(s.name)
 	}
 	for len(ids) > 0 {
 		part := ids[:min(chunk, len(ids))]
@@ -167,8 +174,8 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 // spansAfterChunk bounds the writes read back at a time.
 const spansAfterChunk = 500
 
-// SpansAfter calls fn, in write order, with the spans of every write after
-// seq, as they were written. It reads the write log after seq, then the
+// SpansAfter calls fn, in write order, with the spans of every write of
+// the store's partition after seq, as they were written. It reads the write log after seq, then the
 // rows of those writes (by primary key: the traces they touched), a few
 // hundred writes at a time.
 func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []graph.Span) error) error {
@@ -204,12 +211,12 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 }
 
 // writesAfter returns the traces of the first spansAfterChunk writes
-// after sequence after, by write, from the log rows; floor is the
-// retention floor's day.
+// of the store's partition after sequence after, by write, from the log
+// rows; floor is the retention floor's day.
 func (s *Store) writesAfter(ctx context.Context, after uint64, floor string) (map[uint64][]graph.TraceID, error) {
 	traces := map[uint64][]graph.TraceID{}
 	err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
-		` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
+		` AND part = `+quote(s.name)+` AND seq > `+utoa(after)+` AND day >= '`+floor+`' ORDER BY seq LIMIT `+itoa(spansAfterChunk), func(r driver.Rows) error {
 		var sq uint64
 		var b []byte
 		if err := r.Scan(&sq, &b); err != nil {

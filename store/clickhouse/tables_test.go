@@ -10,8 +10,8 @@ import (
 )
 
 // A new database holds the tables the store uses and none of those later
-// migrations replaced (migration 0011 drops them); every table the TTL
-// and retention name exists.
+// migrations replaced (migrations 0011 and 0013 drop them); every table
+// the TTL and retention name exists.
 func TestTables(t *testing.T) {
 	s := open(t, freshDatabase(t, server(t)), time.Hour)
 	defer s.Close()
@@ -29,7 +29,7 @@ func TestTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, gone := range []string{"spans", "writes", "trace_index", "rollup_totals", "rollup_api", "rollup_radius",
-		"rollup_amp", "rollup_owner", "rollup_service", "writes_mv", "trace_index_mv"} {
+		"rollup_amp", "rollup_owner", "rollup_service", "writes_mv", "trace_index_mv", "states", "dirty", "rollup_gens"} {
 		if slices.Contains(tables, gone) {
 			t.Errorf("table %s is still there (tables: %v)", gone, tables)
 		}

@@ -13,8 +13,9 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// State returns the stored state of window w, and whether it is exact:
-// known to be the sum of the facts of the window's stored records.
+// State returns the store's partition's stored state of window w, and
+// whether it is exact: known to be the sum of the facts of the window's
+// records the partition stored.
 //
 // Records and states are written by separate inserts, so a crash, or an
 // Apply that fails half way, can leave a window's records changed and its
@@ -25,6 +26,8 @@ import (
 // writes the states it is given after the records, with a higher version.
 // A window is exact unless its latest dirty mark is newer than its latest
 // state: whatever process applied, crashed, reopened or read in between.
+// Marks and states are each partition's (another partition that takes
+// one of its records marks its window dirty: its state counts it).
 // Retention that cuts a window in two (a window that does not divide a
 // day) marks it dirty as well. A dirty window without a stored state is
 // returned empty and not exact (its records may exist), so the caller
@@ -42,7 +45,8 @@ func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, erro
 		deleted uint8
 		enc     string
 	)
-	err := s.query(ctx, "read state", `SELECT version, deleted, state FROM states WHERE win = `+itoa(w), func(r driver.Rows) error {
+	err := s.query(ctx, "read state", `SELECT version, deleted, state FROM states_by_part WHERE win = `+itoa(w)+
+		` AND part = `+quote(s.name), func(r driver.Rows) error {
 		var v uint64
 		var d uint8
 		var e string
@@ -59,8 +63,8 @@ func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, erro
 	}
 	var dirty uint8
 	var marked uint64
-	if err := s.queryRow(ctx, "read state", `SELECT argMax(dirty, version), max(version) FROM dirty WHERE kind = 'window' AND id = `+itoa(w),
-		&dirty, &marked); err != nil {
+	if err := s.queryRow(ctx, "read state", `SELECT argMax(dirty, version), max(version) FROM dirty_by_part WHERE kind = 'window' AND id = `+
+		itoa(w)+` AND part = `+quote(s.name), &dirty, &marked); err != nil {
 		return nil, false, err
 	}
 	exact := dirty == 0 || marked < version
@@ -111,8 +115,8 @@ func (s *Store) StaleSummaries(ctx context.Context) ([]int64, error) {
 		lo = analysis.WindowOf(f, s.window)
 	}
 	var out []int64
-	err := s.query(ctx, "read stale summaries", `SELECT id FROM (SELECT id, dirty FROM dirty FINAL WHERE kind = 'summary' AND id >= `+
-		itoa(lo)+`) WHERE dirty = 1 ORDER BY id`, func(r driver.Rows) error {
+	err := s.query(ctx, "read stale summaries", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL WHERE kind = 'summary' AND id >= `+
+		itoa(lo)+` AND part = '') WHERE dirty = 1 ORDER BY id`, func(r driver.Rows) error {
 		var w int64
 		if err := r.Scan(&w); err != nil {
 			return err
@@ -154,11 +158,11 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 // windowTables those whose day is a window's first.
 var (
 	dayTables    = ttlTables
-	windowTables = []string{"states", "summaries", "dirty"}
+	windowTables = []string{"states_by_part", "summaries", "dirty_by_part"}
 )
 
 // DeleteBefore deletes what started before the UTC day holding t (spans:
-// what was written before it). The retention floor is recorded first, and
+// what was written before it), of every analysis partition. The retention floor is recorded first, and
 // every read ignores what lies before it from then on; then the day
 // partitions before it are dropped (ALTER TABLE … DROP PARTITION: no
 // scan, no mutation; the record index's month partitions once the whole
@@ -182,8 +186,8 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	fw := analysis.WindowOf(floor, s.window)
 	if fw*int64(s.window) < floor {
 		// The floor cuts window fw (a window that does not divide a day):
-		// its state counts records that are gone.
-		if err := s.mark(ctx, s.versions(1), marks{windows: []int64{fw}}); err != nil {
+		// its state counts records that are gone, in every partition.
+		if err := s.markCut(ctx, fw); err != nil {
 			return err
 		}
 	}
@@ -228,4 +232,25 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		}
 	}
 	return nil
+}
+
+// markCut marks window w dirty in every partition that stored a state of
+// it, and in the store's.
+func (s *Store) markCut(ctx context.Context, w int64) error {
+	m := marks{windows: []int64{w}}
+	err := s.query(ctx, "list window partitions", `SELECT DISTINCT part FROM states_by_part WHERE win = `+itoa(w),
+		func(r driver.Rows) error {
+			var p string
+			if err := r.Scan(&p); err != nil {
+				return err
+			}
+			if p != s.name {
+				m.others = append(m.others, partWindow{p, w})
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	return s.mark(ctx, s.versions(1), m)
 }
