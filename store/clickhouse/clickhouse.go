@@ -118,14 +118,14 @@ type Options struct {
 type Store struct {
 	conn   driver.Conn
 	db     string
-	// cluster is the cluster the store is sharded over ("" on one
-	// server); hasSchema: the database had a schema at Open.
-	cluster   string
-	hasSchema bool
 	server serverVersion
 	window time.Duration
 	log    *slog.Logger
 	sums   summarycache.Cache
+	// cluster is the cluster the store is sharded over ("" on one
+	// server); hasSchema: the database had a schema at Open.
+	cluster   string
+	hasSchema bool
 	// edgeReadMax: see windowEdgeRecords.
 	edgeReadMax int
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
