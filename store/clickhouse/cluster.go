@@ -105,6 +105,9 @@ var errClusterStatement = errors.New("not a statement cluster mode rewrites")
 // rewrite returns the statements that make st's change on the cluster.
 func (c *clusterSchema) rewrite(st statement) ([]string, error) {
 	q := strings.TrimSpace(st.sql)
+	if st.shardBy != "" && !createTableRe.MatchString(q) {
+		return nil, fmt.Errorf("-- shard by: %s before a statement that creates no table", st.shardBy)
+	}
 	switch {
 	case createTableRe.MatchString(q):
 		return c.createTable(q, st.shardBy)
@@ -328,14 +331,6 @@ func (s *Store) partsSource() string {
 	return "cluster(" + quote(s.cluster) + ", system, parts)"
 }
 
-// partsTable returns the name system.parts gives table t's parts.
-func (s *Store) partsTable(t string) string {
-	if s.cluster == "" {
-		return t
-	}
-	return t + localSuffix
-}
-
 // settleCluster decides whether the store is on a cluster: the one
 // asked for, or the one an existing database was created on (a reader
 // needs no flag). A database created on one server does not become a
@@ -357,7 +352,9 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 	case engine == "" || s.cluster == found:
 	case s.cluster == "":
 		s.cluster = found
-		s.log.Info("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
+		if s.log != nil {
+			s.log.Info("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
+		}
 	case found == "":
 		return fmt.Errorf("clickhouse: database %s was created on one server, not sharded over cluster %s: "+
 			"a cluster store needs a database created for it (another database name)", s.db, s.cluster)

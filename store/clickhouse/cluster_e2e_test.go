@@ -26,6 +26,7 @@ import (
 // its own.
 func TestServiceOnCluster(t *testing.T) {
 	cu, name := chtest.Cluster(t)
+	t.Parallel() // with TestCluster
 	clusterDSN := chtest.FreshClusterDatabase(t, cu)
 	singleDSN := chtest.FreshDatabase(t, &url.URL{Scheme: "clickhouse", Host: cu.Host})
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +30,11 @@ import (
 // (e2e_test.go).
 func TestCluster(t *testing.T) {
 	u, name := chtest.Cluster(t)
+	t.Parallel() // with TestServiceOnCluster: each waits on the servers' DDL queue
 	// A migration on a cluster is some ninety ON CLUSTER statements
-	// (~15 s); migrations of different databases run side by side, so
-	// every database the subtests need is migrated at once, up front.
-	pool := newClusterPool(t, u, 24)
+	// (~12 s); migrations of different databases run side by side, so
+	// every database the subtests need (22) is migrated at once, up front.
+	pool := newClusterPool(t, u, 22)
 	t.Run("Conformance", func(t *testing.T) {
 		var mu sync.Mutex
 		dsns := map[string]string{} // by subtest
@@ -81,42 +83,59 @@ func TestCluster(t *testing.T) {
 }
 
 // clusterPool migrates cluster databases in the background and hands
-// them out.
+// them out; past the ones it started with, it migrates one when asked.
 type clusterPool struct {
+	t    *testing.T
+	u    *url.URL
 	dsns chan string
 	errs chan error
+	left atomic.Int32 // databases started and not handed out
 }
 
 func newClusterPool(t *testing.T, u *url.URL, n int) *clusterPool {
-	p := &clusterPool{dsns: make(chan string, n), errs: make(chan error, n)}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = chtest.FreshClusterDatabase(t, u) // dropped when TestCluster ends
+	p := &clusterPool{t: t, u: u, dsns: make(chan string, n), errs: make(chan error, n)}
+	p.left.Store(int32(n))
+	dsns := make([]string, n)
+	for i := range dsns {
+		dsns[i] = chtest.FreshClusterDatabase(t, u) // dropped when TestCluster ends
 	}
-	for _, dsn := range names {
+	for _, dsn := range dsns {
 		go func() {
-			s, err := Open(context.Background(), Options{DSN: dsn, Window: time.Hour, Logger: quiet})
-			if err != nil {
+			if err := migrate(dsn); err != nil {
 				p.errs <- err
 				return
 			}
-			s.Close()
 			p.dsns <- dsn
 		}()
 	}
 	return p
 }
 
+func migrate(dsn string) error {
+	s, err := Open(context.Background(), Options{DSN: dsn, Window: time.Hour, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
 // take returns the DSN of a migrated database no other test uses.
 func (p *clusterPool) take(t *testing.T) string {
 	t.Helper()
+	if p.left.Add(-1) < 0 {
+		dsn := chtest.FreshClusterDatabase(p.t, p.u)
+		if err := migrate(dsn); err != nil {
+			t.Fatalf("migrating a cluster database: %v", err)
+		}
+		return dsn
+	}
 	select {
 	case dsn := <-p.dsns:
 		return dsn
 	case err := <-p.errs:
 		t.Fatalf("migrating a cluster database: %v", err)
 	case <-time.After(5 * time.Minute):
-		t.Fatal("no cluster database migrated in 5 minutes (or the pool is used up)")
+		t.Fatal("no cluster database migrated in 5 minutes")
 	}
 	return ""
 }
@@ -293,8 +312,8 @@ func testShards(t *testing.T, dsn, name string) {
 	}
 	want = append(want, "schema_migrations")
 	slices.Sort(want)
-	if len(want) != 13 {
-		t.Fatalf("the migrations leave %d tables, want 13: %v", len(want), want)
+	if len(want) < 13 {
+		t.Fatalf("the migrations leave %d tables, want the 13 of migration 0011 at least: %v", len(want), want)
 	}
 	for _, sh := range shards {
 		var got []string
@@ -455,6 +474,10 @@ func TestClusterRewrite(t *testing.T) {
 	check(run("INSERT INTO u (k, n) SELECT toString(win), 1 FROM t", ""), "INSERT INTO u (k, n) SELECT toString(win), 1 FROM t")
 	check(run("DROP TABLE IF EXISTS u_mv", ""), "DROP TABLE IF EXISTS db.u_mv ON CLUSTER 'c1'")
 	check(run("DROP TABLE u", ""), "DROP TABLE IF EXISTS db.u ON CLUSTER 'c1'", "DROP TABLE IF EXISTS db.u_local ON CLUSTER 'c1'")
+	if _, err := c.rewrite(statement{sql: "ALTER TABLE t ADD COLUMN y UInt8", shardBy: "cityHash64(y)"}); err == nil ||
+		!strings.Contains(err.Error(), "creates no table") {
+		t.Errorf("a shard key before an ALTER: %v", err)
+	}
 	for _, bad := range []struct{ sql, why string }{
 		{"CREATE TABLE m (x UInt8) ENGINE = Memory", "MergeTree family"},
 		{"CREATE TABLE n (x UInt8) ENGINE = MergeTree ORDER BY tuple()", "-- shard by:"},
@@ -469,8 +492,9 @@ func TestClusterRewrite(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", bad.sql, err, bad.why)
 		}
 	}
-	// Every shipped migration rewrites; the store's tables shard as the
-	// schema says.
+	// Every shipped migration rewrites (a new one that breaks the
+	// conventions of docs/ARCHITECTURE.md fails here, no cluster needed);
+	// the store's tables shard as the schema says.
 	ms, err := schema.Load("clickhouse")
 	if err != nil {
 		t.Fatal(err)
@@ -495,9 +519,6 @@ func TestClusterRewrite(t *testing.T) {
 			if keys[table] != key {
 				t.Errorf("%v: %s shards by %q, want %q", v, table, keys[table], key)
 			}
-		}
-		if len(keys) != 12+3 { // and three views
-			t.Errorf("%v: the migrations leave %d tables and views: %v", v, len(keys), keys)
 		}
 	}
 }
