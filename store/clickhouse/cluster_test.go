@@ -35,7 +35,10 @@ func TestCluster(t *testing.T) {
 	// (~12 s); migrations of different databases run side by side, so
 	// every database the subtests need (22) is migrated at once, up front.
 	pool := newClusterPool(t, u, 22)
+	// The subtests side by side: each waits on databases and round trips
+	// more than on the machine.
 	t.Run("Conformance", func(t *testing.T) {
+		t.Parallel()
 		var mu sync.Mutex
 		dsns := map[string]string{} // by subtest
 		storetest.Run(t, func(t *testing.T, fresh bool) store.Store {
@@ -50,6 +53,7 @@ func TestCluster(t *testing.T) {
 		}, storetest.Optional{IncidentReader: true, Compactor: true})
 	})
 	t.Run("Lease", func(t *testing.T) {
+		t.Parallel()
 		var mu sync.Mutex
 		dsns := map[string]string{} // by subtest
 		storetest.Lease(t, func(t *testing.T, clock func() time.Time) store.Store {
@@ -69,21 +73,25 @@ func TestCluster(t *testing.T) {
 		})
 	})
 	t.Run("Retention", func(t *testing.T) {
+		t.Parallel()
 		s := open(t, pool.take(t), time.Hour)
 		defer s.Close()
 		testRetentionDropsPartitions(t, s)
 	})
 	t.Run("Incidents", func(t *testing.T) {
+		t.Parallel()
 		s := open(t, pool.take(t), time.Hour)
 		defer s.Close()
 		testIncidentsAgreeWithSQLite(t, s)
 	})
-	t.Run("Shards", func(t *testing.T) { testShards(t, pool.take(t), name) })
-	t.Run("Reopen", func(t *testing.T) { testClusterReopen(t, u, pool.take(t), name) })
+	t.Run("Shards", func(t *testing.T) { t.Parallel(); testShards(t, pool.take(t), name) })
+	t.Run("Reopen", func(t *testing.T) { t.Parallel(); testClusterReopen(t, u, pool.take(t), name) })
 }
 
-// clusterPool migrates cluster databases in the background and hands
-// them out; past the ones it started with, it migrates one when asked.
+// clusterPool migrates cluster databases in the background, a few at a
+// time (the first are ready soon, the others come while tests run), and
+// hands them out; past the ones it was asked for, it migrates one when
+// asked.
 type clusterPool struct {
 	t    *testing.T
 	u    *url.URL
@@ -92,20 +100,27 @@ type clusterPool struct {
 	left atomic.Int32 // databases started and not handed out
 }
 
+// poolWorkers is how many databases the pool migrates at once: the
+// servers run one DDL statement at a time, so more only delays the first.
+const poolWorkers = 6
+
 func newClusterPool(t *testing.T, u *url.URL, n int) *clusterPool {
 	p := &clusterPool{t: t, u: u, dsns: make(chan string, n), errs: make(chan error, n)}
 	p.left.Store(int32(n))
-	dsns := make([]string, n)
-	for i := range dsns {
-		dsns[i] = chtest.FreshClusterDatabase(t, u) // dropped when TestCluster ends
+	todo := make(chan string, n)
+	for range n {
+		todo <- chtest.FreshClusterDatabase(t, u) // dropped when TestCluster ends
 	}
-	for _, dsn := range dsns {
+	close(todo)
+	for range poolWorkers {
 		go func() {
-			if err := migrate(dsn); err != nil {
-				p.errs <- err
-				return
+			for dsn := range todo {
+				if err := migrate(dsn); err != nil {
+					p.errs <- err
+					continue
+				}
+				p.dsns <- dsn
 			}
-			p.dsns <- dsn
 		}()
 	}
 	return p
