@@ -353,7 +353,7 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 	case s.cluster == "":
 		s.cluster = found
 		if s.log != nil {
-			s.log.Info("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
+			s.log.Debug("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
 		}
 	case found == "":
 		return fmt.Errorf("clickhouse: database %s was created on one server, not sharded over cluster %s: "+
