@@ -31,9 +31,9 @@ import (
 func TestCluster(t *testing.T) {
 	u, name := chtest.Cluster(t)
 	t.Parallel() // with TestServiceOnCluster: each waits on the servers' DDL queue
-	// A migration on a cluster is some ninety ON CLUSTER statements
-	// (~12 s); migrations of different databases run side by side, so
-	// every database the subtests need (22) is migrated at once, up front.
+	// A migration on a cluster is 85 ON CLUSTER statements (~12 s); the
+	// databases the subtests need (22) are migrated from the start, a
+	// few at a time, as the subtests run.
 	pool := newClusterPool(t, u, 22)
 	// The subtests side by side: each waits on databases and round trips
 	// more than on the machine.
