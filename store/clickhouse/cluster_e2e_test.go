@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/internal/chtest"
@@ -41,22 +42,13 @@ func TestServiceOnCluster(t *testing.T) {
 
 	exports := res.Exports(11, 5, 0)
 	half := len(exports) / 2
-	var wg sync.WaitGroup
 	for _, dsn := range []string{clusterDSN, singleDSN} {
-		wg.Add(1)
-		go func() { // the two services side by side
-			defer wg.Done()
-			for _, part := range [][]int{{0, half}, {half, len(exports)}} { // a restart half way
-				stop := startService(t, dsn, window, exports[part[0]:part[1]])
-				if err := stop(); err != nil {
-					t.Errorf("shutdown: %v", err)
-				}
+		for _, part := range [][]ptrace.Traces{exports[:half], exports[half:]} { // a restart half way
+			stop := startService(t, dsn, window, part)
+			if err := stop(); err != nil {
+				t.Fatalf("shutdown: %v", err)
 			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
+		}
 	}
 	onCluster := reportWhenQuiet(t, clusterDSN, int64(res.Stats.Spans))
 	onOne := reportWhenQuiet(t, singleDSN, int64(res.Stats.Spans))
