@@ -2,8 +2,11 @@
 // strings, from `go test ./store/clickhouse -run '^TestEmitSQL$'` with
 // STORMRADIUS_EMIT_SQL set) on chdb, a current ClickHouse engine, one by
 // one, in one session; the first error fails the check with the statement.
-// Usage: node scripts/chdb-check.js statements.json  (chdb resolvable,
-// e.g. NODE_PATH=/tmp/chdb/node_modules)
+// A second file (TestEmitClusterSQL's, STORMRADIUS_EMIT_CLUSTER_SQL) holds
+// the statements of cluster mode: those are parsed (formatQuery), not run,
+// as chdb has no cluster.
+// Usage: node scripts/chdb-check.js statements.json [cluster.json]  (chdb
+// resolvable, e.g. NODE_PATH=/tmp/chdb/node_modules)
 "use strict";
 const fs = require("fs");
 const { Session } = require("chdb");
@@ -55,6 +58,30 @@ try {
     }
   }
   console.log(`chdb-check: ${ok} statements ran on ClickHouse ${version} (chdb)`);
+  // Cluster mode's statements parse: formatQuery parses its argument
+  // as a statement without running it.
+  if (process.argv[3]) {
+    const cluster = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));
+    const lit = (s) => "'" + s.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'";
+    let parsed = 0;
+    for (const [i, sql] of cluster.entries()) {
+      // An insert's data is not SQL: its statement ends at VALUES.
+      const head = sql.replace(/\sVALUES[\s\S]*$/, " VALUES");
+      try {
+        session.query(`SELECT formatQuery(${lit(head)})`, "TSVRaw");
+        parsed++;
+      } catch (e) {
+        console.error(`chdb-check: cluster statement ${i + 1} of ${cluster.length} does not parse on ClickHouse ${version}:\n${sql}\n\n${e.message}`);
+        process.exit(1);
+      }
+    }
+    const ddl = cluster.filter((q) => q.includes("ON CLUSTER")).length;
+    if (ddl === 0) {
+      console.error("chdb-check: no ON CLUSTER statement among the cluster statements");
+      process.exit(1);
+    }
+    console.log(`chdb-check: ${parsed} statements of cluster mode (${ddl} ON CLUSTER) parse on ClickHouse ${version} (chdb)`);
+  }
 } finally {
   session.cleanup();
 }

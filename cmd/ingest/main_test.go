@@ -26,7 +26,7 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
 		flags = append(flags, m[1])
 	}
-	want := "body-buffer-bytes body-timeout claim-header http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned kafka-session-timeout kafka-topic " +
+	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned kafka-session-timeout kafka-topic " +
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
 		"otlp-grpc otlp-http partition retention store tls-cert tls-key trace-idle window"

@@ -13,9 +13,10 @@ func runMigrate(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := newFlagSet("migrate", stderr)
 	data := fs.String("data", "./data", "directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL instead of --data: clickhouse://host:9000/db")
+	cluster := app.ClickHouseClusterFlag(fs)
 	dry := fs.Bool("dry-run", false, "print the migrations that would be applied, apply nothing")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: stormradius migrate [--data DIR | --store URL] [--dry-run]")
+		fmt.Fprintln(stderr, "usage: stormradius migrate [--data DIR | --store URL [--clickhouse-cluster NAME]] [--dry-run]")
 		fmt.Fprintln(stderr, "\nApplies the store's schema migrations (serve and ingest apply them at start too);")
 		fmt.Fprintln(stderr, "--dry-run prints each one that would be applied, with its SQL.")
 		fs.PrintDefaults()
@@ -30,7 +31,7 @@ func runMigrate(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius migrate: %v\n", err)
 		return exitUsage
 	}
-	opts := storeurl.Options{Data: *data, URL: *storeURL}
+	opts := storeurl.Options{Data: *data, URL: *storeURL, Cluster: *cluster}
 	ms, err := storeurl.Migrations(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "stormradius migrate: %v\n", err)

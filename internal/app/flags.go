@@ -43,6 +43,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		httpHelp = `API, UI, /healthz, /readyz and /metrics listen address ("off" to disable)`
 	}
 	storeURL := fs.String("store", "", storeHelp)
+	cluster := ClickHouseClusterFlag(fs)
 	httpAddr := fs.String("http", ":8080", httpHelp)
 	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
 	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
@@ -81,7 +82,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		var errs []error
 		off := func(s string) bool { return s == "" || s == "off" }
 		c := Config{}
-		c.Store.Data, c.Store.URL, c.Store.Window = *data, *storeURL, *window
+		c.Store.Data, c.Store.URL, c.Store.Window, c.Store.Cluster = *data, *storeURL, *window, *cluster
 		if *window < 0 {
 			errs = append(errs, fmt.Errorf("--window %v is negative", *window))
 		}
@@ -142,6 +143,14 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		}
 		return c, errors.Join(errs...)
 	}
+}
+
+// ClickHouseClusterFlag registers --clickhouse-cluster on fs (env
+// STORMRADIUS_CLICKHOUSE_CLUSTER): the ClickHouse cluster a new store is
+// sharded over (storeurl.Options.Cluster).
+func ClickHouseClusterFlag(fs *flag.FlagSet) *string {
+	return fs.String("clickhouse-cluster", "", "shard a new ClickHouse store over this cluster of the servers' remote_servers, "+
+		"replicated by ZooKeeper (the URL's cluster=NAME says it too; an existing store keeps what it was created as)")
 }
 
 // LimitFlags registers the flags of the caps on the distinct names one

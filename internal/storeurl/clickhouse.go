@@ -10,13 +10,14 @@ import (
 )
 
 // The ClickHouse store: clickhouse://[user[:password]@]host:9000/db, with
-// clickhouse-go's parameters (dial_timeout=5s, ...) and ttl=168h.
+// clickhouse-go's parameters (dial_timeout=5s, ...), ttl=168h and
+// cluster=NAME (or Options.Cluster: sharded over a cluster).
 func init() {
 	openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
 		return clickhouse.Open(ctx, clickhouse.Options{DSN: u.String(), Window: o.Window, Existing: o.Existing,
-			ReadOnly: o.ReadOnly, Logger: o.Logger})
+			ReadOnly: o.ReadOnly, Logger: o.Logger, Cluster: o.Cluster})
 	}
 	clickHouseMigrations = func(ctx context.Context, o Options, u *url.URL) ([]schema.Migration, error) {
-		return clickhouse.Migrations(ctx, u.String())
+		return clickhouse.Migrations(ctx, clickhouse.Options{DSN: u.String(), Cluster: o.Cluster, Logger: o.Logger})
 	}
 }

@@ -31,7 +31,11 @@ type Options struct {
 	// store.ErrNotMigrated) and every write fails with store.ErrReadOnly
 	// (cmd/api).
 	ReadOnly bool
-	Logger   *slog.Logger
+	// Cluster shards a ClickHouse store over the servers of the named
+	// cluster (--clickhouse-cluster; the URL's cluster=NAME says it too);
+	// other stores refuse it.
+	Cluster string
+	Logger  *slog.Logger
 }
 
 // Open opens the store.
@@ -42,6 +46,8 @@ func Open(ctx context.Context, o Options) (store.Store, error) {
 		return nil, err
 	case ch != nil:
 		return openClickHouse(ctx, o, ch)
+	case o.Cluster != "":
+		return nil, errNotClickHouse(o)
 	}
 	return sqlite.Open(ctx, sqlite.Options{Dir: dir, Window: o.Window, Logger: o.Logger, Existing: o.Existing,
 		ReadOnly: o.ReadOnly, Synchronous: q.Get("synchronous")})
@@ -87,8 +93,15 @@ func Migrations(ctx context.Context, o Options) ([]schema.Migration, error) {
 		return nil, err
 	case ch != nil:
 		return clickHouseMigrations(ctx, o, ch)
+	case o.Cluster != "":
+		return nil, errNotClickHouse(o)
 	}
 	return sqlite.Migrations(ctx, dir)
+}
+
+// errNotClickHouse refuses a cluster for another store than ClickHouse.
+func errNotClickHouse(o Options) error {
+	return fmt.Errorf("--clickhouse-cluster %q: the store is not ClickHouse (want --store clickhouse://host:9000/db)", o.Cluster)
 }
 
 // clickHouseMigrations is replaced when the ClickHouse store is built in.

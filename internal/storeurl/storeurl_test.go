@@ -3,7 +3,9 @@ package storeurl_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stormradius/stormradius/internal/chtest"
@@ -42,5 +44,30 @@ func TestReadOnly(t *testing.T) {
 				t.Errorf("Apply: %v, want ErrReadOnly", err)
 			}
 		})
+	}
+}
+
+// A cluster is for ClickHouse: the embedded store refuses one. Given in
+// the options, it reaches the ClickHouse store (the dry run of a new
+// database is rewritten for it), and must agree with the URL's.
+func TestCluster(t *testing.T) {
+	ctx := context.Background()
+	for _, o := range []storeurl.Options{{Data: t.TempDir(), Cluster: "c1"}, {URL: "sqlite://" + t.TempDir(), Cluster: "c1"}} {
+		if _, err := storeurl.Open(ctx, o); err == nil || !strings.Contains(err.Error(), "the store is not ClickHouse") {
+			t.Errorf("%+v: %v, want refused", o, err)
+		}
+		if _, err := storeurl.Migrations(ctx, o); err == nil || !strings.Contains(err.Error(), "the store is not ClickHouse") {
+			t.Errorf("%+v: dry run: %v, want refused", o, err)
+		}
+	}
+	u, name := chtest.Cluster(t)
+	dsn := chtest.FreshDatabase(t, &url.URL{Scheme: "clickhouse", Host: u.Host})
+	ms, err := storeurl.Migrations(ctx, storeurl.Options{URL: dsn, Cluster: name})
+	if err != nil || len(ms) == 0 || !strings.Contains(ms[0].SQL, "ON CLUSTER '"+name+"'") {
+		t.Fatalf("dry run on cluster %s: %v, %+v", name, err, ms)
+	}
+	if _, err := storeurl.Open(ctx, storeurl.Options{URL: dsn + "?cluster=" + name, Cluster: "other"}); err == nil ||
+		!strings.Contains(err.Error(), "the DSN says cluster=") {
+		t.Fatalf("two clusters: %v", err)
 	}
 }

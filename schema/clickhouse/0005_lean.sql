@@ -54,6 +54,10 @@ SELECT day, seq, groupArray(trace_id) AS trace_ids FROM trace_spans GROUP BY day
 --
 -- A bucket counts the rows of its current generation only: 0, or the
 -- latest gen rollup_gens holds for it. Sum with GROUP BY, never FINAL.
+-- On a cluster, every row of a bucket lies on one shard (with its
+-- rollup_gens rows, and the node_minutes and trace_buckets rows their
+-- views fill from them): see store/clickhouse/cluster.go.
+-- shard by: cityHash64(tier, bucket)
 CREATE TABLE IF NOT EXISTS rollups (
     tier      UInt8,
     bucket    Int64,

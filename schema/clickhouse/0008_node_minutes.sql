@@ -6,6 +6,9 @@
 -- insert into the rollups, recomputed buckets included (same tier, bucket
 -- and gen, so a bucket's current generation selects its rows here too).
 -- Summed with GROUP BY, never FINAL.
+-- On a cluster, sharded as the rollups its view reads (one node's rows
+-- of a minute on one shard).
+-- shard by: cityHash64(tier, bucket)
 CREATE TABLE IF NOT EXISTS node_minutes (
     tier      UInt8,
     bucket    Int64,

@@ -6,6 +6,8 @@
 -- fills it from every insert into the rollups, recomputed buckets
 -- included (a bucket's current generation selects its rows here too).
 -- Summed with GROUP BY, never FINAL.
+-- On a cluster, sharded as the rollups its view reads.
+-- shard by: cityHash64(tier, bucket)
 CREATE TABLE IF NOT EXISTS trace_buckets (
     tier   UInt8,
     bucket Int64,

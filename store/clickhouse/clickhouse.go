@@ -45,6 +45,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	sqldriver "database/sql/driver"
 	"errors"
@@ -81,8 +82,18 @@ type Options struct {
 	// The database is created when missing ("default" when the path is
 	// empty). Parameters are clickhouse-go's (dial_timeout=5s,
 	// read_timeout=30s, secure=true, compress=lz4, max_open_conns=10, ...;
-	// others are passed to the server as settings), and ttl (below).
+	// others are passed to the server as settings), ttl and cluster
+	// (below).
 	DSN string
+	// Cluster shards the store over the servers of the named cluster (the
+	// servers' remote_servers), replicated by ZooKeeper (see cluster.go;
+	// docs/ARCHITECTURE.md, "ClickHouse cluster"): a new database is
+	// created for it on every server. The DSN parameter cluster=NAME sets
+	// it too. An existing database keeps what it was created as: a store
+	// opened without a cluster on a cluster's database uses that cluster,
+	// and a database created on one server cannot be opened as a
+	// cluster's.
+	Cluster string
 	// Window is the length of the analysis windows. The first open of a
 	// database records it; later opens must give the same or zero (zero
 	// adopts the recorded one; analysis.DefaultWindow for a new database).
@@ -137,6 +148,10 @@ type core struct {
 	window time.Duration
 	log    *slog.Logger
 	sums   summarycache.Cache
+	// cluster is the cluster the store is sharded over ("" on one
+	// server); hasSchema: the database had a schema at Open.
+	cluster   string
+	hasSchema bool
 	// edgeReadMax: see windowEdgeRecords.
 	edgeReadMax int
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
@@ -206,12 +221,16 @@ const floorRefresh = 30 * time.Second
 // window length, the last write sequence, the work an earlier process left
 // unfinished.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	chOpts, ttl, err := parseDSN(opts.DSN)
+	chOpts, p, err := parseDSN(opts.DSN)
 	if err != nil {
 		return nil, err
 	}
 	if opts.TTL == 0 {
-		opts.TTL = ttl
+		opts.TTL = p.ttl
+	}
+	cluster, err := p.clusterOf(opts.Cluster)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Window < 0 || opts.TTL < 0 || opts.LeaseSettle < 0 {
 		return nil, fmt.Errorf("clickhouse: negative window %v, ttl %v or lease settle %v", opts.Window, opts.TTL, opts.LeaseSettle)
@@ -224,7 +243,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
-		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly}, part: newPart("", opts.LeaseClock)}
+		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -239,6 +258,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if err := s.createDatabase(ctx, dial, chOpts, opts.Existing || opts.ReadOnly); err != nil {
 		return nil, err
+	}
+	if s.cluster != "" {
+		if chOpts.Settings == nil {
+			chOpts.Settings = ch.Settings{}
+		}
+		for k, v := range clusterSettings {
+			chOpts.Settings[k] = v
+		}
 	}
 	if s.conn, err = dial(chOpts); err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
@@ -320,35 +347,56 @@ func (s *Store) ensureProgress(ctx context.Context) error {
 	return s.readProgress(ctx)
 }
 
-// parseDSN splits the store's own parameters (ttl) from clickhouse-go's.
-func parseDSN(dsn string) (*ch.Options, time.Duration, error) {
+// dsnParams are the store's own parameters of a DSN.
+type dsnParams struct {
+	ttl     time.Duration
+	cluster string
+}
+
+// clusterOf returns the cluster of a store given cluster in its options
+// and p in its DSN: either, or both when they agree.
+func (p dsnParams) clusterOf(cluster string) (string, error) {
+	if cluster != "" && p.cluster != "" && cluster != p.cluster {
+		return "", fmt.Errorf("clickhouse: cluster %q, but the DSN says cluster=%q", cluster, p.cluster)
+	}
+	return cmp.Or(cluster, p.cluster), nil
+}
+
+// parseDSN splits the store's own parameters (ttl, cluster) from
+// clickhouse-go's.
+func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
+	var p dsnParams
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, 0, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
+		return nil, p, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
 	}
 	q := u.Query()
-	var ttl time.Duration
 	if v := q.Get("ttl"); v != "" {
-		if ttl, err = time.ParseDuration(v); err != nil || ttl < 0 {
-			return nil, 0, fmt.Errorf("clickhouse: DSN: ttl=%q: want a duration such as 168h", v)
+		if p.ttl, err = time.ParseDuration(v); err != nil || p.ttl < 0 {
+			return nil, p, fmt.Errorf("clickhouse: DSN: ttl=%q: want a duration such as 168h", v)
 		}
 	}
+	if q.Has("cluster") && q.Get("cluster") == "" {
+		return nil, p, errors.New("clickhouse: DSN: cluster=: want the name of a cluster of the servers' remote_servers")
+	}
+	p.cluster = q.Get("cluster")
 	q.Del("ttl")
+	q.Del("cluster")
 	u.RawQuery = q.Encode()
 	o, err := ch.ParseDSN(u.String())
 	if err != nil {
-		return nil, 0, fmt.Errorf("clickhouse: DSN: %w", err)
+		return nil, p, fmt.Errorf("clickhouse: DSN: %w", err)
 	}
 	if o.Protocol != ch.Native {
-		return nil, 0, fmt.Errorf("clickhouse: DSN: the native protocol is needed (clickhouse://host:9000/db), not %s", o.Protocol)
+		return nil, p, fmt.Errorf("clickhouse: DSN: the native protocol is needed (clickhouse://host:9000/db), not %s", o.Protocol)
 	}
 	if o.Auth.Database == "" {
 		o.Auth.Database = "default"
 	}
 	if !identifier.MatchString(o.Auth.Database) {
-		return nil, 0, fmt.Errorf("clickhouse: DSN: database %q: want letters, digits and underscores", o.Auth.Database)
+		return nil, p, fmt.Errorf("clickhouse: DSN: database %q: want letters, digits and underscores", o.Auth.Database)
 	}
-	return o, ttl, nil
+	return o, p, nil
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -378,22 +426,20 @@ func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driv
 	if s.server, err = bs.serverVersion(ctx); err != nil {
 		return err
 	}
+	if err := s.settleCluster(ctx, bs); err != nil {
+		return err
+	}
 	if existing {
-		var n uint64
-		if err := bs.queryRow(ctx, "look for the schema", `SELECT count() FROM system.tables WHERE database = `+
-			quote(s.db)+` AND name = 'schema_migrations'`, &n); err != nil {
-			return err
-		}
-		if n == 0 && s.readOnly {
+		if !s.hasSchema && s.readOnly {
 			return fmt.Errorf("clickhouse: no stormradius schema in database %s: %w: %w; a read-only store creates nothing: "+
 				"run `stormradius migrate --store clickhouse://…/%s` or start cmd/ingest, which migrates", s.db, store.ErrNotFound, store.ErrNotMigrated, s.db)
 		}
-		if n == 0 {
+		if !s.hasSchema {
 			return fmt.Errorf("clickhouse: no stormradius data in database %s: %w", s.db, store.ErrNotFound)
 		}
 		return nil
 	}
-	return bs.exec(ctx, "create database", "CREATE DATABASE IF NOT EXISTS "+s.db)
+	return bs.exec(ctx, "create database", "CREATE DATABASE IF NOT EXISTS "+s.db+s.onCluster())
 }
 
 // serverVersion reads the server's version.

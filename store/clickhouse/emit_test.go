@@ -177,7 +177,7 @@ func TestEmitSQL(t *testing.T) {
 	// The dry run and a reader's open.
 	_, err = migrations(ctx, &Store{conn: rec, db: "default"})
 	must(err)
-	rec.answers["FROM system.tables"] = [][]any{{uint64(1)}}
+	rec.answers["FROM system.tables"] = [][]any{{"MergeTree", "MergeTree ORDER BY version SETTINGS index_granularity = 8192"}}
 	ms, err := schema.Load("clickhouse")
 	must(err)
 	var applied [][]any // the reader finds every migration applied
@@ -398,4 +398,103 @@ func literal(v reflect.Value) string {
 		return strconv.FormatUint(v.Uint(), 10)
 	}
 	panic(fmt.Sprintf("no literal for %s", v.Type()))
+}
+
+// TestEmitClusterSQL is TestEmitSQL on a cluster (of a current release):
+// the migrations as rewritten for it and the statements that differ
+// there (maintenance ON CLUSTER, parts of every shard, GLOBAL IN). With
+// STORMRADIUS_EMIT_CLUSTER_SQL=file it writes them there as JSON, for
+// scripts/chdb-check.sh to parse on a current ClickHouse engine (chdb
+// has no cluster to run them on).
+func TestEmitClusterSQL(t *testing.T) {
+	rec := &recorder{answers: map[string][][]any{
+		"SELECT version()":     {{"26.7.2.1"}},
+		"FROM system.clusters": {{uint64(2)}},
+	}}
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	c := storetest.NewCorpus(t, 6, base.Add(10*time.Hour+58*time.Minute), 30*time.Second)
+	s, err := Open(ctx, Options{DSN: "clickhouse://127.0.0.1:9000/sr?ttl=168h&cluster=c1", Window: time.Hour, Logger: quiet,
+		dial: func(*ch.Options) (driver.Conn, error) { return rec, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = s.WriteSpans(ctx, c.Spans[0])
+	must(err)
+	var changes []store.Change
+	for i := range c.Traces {
+		changes = append(changes, store.Change{New: c.Record(i, 2)})
+	}
+	must(s.Apply(ctx, store.Batch{Changes: changes}))
+	h := func(hh, mm int) int64 {
+		return base.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute).UnixNano()
+	}
+	// The day is settled on both shards (one part each: two servers,
+	// each its table's directory); the day before is not.
+	day, before := base.Format("20060102"), base.Add(-24*time.Hour).Format("20060102")
+	dir := func(n int) string { return fmt.Sprintf("/var/lib/clickhouse/shard%d/data/sr/node_minutes_local/", n) }
+	rec.answers["partition_id >= '"] = [][]any{{"ch1", dir(1) + day + "_1_9_1/", day, day + "_1_9_1"},
+		{"ch2", dir(2) + day + "_0_4_1/", day, day + "_0_4_1"},
+		{"ch1", dir(1) + before + "_1_1_0/", before, before + "_1_1_0"}, {"ch1", dir(1) + before + "_2_2_0/", before, before + "_2_2_0"}}
+	_, err = s.HotMinutes(ctx, store.Query{From: h(-26, 0), To: h(12, 17)}, 5, 0.1)
+	must(err)
+	rec.answers["partition_id < '"] = [][]any{{"ch1", dir(1) + before + "_1_1_0/", before, before + "_1_1_0"},
+		{"ch2", dir(2) + before + "_1_1_0/", before, before + "_1_1_0"}, {"ch2", dir(2) + before + "_2_2_0/", before, before + "_2_2_0"}}
+	must(s.Compact(ctx, h(12, 0)))
+	_, err = s.Report(ctx, store.Query{})
+	must(err)
+	old := base.Add(-48 * time.Hour).Format("20060102")
+	rec.answers["FROM cluster('c1', system, parts)"] = [][]any{{"trace_spans_local", old}, {"trace_spans_local", old},
+		{"records", old}, {"record_index_local", base.AddDate(0, -2, 0).Format("200601")}}
+	must(s.DeleteBefore(ctx, h(10, 20)))
+	must(s.Close())
+	rec.answers["FROM system.clusters"] = [][]any{{uint64(2)}}
+	_, err = migrations(ctx, &Store{conn: rec, db: "sr", core: &core{cluster: "c1", log: quiet}, part: newPart("", nil)})
+	must(err)
+
+	all := strings.Join(rec.sql, "\n")
+	for _, want := range []string{
+		"CREATE DATABASE IF NOT EXISTS sr ON CLUSTER 'c1'",
+		"CREATE TABLE IF NOT EXISTS sr.schema_migrations_local ON CLUSTER 'c1'",
+		"ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/sr/records', '{replica}', version)",
+		"ENGINE = Distributed('c1', 'sr', 'records_local', cityHash64(trace_id))",
+		"CREATE MATERIALIZED VIEW IF NOT EXISTS sr.record_index_mv ON CLUSTER 'c1' TO sr.record_index_local",
+		"ALTER TABLE sr.records_local ON CLUSTER 'c1' DROP COLUMN",
+		"ALTER TABLE sr.records_local ON CLUSTER 'c1' ADD INDEX IF NOT EXISTS trace_id_bloom",
+		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' MODIFY TTL",
+		"INSERT INTO trace_spans", "INSERT INTO records",
+		"AND _part IN ('" + day + "_1_9_1','" + day + "_0_4_1')", // both shards' parts: the day is settled
+		"GLOBAL NOT IN (SELECT tier, bucket FROM rollup_gens", "GLOBAL IN (SELECT tier, bucket, argMax(gen, version)",
+		"FROM cluster('c1', system, parts)",
+		"OPTIMIZE TABLE sr.node_minutes_local ON CLUSTER 'c1' PARTITION ID '" + before + "' FINAL",
+		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' DROP PARTITION ID '" + old + "'",
+		"ALTER TABLE sr.record_index_local ON CLUSTER 'c1' DROP PARTITION ID",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no statement has %q", want)
+		}
+	}
+	for _, q := range rec.sql {
+		if strings.Contains(q, "DROP PARTITION") && (strings.Count(q, "DROP PARTITION ID '"+old+"'") > 0) != strings.Contains(q, "trace_spans_local") {
+			t.Errorf("a partition dropped that no shard listed (records is no local table), or twice: %s", q)
+		}
+		if strings.Contains(q, " IN (SELECT tier, bucket") && !strings.Contains(q, "GLOBAL") {
+			t.Errorf("a plain IN over another Distributed table: %s", q)
+		}
+	}
+	if n := strings.Count(all, "DROP PARTITION ID '"+old+"'"); n != 1 {
+		t.Errorf("trace_spans' partition %s dropped %d times, want once", old, n)
+	}
+	if path := os.Getenv("STORMRADIUS_EMIT_CLUSTER_SQL"); path != "" {
+		b, err := json.MarshalIndent(rec.sql, "", "  ")
+		must(err)
+		must(os.WriteFile(path, b, 0o644))
+		t.Logf("%d statements written to %s", len(rec.sql), path)
+	}
 }

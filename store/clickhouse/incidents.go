@@ -31,10 +31,17 @@ func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 // selects (rollups, node_minutes, trace_buckets), those of each bucket's
 // current generation of every partition: the latest rollup_gens_by_part
 // holds for the bucket and partition, or, for a partition without one,
-// its base generation (0, or baseFlag and more: partition.go).
-func current(cond string) string {
-	return `(((gen = 0 OR gen >= ` + utoa(baseFlag) + `) AND (tier, bucket, gen) NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part WHERE ` +
-		cond + `)) OR (tier, bucket, gen) IN (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE ` + cond +
+// its base generation (0, or baseFlag and more: partition.go). On a
+// cluster the subqueries read every shard's rollup_gens_by_part once and
+// go to the shards with the query (GLOBAL IN: a Distributed table's IN
+// subquery over another is refused otherwise).
+func (s *Store) current(cond string) string {
+	in, notIn := "IN", "NOT IN"
+	if s.cluster != "" {
+		in, notIn = "GLOBAL IN", "GLOBAL NOT IN"
+	}
+	return `(((gen = 0 OR gen >= ` + utoa(baseFlag) + `) AND (tier, bucket, gen) ` + notIn + ` (SELECT tier, bucket, base FROM rollup_gens_by_part WHERE ` +
+		cond + `)) OR (tier, bucket, gen) ` + in + ` (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE ` + cond +
 		` GROUP BY tier, bucket, part))`
 }
 
@@ -77,7 +84,9 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 		} else {
 			one = append(one, bucketRange{tierMinute, a, b})
 		}
-		parts = append(parts, quote(settled[d]))
+		for _, name := range settled[d] {
+			parts = append(parts, quote(name))
+		}
 		m = b
 	}
 	if m < hi {
@@ -87,7 +96,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if len(one) > 0 {
 		cond := where(one)
 		err := s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM node_minutes
-			WHERE `+cond+` AND _part IN (`+strings.Join(parts, ",")+`) AND`+pass+` AND `+current(cond), hotRow(out))
+			WHERE `+cond+` AND _part IN (`+strings.Join(parts, ",")+`) AND`+pass+` AND `+s.current(cond), hotRow(out))
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +134,7 @@ func (s *Store) sumHotMinutes(ctx context.Context, rs []bucketRange, minOwned in
 	nodes := map[graph.Node]bool{}
 	// Grouped by a hash of the names: a third cheaper than by the strings.
 	err := s.query(ctx, "read owned minutes", `SELECT bucket, any(service), any(operation) FROM node_minutes
-		WHERE `+cond+` AND owned != 0 AND `+current(cond)+`
+		WHERE `+cond+` AND owned != 0 AND `+s.current(cond)+`
 		GROUP BY bucket, cityHash64(service, operation) HAVING sum(owned) >= `+itoa(minOwned)+` ORDER BY bucket`,
 		func(r driver.Rows) error {
 			var m int64
@@ -164,7 +173,7 @@ func (s *Store) sumHotMinutes(ctx context.Context, rs []bucketRange, minOwned in
 func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out analysis.MinuteNodes) error {
 	return s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM (
 		SELECT bucket, service, operation, sum(requests) AS requests, sum(owned) AS owned
-		FROM node_minutes WHERE `+cond+nodeCond+` AND `+current(cond)+`
+		FROM node_minutes WHERE `+cond+nodeCond+` AND `+s.current(cond)+`
 		GROUP BY bucket, service, operation)
 		WHERE`+pass, hotRow(out))
 }
@@ -172,10 +181,11 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 // settledDays returns the days holding minutes of [lo, hi) whose
 // node_minutes partition is a single part (as Compact leaves a day) and
 // holds, in each minute, one analysis partition's rows, with the part's
-// name: its rows of a bucket's current generation are one per node and
-// minute, summed.
-func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string, error) {
-	var parts map[string][]string
+// name on every server holding it: its rows of a bucket's current
+// generation are one per node and minute, summed. (On a cluster a key's
+// rows are all on one shard: see cluster.go.)
+func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64][]string, error) {
+	var parts map[string][][]string
 	shared := map[int64]bool{}
 	err := both(func() (err error) {
 		parts, err = s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
@@ -184,10 +194,14 @@ func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64]string
 	}, func() error {
 		return s.sharedDays(ctx, lo, hi, shared)
 	})
-	out := map[int64]string{}
-	for id, names := range parts {
-		if d, err := time.Parse("20060102", id); err == nil && len(names) == 1 && !shared[dayOf(d.UnixNano())] {
-			out[dayOf(d.UnixNano())] = names[0]
+	out := map[int64][]string{}
+	for id, servers := range parts {
+		d, err := time.Parse("20060102", id)
+		if err != nil || shared[dayOf(d.UnixNano())] || slices.ContainsFunc(servers, func(names []string) bool { return len(names) != 1 }) {
+			continue
+		}
+		for _, names := range servers {
+			out[dayOf(d.UnixNano())] = append(out[dayOf(d.UnixNano())], names[0])
 		}
 	}
 	return out, err
@@ -204,7 +218,7 @@ func (s *Store) sharedDays(ctx context.Context, lo, hi int64, shared map[int64]b
 	d0, d1 := floorDiv(lo, 1440), floorDiv(hi-1, 1440)+1
 	cond := where([]bucketRange{{tierMinute, d0 * 1440, d1 * 1440}})
 	return s.query(ctx, "list shared days", `SELECT DISTINCT intDiv(bucket, 1440) FROM (SELECT bucket FROM trace_buckets
-		WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket HAVING uniqExact(gen) > 1)
+		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket HAVING uniqExact(gen) > 1)
 		UNION ALL SELECT DISTINCT intDiv(minute, 1440) FROM record_moves WHERE minute >= `+itoa(d0*1440)+` AND minute < `+itoa(d1*1440),
 		func(r driver.Rows) error {
 			var d int64
@@ -217,20 +231,46 @@ func (s *Store) sharedDays(ctx context.Context, lo, hi int64, shared map[int64]b
 }
 
 // nodeMinuteParts returns the active parts of node_minutes by partition
-// id, of the partitions cond selects.
-func (s *Store) nodeMinuteParts(ctx context.Context, cond string) (map[string][]string, error) {
-	out := map[string][]string{}
-	err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, groupArray(name) FROM system.parts
+// id, of the partitions cond selects: for each server holding the
+// partition (one replica of each shard on a cluster), its parts' names.
+func (s *Store) nodeMinuteParts(ctx context.Context, cond string) (map[string][][]string, error) {
+	out := map[string][][]string{}
+	if s.cluster == "" {
+		err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, groupArray(name) FROM system.parts
 		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND `+cond+` GROUP BY partition_id`,
+			func(r driver.Rows) error {
+				var id string
+				var names []string
+				if err := r.Scan(&id, &names); err != nil {
+					return err
+				}
+				out[id] = [][]string{names}
+				return nil
+			})
+		return out, err
+	}
+	// Every shard's parts, told apart by their server: its host name and
+	// the table's directory on it (two servers of one host have two).
+	byServer := map[string]map[string][]string{} // partition id, server
+	err := s.query(ctx, "list node_minutes parts", `SELECT hostName(), path, partition_id, name FROM `+s.partsSource()+`
+		WHERE database = `+quote(s.db)+` AND table = 'node_minutes`+localSuffix+`' AND active AND `+cond,
 		func(r driver.Rows) error {
-			var id string
-			var names []string
-			if err := r.Scan(&id, &names); err != nil {
+			var host, path, id, name string
+			if err := r.Scan(&host, &path, &id, &name); err != nil {
 				return err
 			}
-			out[id] = names
+			server := host + "\x00" + strings.TrimSuffix(strings.TrimSuffix(path, "/"), name)
+			if byServer[id] == nil {
+				byServer[id] = map[string][]string{}
+			}
+			byServer[id][server] = append(byServer[id][server], name)
 			return nil
 		})
+	for id, servers := range byServer {
+		for _, server := range slices.Sorted(maps.Keys(servers)) {
+			out[id] = append(out[id], servers[server])
+		}
+	}
 	return out, err
 }
 
@@ -252,10 +292,10 @@ func (s *Store) Compact(ctx context.Context, t int64) error {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(parts)) {
-		if len(parts[id]) < 2 {
+		if !slices.ContainsFunc(parts[id], func(names []string) bool { return len(names) > 1 }) {
 			continue
 		}
-		if err := s.exec(ctx, "compact node minutes", `OPTIMIZE TABLE node_minutes PARTITION ID `+quote(id)+` FINAL`); err != nil {
+		if err := s.exec(ctx, "compact node minutes", `OPTIMIZE TABLE `+s.dataTable("node_minutes")+` PARTITION ID `+quote(id)+` FINAL`); err != nil {
 			return err
 		}
 	}
@@ -288,7 +328,7 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 		var h int64
 		var n uint64
 		if err := s.queryRow(ctx, "read last hour", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
-			WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &h, &n); err != nil || n == 0 {
+			WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket) WHERE traces > 0`, &h, &n); err != nil || n == 0 {
 			return 0, false, err
 		}
 		m, ok, err := s.lastMinuteIn(ctx, max(lo, h*60), min(hi, (h+1)*60))
@@ -306,7 +346,7 @@ func (s *Store) lastMinuteIn(ctx context.Context, lo, hi int64) (int64, bool, er
 	var m int64
 	var n uint64
 	err := s.queryRow(ctx, "read last minute", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
-		WHERE `+cond+` AND `+current(cond)+` GROUP BY bucket) WHERE traces > 0`, &m, &n)
+		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket) WHERE traces > 0`, &m, &n)
 	return m, n > 0, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 
 // Migrations live in schema/clickhouse. A statement after a line
 // "-- requires: X.Y" runs only on servers of release X.Y or later: the
-// extras current releases get (docs/SPEC.md §6). Applied migrations are recorded
-// in schema_migrations with the server release that applied them.
+// extras current releases get (docs/SPEC.md §6). A line "-- shard by:
+// EXPR" before a CREATE TABLE gives its sharding key on a cluster
+// (cluster.go). Applied migrations are recorded in schema_migrations with
+// the server release that applied them.
 
 const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    UInt32,
@@ -27,18 +30,21 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     skipped    UInt32
 ) ENGINE = MergeTree ORDER BY version`
 
-// statement is one statement of a migration, with the release it needs.
+// statement is one statement of a migration, with the release it needs
+// and, for a table, its sharding key on a cluster.
 type statement struct {
 	sql      string
 	requires serverVersion // zero: any
+	shardBy  string        // empty: the default (cluster.go)
 }
 
 // statements splits a migration at semicolons that end a line, noting
-// the "-- requires: X.Y" line before a statement.
+// the "-- requires: X.Y" and "-- shard by: EXPR" lines before a
+// statement.
 func statements(m schema.Migration) ([]statement, error) {
 	var out []statement
 	var cur strings.Builder
-	var req serverVersion
+	var next statement
 	for _, line := range strings.Split(m.SQL, "\n") {
 		t := strings.TrimSpace(line)
 		if v, ok := strings.CutPrefix(t, "-- requires:"); ok {
@@ -46,7 +52,13 @@ func statements(m schema.Migration) ([]statement, error) {
 			if err != nil {
 				return nil, fmt.Errorf("clickhouse: migration %d (%s): %q: %w", m.Version, m.Name, t, err)
 			}
-			req = r
+			next.requires = r
+			continue
+		}
+		if v, ok := strings.CutPrefix(t, "-- shard by:"); ok {
+			if next.shardBy = strings.TrimSpace(v); next.shardBy == "" {
+				return nil, fmt.Errorf("clickhouse: migration %d (%s): %q: want an expression", m.Version, m.Name, t)
+			}
 			continue
 		}
 		if t == "" || strings.HasPrefix(t, "--") {
@@ -55,32 +67,68 @@ func statements(m schema.Migration) ([]statement, error) {
 		cur.WriteString(line)
 		cur.WriteByte('\n')
 		if strings.HasSuffix(t, ";") {
-			out = append(out, statement{sql: strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"), requires: req})
+			next.sql = strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
+			out = append(out, next)
 			cur.Reset()
-			req = serverVersion{}
+			next = statement{}
 		}
 	}
 	if s := strings.TrimSpace(cur.String()); s != "" {
-		out = append(out, statement{sql: s, requires: req})
+		next.sql = s
+		out = append(out, next)
 	}
 	return out, nil
 }
 
 // forServer returns the statements of m that run on release v, and how
-// many it skips.
-func forServer(m schema.Migration, v serverVersion) (run []string, skipped int, err error) {
+// many it skips; on a cluster (c not nil), rewritten for it.
+func forServer(m schema.Migration, v serverVersion, c *clusterSchema) (run []string, skipped int, err error) {
 	sts, err := statements(m)
 	if err != nil {
 		return nil, 0, err
 	}
 	for _, st := range sts {
-		if v.atLeast(st.requires) {
-			run = append(run, st.sql)
-		} else {
+		switch {
+		case !v.atLeast(st.requires):
 			skipped++
+		case c == nil:
+			run = append(run, st.sql)
+		default:
+			qs, err := c.rewrite(st)
+			if err != nil {
+				return nil, 0, fmt.Errorf("clickhouse: migration %d (%s) on cluster %s: %w", m.Version, m.Name, c.cluster, err)
+			}
+			run = append(run, qs...)
 		}
 	}
 	return run, skipped, nil
+}
+
+// clusterSchema returns the rewriter of the migrations for the store's
+// cluster (nil on one server).
+func (s *Store) clusterSchema() *clusterSchema {
+	if s.cluster == "" {
+		return nil
+	}
+	return newClusterSchema(s.db, s.cluster)
+}
+
+// createMigrationsTable creates schema_migrations (on a cluster, like
+// every table: a migrator's records are seen by all).
+func (s *Store) createMigrationsTable(ctx context.Context, c *clusterSchema) error {
+	qs := []string{migrationsTable}
+	if c != nil {
+		var err error
+		if qs, err = c.rewrite(statement{sql: migrationsTable}); err != nil {
+			return fmt.Errorf("clickhouse: schema_migrations on cluster %s: %w", c.cluster, err)
+		}
+	}
+	for _, q := range qs {
+		if err := s.exec(ctx, "create migrations table", q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrate applies the migrations the database has not seen. Statements
@@ -91,20 +139,27 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.exec(ctx, "create migrations table", migrationsTable); err != nil {
-		return err
+	c := s.clusterSchema()
+	// Only where Open found none: on a cluster, DDL costs a round of
+	// every server.
+	if !s.hasSchema {
+		if err := s.createMigrationsTable(ctx, c); err != nil {
+			return err
+		}
 	}
 	have, err := s.appliedMigrations(ctx, "schema_migrations")
 	if err != nil {
 		return err
 	}
 	for _, m := range ms {
-		if have[m.Version] {
-			continue
-		}
-		run, skipped, err := forServer(m, s.server)
+		// Applied or not, a migration's statements are rewritten: the
+		// cluster rewrite learns the tables from them.
+		run, skipped, err := forServer(m, s.server, c)
 		if err != nil {
 			return err
+		}
+		if have[m.Version] {
+			continue
 		}
 		for _, q := range run {
 			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil && !dropped(q, err) && !added(q, err) {
@@ -183,10 +238,15 @@ func (s *Store) appliedMigrations(ctx context.Context, table string) (map[int]bo
 
 // Migrations returns the migrations a store at dsn would apply, without
 // applying them (for `stormradius migrate --dry-run`): each with the
-// statements that would run on that server (SQL), and the statements the
-// server's release skips noted in Name.
-func Migrations(ctx context.Context, dsn string) ([]schema.Migration, error) {
-	o, _, err := parseDSN(dsn)
+// statements that would run on that server (SQL; on a cluster, as
+// rewritten for it), and the statements the server's release skips noted
+// in Name. opts gives the DSN and the cluster.
+func Migrations(ctx context.Context, opts Options) ([]schema.Migration, error) {
+	o, p, err := parseDSN(opts.DSN)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := p.clusterOf(opts.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +258,11 @@ func Migrations(ctx context.Context, dsn string) ([]schema.Migration, error) {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
 	defer conn.Close()
-	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database})
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database, core: &core{cluster: cluster, log: log}, part: newPart("", nil)})
 }
 
 func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
@@ -206,13 +270,11 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	var n uint64
-	if err := s.queryRow(ctx, "look for the schema", `SELECT count() FROM system.tables WHERE database = `+
-		quote(s.db)+` AND name = 'schema_migrations'`, &n); err != nil {
+	if err := s.settleCluster(ctx, s); err != nil {
 		return nil, err
 	}
 	have := map[int]bool{}
-	if n > 0 {
+	if s.hasSchema {
 		if have, err = s.appliedMigrations(ctx, s.db+".schema_migrations"); err != nil {
 			return nil, err
 		}
@@ -221,16 +283,20 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := s.clusterSchema()
 	var out []schema.Migration
 	for _, m := range ms {
-		if have[m.Version] {
-			continue
-		}
-		run, skipped, err := forServer(m, v)
+		run, skipped, err := forServer(m, v, c)
 		if err != nil {
 			return nil, err
 		}
+		if have[m.Version] {
+			continue
+		}
 		m.Name = fmt.Sprintf("%s: %s", s.db, m.Name)
+		if c != nil {
+			m.Name += fmt.Sprintf(" (on cluster %s)", c.cluster)
+		}
 		if skipped > 0 {
 			m.Name += fmt.Sprintf(" (%d statements for later releases than %s skipped)", skipped, v)
 		}
@@ -267,7 +333,7 @@ func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Du
 	}
 	x := ch.Context(ctx, ch.WithSettings(ch.Settings{"materialize_ttl_after_modify": 0}))
 	for _, t := range ttlTables {
-		if err := s.exec(x, "set ttl", fmt.Sprintf("ALTER TABLE %s MODIFY TTL day + toIntervalDay(%d)", t, days)); err != nil {
+		if err := s.exec(x, "set ttl", fmt.Sprintf("ALTER TABLE %s MODIFY TTL day + toIntervalDay(%d)", s.dataTable(t), days)); err != nil {
 			return err
 		}
 	}

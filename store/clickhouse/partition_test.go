@@ -399,7 +399,7 @@ func TestMigrateToPartitions(t *testing.T) {
 		if m.Version > 11 {
 			continue
 		}
-		run, _, err := forServer(m, old.server)
+		run, _, err := forServer(m, old.server, nil)
 		must(err)
 		for _, q := range run {
 			if err := old.exec(ctx, "migrate", q); err != nil && !dropped(q, err) {

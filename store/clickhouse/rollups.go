@@ -476,7 +476,7 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 		return rep, nil
 	}
 	cond := where(ranges(lo, hi))
-	if err := s.readRollups(ctx, cond+" AND "+current(cond), q.API, rep); err != nil {
+	if err := s.readRollups(ctx, cond+" AND "+s.current(cond), q.API, rep); err != nil {
 		return nil, err
 	}
 	rep.Prune()

@@ -63,7 +63,7 @@ CREATE TABLE b (x UInt8) ENGINE = Memory;
 		run     int
 		skipped int
 	}{{serverVersion{18, 16}, 2, 1}, {serverVersion{21, 8}, 3, 0}, {serverVersion{26, 7}, 3, 0}} {
-		run, skipped, err := forServer(m, c.v)
+		run, skipped, err := forServer(m, c.v, nil)
 		if err != nil || len(run) != c.run || skipped != c.skipped {
 			t.Errorf("%v: %d run, %d skipped, %v; want %d, %d", c.v, len(run), skipped, err, c.run, c.skipped)
 		}
@@ -77,7 +77,7 @@ CREATE TABLE b (x UInt8) ENGINE = Memory;
 		t.Fatalf("%d migrations, %v", len(ms), err)
 	}
 	for _, m := range ms {
-		if _, _, err := forServer(m, serverVersion{18, 16}); err != nil {
+		if _, _, err := forServer(m, serverVersion{18, 16}, nil); err != nil {
 			t.Error(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -195,15 +196,21 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	winDay := min(day, dayOf(fw*int64(s.window)))
 	type part struct{ table, id string }
 	var drop []part
-	err := s.query(ctx, "list partitions", `SELECT DISTINCT table, partition_id FROM system.parts WHERE database = `+quote(s.db)+
+	seen := map[part]bool{} // a cluster's shards list a partition each
+	err := s.query(ctx, "list partitions", `SELECT DISTINCT table, partition_id FROM `+s.partsSource()+` WHERE database = `+quote(s.db)+
 		` AND active`, func(r driver.Rows) error {
 		var p part
 		if err := r.Scan(&p.table, &p.id); err != nil {
 			return err
 		}
-		if !slices.Contains(dayTables, p.table) {
+		ok := true
+		if s.cluster != "" {
+			p.table, ok = strings.CutSuffix(p.table, localSuffix)
+		}
+		if !ok || !slices.Contains(dayTables, p.table) || seen[p] {
 			return nil
 		}
+		seen[p] = true
 		d, err := time.Parse("20060102", p.id)
 		if err != nil {
 			// A month partition goes once the whole month is before the
@@ -227,7 +234,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return err
 	}
 	for _, p := range drop {
-		if err := s.exec(ctx, "drop partition", `ALTER TABLE `+p.table+` DROP PARTITION ID `+quote(p.id)); err != nil {
+		if err := s.exec(ctx, "drop partition", `ALTER TABLE `+s.dataTable(p.table)+` DROP PARTITION ID `+quote(p.id)); err != nil {
 			return err
 		}
 	}
