@@ -527,9 +527,12 @@ func TestClusterRewrite(t *testing.T) {
 		}
 		for table, key := range map[string]string{
 			"trace_spans": "cityHash64(trace_id)", "records": "cityHash64(trace_id)", "record_index": "cityHash64(trace_id)",
-			"rollups": "cityHash64(tier, bucket)", "rollup_gens": "cityHash64(tier, bucket)", "node_minutes": "cityHash64(tier, bucket)",
-			"trace_buckets": "cityHash64(tier, bucket)", "states": "cityHash64(win)", "summaries": "cityHash64(win)",
-			"dirty": "cityHash64(kind, id)", "meta": "cityHash64(key)", "leases": "cityHash64(name)",
+			"rollups": "cityHash64(tier, bucket)", "node_minutes": "cityHash64(tier, bucket)",
+			"trace_buckets": "cityHash64(tier, bucket)", "summaries": "cityHash64(win)",
+			"meta": "cityHash64(key)", "leases": "cityHash64(name)",
+			// Per analysis partition (0012): a key's rows on one shard.
+			"states_by_part": "cityHash64(win, part)", "dirty_by_part": "cityHash64(kind, id, part)",
+			"rollup_gens_by_part": "cityHash64(tier, bucket, part)", "record_moves": "cityHash64(trace_id)",
 		} {
 			if keys[table] != key {
 				t.Errorf("%v: %s shards by %q, want %q", v, table, keys[table], key)

@@ -175,7 +175,7 @@ func TestEmitSQL(t *testing.T) {
 	must(s.DeleteBefore(ctx, h(10, 20)))
 	must(s.Close())
 	// The dry run and a reader's open.
-	_, err = migrations(ctx, &Store{conn: rec, db: "default"})
+	_, err = migrations(ctx, &Store{conn: rec, db: "default", core: &core{log: quiet}, part: newPart("", nil)})
 	must(err)
 	rec.answers["FROM system.tables"] = [][]any{{"MergeTree", "MergeTree ORDER BY version SETTINGS index_granularity = 8192"}}
 	ms, err := schema.Load("clickhouse")
@@ -470,7 +470,7 @@ func TestEmitClusterSQL(t *testing.T) {
 		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' MODIFY TTL",
 		"INSERT INTO trace_spans", "INSERT INTO records",
 		"AND _part IN ('" + day + "_1_9_1','" + day + "_0_4_1')", // both shards' parts: the day is settled
-		"GLOBAL NOT IN (SELECT tier, bucket FROM rollup_gens", "GLOBAL IN (SELECT tier, bucket, argMax(gen, version)",
+		"GLOBAL NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part", "GLOBAL IN (SELECT tier, bucket, argMax(gen, version)",
 		"FROM cluster('c1', system, parts)",
 		"OPTIMIZE TABLE sr.node_minutes_local ON CLUSTER 'c1' PARTITION ID '" + before + "' FINAL",
 		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' DROP PARTITION ID '" + old + "'",
