@@ -50,7 +50,7 @@ func TestCluster(t *testing.T) {
 			}
 			mu.Unlock()
 			return open(t, dsn, time.Hour)
-		}, storetest.Optional{IncidentReader: true, Compactor: true})
+		}, storetest.Optional{IncidentReader: true, Compactor: true, Partitioned: true})
 	})
 	t.Run("Lease", func(t *testing.T) {
 		t.Parallel()
@@ -259,7 +259,7 @@ func testShards(t *testing.T, dsn, name string) {
 
 	// Every table's rows: some on each shard, all of them through the
 	// Distributed table, none twice.
-	for _, table := range []string{"trace_spans", "records", "record_index", "rollups", "node_minutes", "trace_buckets", "rollup_gens"} {
+	for _, table := range []string{"trace_spans", "records", "record_index", "rollups", "node_minutes", "trace_buckets", "rollup_gens_by_part"} {
 		var total uint64
 		if err := s.queryRow(ctx, "count", `SELECT count() FROM `+table, &total); err != nil {
 			t.Fatal(err)
@@ -267,7 +267,7 @@ func testShards(t *testing.T, dsn, name string) {
 		var sum uint64
 		for _, sh := range shards {
 			n := sh.count(t, `SELECT count() FROM `+db+`.`+table+localSuffix)
-			if n == 0 && table != "rollup_gens" {
+			if n == 0 && table != "rollup_gens_by_part" {
 				t.Errorf("%s: no row on shard %d", table, sh.num)
 			}
 			sum += n

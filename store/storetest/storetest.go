@@ -102,7 +102,7 @@ func (c *Corpus) Record(i int, seq uint64) *store.Record {
 }
 
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a loaded CI machine, a cluster
 	t.Cleanup(cancel)
 	return c
 }
