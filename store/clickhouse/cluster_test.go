@@ -289,7 +289,7 @@ func testShards(t *testing.T, dsn, name string) {
 			`SELECT count() FROM ` + db + `.record_index_local WHERE cityHash64(trace_id) % 2 != ` + utoa(uint64(sh.num-1)),
 			`SELECT count() FROM ` + db + `.rollups_local WHERE cityHash64(tier, bucket) % 2 != ` + utoa(uint64(sh.num-1)),
 			`SELECT count() FROM ` + db + `.node_minutes_local WHERE cityHash64(tier, bucket) % 2 != ` + utoa(uint64(sh.num-1)),
-			`SELECT count() FROM ` + db + `.states_local WHERE cityHash64(win) % 2 != ` + utoa(uint64(sh.num-1)),
+			`SELECT count() FROM ` + db + `.states_by_part_local WHERE cityHash64(win, part) % 2 != ` + utoa(uint64(sh.num-1)),
 		} {
 			if n := sh.count(t, q); n != 0 {
 				t.Errorf("shard %d holds %d rows of another shard's keys: %s", sh.num, n, q)
