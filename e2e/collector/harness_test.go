@@ -47,8 +47,6 @@ type service struct {
 	grpc, otlpHTTP, http string // bound addresses ("" when off)
 }
 
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
-
 // startService starts bin (the stormradius binary with "serve" first in
 // args, or ingest) on a new store of st with random loopback ports, a
 // short --trace-idle, no retention (the sample is older than the default
@@ -66,17 +64,11 @@ func startService(t *testing.T, st store, bin string, args ...string) *service {
 		name += " " + args[0]
 	}
 	p := e2ekit.Start(t, logLines, name, e2ekit.BaseEnv(), bin, all...)
-	m, err := p.WaitFor(runningRE, 60*time.Second)
+	a, err := e2ekit.Running(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := func(s string) string {
-		if s == "<nil>" {
-			return ""
-		}
-		return s
-	}
-	return &service{Proc: p, storeFlags: sf, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}
+	return &service{Proc: p, storeFlags: sf, grpc: a.GRPC, otlpHTTP: a.OTLPHTTP, http: a.HTTP}
 }
 
 // startServe starts `stormradius serve` (extra flags after the defaults win).

@@ -185,3 +185,25 @@ func FreePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
+
+// Addrs are the addresses a stormradius service bound, "" for one that
+// is off.
+type Addrs struct{ GRPC, OTLPHTTP, HTTP string }
+
+// Running waits up to a minute until p, a stormradius service (serve or
+// ingest), logs that it runs, and returns the addresses it bound.
+func Running(p *Proc) (Addrs, error) {
+	m, err := p.WaitFor(runningRE, 60*time.Second)
+	if err != nil {
+		return Addrs{}, err
+	}
+	addr := func(s string) string {
+		if s == "<nil>" {
+			return ""
+		}
+		return s
+	}
+	return Addrs{addr(m[1]), addr(m[2]), addr(m[3])}, nil
+}

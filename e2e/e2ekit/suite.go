@@ -1,8 +1,13 @@
 package e2ekit
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,4 +62,36 @@ func BuildCommands(repo, dir string, also func() error, names ...string) error {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: built %s in %v\n", strings.Join(names, " and "), time.Since(start).Round(time.Millisecond))
 	return <-errc
+}
+
+// EachGzipLine calls f with each line of the gzip-compressed file at path
+// that is not blank, numbered from 1 among those, and stops at f's first
+// error.
+func EachGzipLine(path string, f func(n int, line []byte) error) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	zr, err := gzip.NewReader(file)
+	if err != nil {
+		return err
+	}
+	br := bufio.NewReader(zr)
+	n := 0
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			n++
+			if ferr := f(n, line); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

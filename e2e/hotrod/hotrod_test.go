@@ -124,8 +124,6 @@ type service struct {
 	otlpHTTP, http string // bound addresses
 }
 
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
-
 // startServe starts `stormradius serve` on a new embedded store with
 // random loopback ports and a short --trace-idle; it returns once it runs.
 func startServe(t *testing.T) *service {
@@ -134,11 +132,11 @@ func startServe(t *testing.T) *service {
 		"--data", filepath.Join(t.TempDir(), "data"),
 		"--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--trace-idle", traceIdle.String())
-	m, err := p.WaitFor(runningRE, 60*time.Second)
+	a, err := e2ekit.Running(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &service{Proc: p, otlpHTTP: m[2], http: m[3]}
+	return &service{Proc: p, otlpHTTP: a.OTLPHTTP, http: a.HTTP}
 }
 
 // hotrod is a running `hotrod all`.

@@ -32,8 +32,6 @@ type service struct {
 	grpc, otlpHTTP, http string   // bound addresses ("" when off)
 }
 
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
-
 // startService starts bin (the stormradius binary with "serve" first in
 // args, or ingest) with storeFlags, random loopback ports, a short
 // --trace-idle, no retention (the sample is older than the default seven
@@ -55,17 +53,11 @@ func tryService(t *testing.T, name, bin string, storeFlags []string, args ...str
 	all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
 	p := e2ekit.Start(t, logLines, name, e2ekit.BaseEnv(), bin, all...)
-	m, err := p.WaitFor(runningRE, 60*time.Second)
+	a, err := e2ekit.Running(p)
 	if err != nil {
 		return &service{Proc: p}, err
 	}
-	addr := func(s string) string {
-		if s == "<nil>" {
-			return ""
-		}
-		return s
-	}
-	return &service{Proc: p, storeFlags: storeFlags, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}, nil
+	return &service{Proc: p, storeFlags: storeFlags, grpc: a.GRPC, otlpHTTP: a.OTLPHTTP, http: a.HTTP}, nil
 }
 
 // report runs `stormradius report --format json` on the service's store.

@@ -8,12 +8,7 @@
 package loadbalancing
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -111,44 +106,29 @@ func buildCollector(dir string) error {
 // them into requestsPerSample ExportTraceServiceRequests; it counts the
 // spans of each trace, which the instances must hold between them.
 func loadSample() error {
-	f, err := os.Open(suite.sample)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
 	var lines []ptrace.Traces
 	suite.perTrace = map[string]int{}
-	br := bufio.NewReader(zr)
 	var u ptrace.JSONUnmarshaler
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			td, uerr := u.UnmarshalTraces(line)
-			if uerr != nil {
-				return fmt.Errorf("%s line %d: %v", suite.sample, len(lines)+1, uerr)
-			}
-			suite.spans += td.SpanCount()
-			for i := 0; i < td.ResourceSpans().Len(); i++ {
-				ss := td.ResourceSpans().At(i).ScopeSpans()
-				for j := 0; j < ss.Len(); j++ {
-					sp := ss.At(j).Spans()
-					for k := 0; k < sp.Len(); k++ {
-						suite.perTrace[sp.At(k).TraceID().String()]++
-					}
+	err := e2ekit.EachGzipLine(suite.sample, func(n int, line []byte) error {
+		td, err := u.UnmarshalTraces(line)
+		if err != nil {
+			return fmt.Errorf("%s line %d: %v", suite.sample, n, err)
+		}
+		suite.spans += td.SpanCount()
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				sp := ss.At(j).Spans()
+				for k := 0; k < sp.Len(); k++ {
+					suite.perTrace[sp.At(k).TraceID().String()]++
 				}
 			}
-			lines = append(lines, td)
 		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+		lines = append(lines, td)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(lines) < requestsPerSample {
 		return fmt.Errorf("%s: %d lines, want at least %d", suite.sample, len(lines), requestsPerSample)
