@@ -236,3 +236,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+require github.com/stormradius/stormradius/e2e/e2ekit v0.0.0
+
+replace github.com/stormradius/stormradius/e2e/e2ekit => ../e2ekit

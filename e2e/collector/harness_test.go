@@ -1,21 +1,18 @@
 package collector
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,12 +42,10 @@ var (
 
 // service is a running `stormradius serve` or cmd/ingest.
 type service struct {
-	*proc
+	*e2ekit.Proc
 	storeFlags           []string
 	grpc, otlpHTTP, http string // bound addresses ("" when off)
 }
-
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
 
 // startService starts bin (the stormradius binary with "serve" first in
 // args, or ingest) on a new store of st with random loopback ports, a
@@ -68,18 +63,12 @@ func startService(t *testing.T, st store, bin string, args ...string) *service {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name += " " + args[0]
 	}
-	p := startProc(t, name, baseEnv(), bin, all...)
-	m, err := p.waitFor(runningRE, 60*time.Second)
+	p := e2ekit.Start(t, logLines, name, e2ekit.BaseEnv(), bin, all...)
+	a, err := e2ekit.Running(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := func(s string) string {
-		if s == "<nil>" {
-			return ""
-		}
-		return s
-	}
-	return &service{proc: p, storeFlags: sf, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}
+	return &service{Proc: p, storeFlags: sf, grpc: a.GRPC, otlpHTTP: a.OTLPHTTP, http: a.HTTP}
 }
 
 // startServe starts `stormradius serve` (extra flags after the defaults win).
@@ -89,41 +78,16 @@ func startServe(t *testing.T, st store, extra ...string) *service {
 
 // report runs `stormradius report --format json` on the service's store.
 func (s *service) report() ([]byte, error) {
-	return runStormradius(append([]string{"report", "--format", "json"}, s.storeFlags...)...)
+	return e2ekit.Run(suite.stormradius, append([]string{"report", "--format", "json"}, s.storeFlags...)...)
 }
 
 // metric returns the sum of a metric's series on the service's /metrics
 // (one per analysis partition when it analyses several), or an error.
-func (s *service) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + s.http + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
-	sc.Buffer(nil, 1<<20)
-	sum, found := 0.0, false
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
-			continue
-		}
-		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("/metrics: %q: %w", line, err)
-		}
-		sum, found = sum+v, true
-	}
-	if !found {
-		return 0, fmt.Errorf("/metrics has no %s", name)
-	}
-	return sum, nil
-}
+func (s *service) metric(name string) (float64, error) { return e2ekit.Metric(s.http, name) }
 
 // collector is a running collector with the otlp receiver in front.
 type collector struct {
-	*proc
+	*e2ekit.Proc
 	grpc, http string // its receiver's addresses
 }
 
@@ -157,15 +121,15 @@ func startCollector(t *testing.T, route string, env []string, args ...string) *c
 	}
 	all := append([]string{"--config", filepath.Join(suite.configs, route+".yaml"), "--config", override}, args...)
 	for attempt := 1; ; attempt++ {
-		c := &collector{grpc: freeAddr(t), http: freeAddr(t)}
-		e := baseEnv(append([]string{"OTLP_GRPC_LISTEN=" + c.grpc, "OTLP_HTTP_LISTEN=" + c.http}, env...)...)
-		c.proc = startProc(t, "collector "+route, e, suite.otelcol, all...)
-		_, err := c.waitFor(readyRE, 60*time.Second)
+		c := &collector{grpc: e2ekit.FreeAddr(t), http: e2ekit.FreeAddr(t)}
+		e := e2ekit.BaseEnv(append([]string{"OTLP_GRPC_LISTEN=" + c.grpc, "OTLP_HTTP_LISTEN=" + c.http}, env...)...)
+		c.Proc = e2ekit.Start(t, logLines, "collector "+route, e, suite.otelcol, all...)
+		_, err := c.WaitFor(readyRE, 60*time.Second)
 		if err == nil {
 			return c
 		}
-		if attempt < 3 && strings.Contains(c.output(), "address already in use") {
-			c.stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
+		if attempt < 3 && strings.Contains(c.Output(), "address already in use") {
+			c.Stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
 			continue
 		}
 		t.Fatal(err)
@@ -199,52 +163,13 @@ func (c *collector) sendRange(t *testing.T, lo, hi int) {
 			}
 			_, err = client.Export(ctx, req)
 		} else {
-			err = postOTLP(ctx, "http://"+c.http+"/v1/traces", body)
+			err = e2ekit.PostOTLP(ctx, "http://"+c.http+"/v1/traces", body)
 		}
 		cancel()
 		if err != nil {
 			t.Fatalf("sending request %d of the sample to the collector: %v", i+1, err)
 		}
 	}
-}
-
-func postOTLP(ctx context.Context, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
-	}
-	return nil
-}
-
-// dropped are the collector's log messages for data it gave up on (a
-// permanent error from the backend, or retries exhausted): the report can
-// no longer match, so the test stops at once with the reason.
-var dropped = []string{"Exporting failed. Dropping data.", "Exporting failed. Rejecting data."}
-
-var exportErrorRE = regexp.MustCompile(`"otelcol.component.id": "([^"]*)".*"error": ("(?:[^"\\]|\\.)*")`)
-
-// exportError is the component and error of a collector's log line about
-// a failed export, or the line itself.
-func exportError(line string) string {
-	m := exportErrorRE.FindStringSubmatch(line)
-	if m == nil {
-		return line
-	}
-	msg, err := strconv.Unquote(m[2])
-	if err != nil {
-		msg = m[2]
-	}
-	return m[1] + ": " + msg
 }
 
 // Settling: the report is taken as final once it covers the sample's
@@ -262,7 +187,7 @@ const (
 // `stormradius report --format json` equals `stormradius analyze` of the
 // sample, field by field; it stops early when a watched process dropped
 // data or exited.
-func checkReport(t *testing.T, svc *service, watch ...*proc) {
+func checkReport(t *testing.T, svc *service, watch ...*e2ekit.Proc) {
 	t.Helper()
 	var last []byte
 	var lastErr error
@@ -270,15 +195,17 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 	start := time.Now()
 	changed, progressed := start, start
 	for {
-		for _, p := range append([]*proc{svc.proc}, watch...) {
-			for _, d := range dropped {
-				if line := p.find(d); line != "" {
-					t.Fatalf("%s dropped the sample's data: %s", p.name, exportError(line))
+		for _, p := range append([]*e2ekit.Proc{svc.Proc}, watch...) {
+			// Data the collector gave up on: the report can no longer match,
+			// so the test stops at once with the reason.
+			for _, d := range e2ekit.Dropped {
+				if line := p.Find(d); line != "" {
+					t.Fatalf("%s dropped the sample's data: %s", p.Name, e2ekit.ExportError(line))
 				}
 			}
 			select {
-			case <-p.exited:
-				t.Fatalf("%s exited early: %v", p.name, p.err)
+			case <-p.Exited():
+				t.Fatalf("%s exited early: %v", p.Name, p.Err())
 			default:
 			}
 		}
@@ -314,7 +241,7 @@ func checkReport(t *testing.T, svc *service, watch ...*proc) {
 // spansOf is a document's span count (-1 when it has none).
 func spansOf(doc []byte) int {
 	var d struct{ Spans *int }
-	if decodeInto(doc, &d) != nil || d.Spans == nil {
+	if e2ekit.DecodeInto(doc, &d) != nil || d.Spans == nil {
 		return -1
 	}
 	return *d.Spans
@@ -324,7 +251,7 @@ func spansOf(doc []byte) int {
 // the reference document.
 func compareDocs(t *testing.T, what string, got []byte) {
 	t.Helper()
-	diffs := diffDocs(got, suite.want)
+	diffs := e2ekit.DiffDocs(got, suite.want)
 	if len(diffs) == 0 {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,7 +36,7 @@ func forStores(t *testing.T, f func(t *testing.T, st store)) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			if st.name == clickhouse.name && os.Getenv(clickHouseEnv) == "" {
+			if st.name == clickhouse.name && os.Getenv(e2ekit.ClickHouseEnv) == "" {
 				t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse variants")
 			}
 			f(t, st)
@@ -62,7 +63,7 @@ func TestOTLPGRPC(t *testing.T) {
 					"STORMRADIUS_TLS_INSECURE=true",
 				})
 				col.send(t)
-				checkReport(t, svc, col.proc)
+				checkReport(t, svc, col.Proc)
 				tap.check(t, comp)
 			})
 		}
@@ -87,7 +88,7 @@ func TestOTLPHTTP(t *testing.T) {
 					"STORMRADIUS_TOKEN=" + ingestToken,
 				})
 				col.send(t)
-				checkReport(t, svc, col.proc)
+				checkReport(t, svc, col.Proc)
 				tap.check(t, comp)
 			})
 		}
@@ -130,7 +131,7 @@ func TestKafka(t *testing.T) {
 						"KAFKA_COMPRESSION=" + comp,
 					})
 					col.send(t)
-					checkReport(t, svc, col.proc)
+					checkReport(t, svc, col.Proc)
 					seen.check(t, comp)
 				})
 			}
@@ -239,7 +240,7 @@ func TestFile(t *testing.T) {
 				col := startCollector(t, "file", append(env, "TRACES_FILE="+path), args...)
 				col.send(t)
 				// SIGTERM: the collector flushes its batches and closes the file.
-				if err := col.stop(30 * time.Second); err != nil {
+				if err := col.Stop(30 * time.Second); err != nil {
 					t.Fatalf("the collector did not stop cleanly: %v", err)
 				}
 				fi, err := os.Stat(path)
@@ -250,7 +251,7 @@ func TestFile(t *testing.T) {
 					t.Fatalf("the file exporter wrote nothing to %s", path)
 				}
 				checkFileStart(t, path, format, comp)
-				out, err := runStormradius("analyze", "--format", "json", path)
+				out, err := e2ekit.Run(suite.stormradius, "analyze", "--format", "json", path)
 				if err != nil {
 					t.Fatalf("%s (%d bytes): %v", name, fi.Size(), err)
 				}
@@ -312,7 +313,7 @@ func TestOTLPTLS(t *testing.T) {
 			}
 			col := startCollector(t, route, env)
 			col.send(t)
-			checkReport(t, svc, col.proc)
+			checkReport(t, svc, col.Proc)
 		})
 	}
 }

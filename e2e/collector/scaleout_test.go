@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -46,26 +47,26 @@ func TestScaleOut(t *testing.T) {
 				// Let the instances take some in, then change the group
 				// mid-stream: one dies, one leaves cleanly, one joins.
 				waitStored(t, svcs)
-				svcs[0].cmd.Process.Signal(syscall.SIGKILL)
-				<-svcs[0].exited
-				if err := svcs[1].stop(30 * time.Second); err != nil {
-					t.Fatalf("ingest stopped with %v:\n%s", err, tail(svcs[1].output(), 30))
+				svcs[0].Cmd.Process.Signal(syscall.SIGKILL)
+				<-svcs[0].Exited()
+				if err := svcs[1].Stop(30 * time.Second); err != nil {
+					t.Fatalf("ingest stopped with %v:\n%s", err, e2ekit.Tail(svcs[1].Output(), 30))
 				}
 				live = append([]*service{startService(t, fixed, suite.ingest, args...)}, svcs[2:]...)
 			}
 			col.sendRange(t, half, len(suite.requests))
-			var watch []*proc
+			var watch []*e2ekit.Proc
 			for _, s := range live[1:] {
-				watch = append(watch, s.proc)
+				watch = append(watch, s.Proc)
 			}
-			checkReport(t, live[0], append(watch, col.proc)...)
+			checkReport(t, live[0], append(watch, col.Proc)...)
 			if t.Failed() {
 				for i, s := range svcs {
-					t.Logf("instance %d:\n%s", i, tail(s.output(), 40))
+					t.Logf("instance %d:\n%s", i, e2ekit.Tail(s.Output(), 40))
 				}
 			}
-			if n >= 2 && !strings.Contains(live[0].output(), "kafka: partitions assigned") {
-				t.Errorf("the joining instance was assigned nothing:\n%s", tail(live[0].output(), 30))
+			if n >= 2 && !strings.Contains(live[0].Output(), "kafka: partitions assigned") {
+				t.Errorf("the joining instance was assigned nothing:\n%s", e2ekit.Tail(live[0].Output(), 30))
 			}
 		})
 	}

@@ -8,23 +8,13 @@
 package collector
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
@@ -35,12 +25,7 @@ import (
 const defaultParallel = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		flag.Set("test.parallel", fmt.Sprint(defaultParallel))
-	}
+	e2ekit.DefaultParallel(defaultParallel)
 	code := m.Run()
 	if suite.tmp != "" {
 		os.RemoveAll(suite.tmp)
@@ -54,8 +39,7 @@ const requestsPerSample = 10
 // The suite's shared state, built once by setup: the binaries, the sample
 // as OTLP requests, and the reference document.
 var suite struct {
-	once sync.Once
-	err  error
+	setup e2ekit.Once
 
 	tmp         string // removed by TestMain
 	repo        string // the stormradius module's root
@@ -75,10 +59,7 @@ var suite struct {
 // failed fails with the reason.
 func setup(t *testing.T) {
 	t.Helper()
-	suite.once.Do(func() { suite.err = build() })
-	if suite.err != nil {
-		t.Fatalf("setup: %v", suite.err)
-	}
+	suite.setup.Do(t, build)
 }
 
 func build() error {
@@ -92,142 +73,61 @@ func build() error {
 	if suite.tmp, err = os.MkdirTemp("", "stormradius-e2e-"); err != nil {
 		return err
 	}
-	// The collector and stormradius build at once: the collector's cold
-	// build is the longest step, stormradius' mostly comes from the build
-	// cache.
-	errc := make(chan error, 1)
-	go func() { errc <- buildCollector(wd) }()
-	start := time.Now()
+	// The collector and stormradius build at once.
 	bin := filepath.Join(suite.tmp, "bin")
-	if out, err := goCmd(suite.repo, "build", "-o", bin+string(filepath.Separator), "./cmd/stormradius", "./cmd/ingest").CombinedOutput(); err != nil {
-		<-errc
-		return fmt.Errorf("go build stormradius: %v\n%s", err, out)
-	}
-	suite.stormradius, suite.ingest = filepath.Join(bin, "stormradius"), filepath.Join(bin, "ingest")
-	fmt.Fprintf(os.Stderr, "e2e: built stormradius and ingest in %v\n", time.Since(start).Round(time.Millisecond))
-	if err := <-errc; err != nil {
+	if err := e2ekit.BuildCommands(suite.repo, bin, func() error { return buildCollector(wd) }, "stormradius", "ingest"); err != nil {
 		return err
 	}
+	suite.stormradius, suite.ingest = filepath.Join(bin, "stormradius"), filepath.Join(bin, "ingest")
 	if err := loadSample(); err != nil {
 		return err
 	}
 	return reference()
 }
 
-// goCmd is `go ARGS` in dir, each module built on its own (no go.work
-// above the checkout mixes them).
-func goCmd(dir string, args ...string) *exec.Cmd {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	return cmd
-}
-
-// buildCollector builds ./otelcol into a cache directory keyed by
-// everything that decides the binary (this module's go.mod and go.sum,
-// the program's sources, the Go version and platform) and reuses it when
-// it is there: the cold build takes minutes on two cores.
+// buildCollector builds ./otelcol into the cache shared with the other
+// suites (otelcol-KEY), keyed by this module's go.mod and go.sum and the
+// program's sources, or takes it from there: the cold build takes minutes
+// on two cores.
 func buildCollector(moduleDir string) error {
-	h := sha256.New()
 	srcs, _ := filepath.Glob(filepath.Join(moduleDir, "otelcol", "*.go"))
 	sort.Strings(srcs)
-	for _, f := range append([]string{filepath.Join(moduleDir, "go.mod"), filepath.Join(moduleDir, "go.sum")}, srcs...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
-		h.Write(b)
-	}
-	ver, err := goCmd(moduleDir, "env", "GOVERSION", "GOOS", "GOARCH").Output()
-	if err != nil {
-		return fmt.Errorf("go env: %v", err)
-	}
-	h.Write(ver)
-	key := hex.EncodeToString(h.Sum(nil))[:16]
-
-	cacheRoot := os.Getenv("STORMRADIUS_E2E_CACHE")
-	if cacheRoot == "" {
-		base, err := os.UserCacheDir() // $XDG_CACHE_HOME or ~/.cache
-		if err != nil {
-			base = os.TempDir()
-		}
-		cacheRoot = filepath.Join(base, "stormradius-e2e")
-	}
-	dir := filepath.Join(cacheRoot, "otelcol-"+key)
-	suite.otelcol = filepath.Join(dir, "otelcol")
-	if fi, err := os.Stat(suite.otelcol); err == nil && fi.Mode().IsRegular() {
-		fmt.Fprintf(os.Stderr, "e2e: collector from the cache: %s\n", suite.otelcol)
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	start := time.Now()
-	fmt.Fprintf(os.Stderr, "e2e: building the collector into %s (minutes when cold)\n", dir)
-	tmp := filepath.Join(dir, fmt.Sprintf(".otelcol-%d", os.Getpid()))
-	if out, err := goCmd(moduleDir, "build", "-o", tmp, "./otelcol").CombinedOutput(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("go build the collector: %v\n%s", err, out)
-	}
-	// A rename is atomic: a concurrent run sees the whole binary or none.
-	if err := os.Rename(tmp, suite.otelcol); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "e2e: built the collector in %v\n", time.Since(start).Round(time.Millisecond))
-	// Binaries of other keys are stale (about 70 MB each).
-	if old, _ := filepath.Glob(filepath.Join(cacheRoot, "otelcol-*")); len(old) > 0 {
-		for _, o := range old {
-			if o != dir {
-				os.RemoveAll(o)
-			}
-		}
-	}
-	return nil
+	var err error
+	suite.otelcol, err = e2ekit.CachedBuild{
+		What: "the collector", Prefix: "otelcol-", File: "otelcol", Dir: moduleDir, Pkg: "./otelcol",
+		Inputs: append([]string{filepath.Join(moduleDir, "go.mod"), filepath.Join(moduleDir, "go.sum")}, srcs...),
+		Cold:   "minutes",
+	}.Build()
+	return err
 }
 
 // loadSample reads the sample's OTLP JSON lines with pdata and regroups
 // them into requestsPerSample ExportTraceServiceRequests; it counts the
 // spans and distinct traces, which the reference must report.
 func loadSample() error {
-	f, err := os.Open(suite.sample)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
 	var lines []ptrace.Traces
 	ids := map[[16]byte]bool{}
-	br := bufio.NewReader(zr)
 	var u ptrace.JSONUnmarshaler
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			td, uerr := u.UnmarshalTraces(line)
-			if uerr != nil {
-				return fmt.Errorf("%s line %d: %v", suite.sample, len(lines)+1, uerr)
-			}
-			suite.spans += td.SpanCount()
-			for i := 0; i < td.ResourceSpans().Len(); i++ {
-				ss := td.ResourceSpans().At(i).ScopeSpans()
-				for j := 0; j < ss.Len(); j++ {
-					sp := ss.At(j).Spans()
-					for k := 0; k < sp.Len(); k++ {
-						ids[sp.At(k).TraceID()] = true
-					}
+	err := e2ekit.EachGzipLine(suite.sample, func(n int, line []byte) error {
+		td, err := u.UnmarshalTraces(line)
+		if err != nil {
+			return fmt.Errorf("%s line %d: %v", suite.sample, n, err)
+		}
+		suite.spans += td.SpanCount()
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				sp := ss.At(j).Spans()
+				for k := 0; k < sp.Len(); k++ {
+					ids[sp.At(k).TraceID()] = true
 				}
 			}
-			lines = append(lines, td)
 		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+		lines = append(lines, td)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	suite.traces = len(ids)
 	if len(lines) < requestsPerSample {
@@ -253,11 +153,11 @@ func loadSample() error {
 // checked against the OTLP data itself, so that a broken analyze cannot
 // make every route agree with it.
 func reference() error {
-	out, err := runStormradius("analyze", "--format", "json", suite.sample)
+	out, err := e2ekit.Run(suite.stormradius, "analyze", "--format", "json", suite.sample)
 	if err != nil {
 		return err
 	}
-	doc, err := decodeDoc(out)
+	doc, err := e2ekit.DecodeDoc(out)
 	if err != nil {
 		return fmt.Errorf("stormradius analyze: %v", err)
 	}

@@ -45,3 +45,7 @@ require (
 	google.golang.org/grpc v1.76.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
+
+require github.com/stormradius/stormradius/e2e/e2ekit v0.0.0
+
+replace github.com/stormradius/stormradius/e2e/e2ekit => ../e2ekit

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 )
 
 // The load: dispatches requests to HotROD's frontend, concurrency at a
@@ -94,8 +96,8 @@ func TestHotROD(t *testing.T) {
 			t.Fatalf("%d runs in a row disturbed; the last: %s", maxRuns, d)
 		}
 		t.Logf("run %d disturbed, again with new processes: %s", run, d)
-		hr.stop(5 * time.Second)
-		svc.stop(10 * time.Second)
+		hr.Stop(5 * time.Second)
+		svc.Stop(10 * time.Second)
 	}
 	start := time.Now()
 	svc.settle(t)
@@ -103,7 +105,7 @@ func TestHotROD(t *testing.T) {
 
 	// What HotROD did, from its answers and its own log (read now that its
 	// last lines have long come through the pipe): the expectations.
-	want := expectations(t, results, hr.output())
+	want := expectations(t, results, hr.Output())
 	if t.Failed() {
 		return
 	}
@@ -118,30 +120,28 @@ func TestHotROD(t *testing.T) {
 
 // service is the running `stormradius serve`.
 type service struct {
-	*proc
+	*e2ekit.Proc
 	otlpHTTP, http string // bound addresses
 }
-
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
 
 // startServe starts `stormradius serve` on a new embedded store with
 // random loopback ports and a short --trace-idle; it returns once it runs.
 func startServe(t *testing.T) *service {
 	t.Helper()
-	p := startProc(t, "stormradius serve", baseEnv(), suite.stormradius, "serve",
+	p := e2ekit.Start(t, logLines, "stormradius serve", e2ekit.BaseEnv(), suite.stormradius, "serve",
 		"--data", filepath.Join(t.TempDir(), "data"),
 		"--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--trace-idle", traceIdle.String())
-	m, err := p.waitFor(runningRE, 60*time.Second)
+	a, err := e2ekit.Running(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &service{proc: p, otlpHTTP: m[2], http: m[3]}
+	return &service{Proc: p, otlpHTTP: a.OTLPHTTP, http: a.HTTP}
 }
 
 // hotrod is a running `hotrod all`.
 type hotrod struct {
-	*proc
+	*e2ekit.Proc
 	frontend string // host:port
 }
 
@@ -154,19 +154,19 @@ func startHotROD(t *testing.T, otlpHTTP string) *hotrod {
 		ports := map[string]int{}
 		args := []string{"all"}
 		for _, s := range []string{"frontend", "customer", "driver", "route"} {
-			ports[s] = freePort(t)
+			ports[s] = e2ekit.FreePort(t)
 			args = append(args, "--"+s+"-service-hostname", "127.0.0.1", "--"+s+"-service-port", strconv.Itoa(ports[s]))
 		}
 		args = append(args, hotrodFixes...)
 		// pkg/tracing: otlptracehttp, plain HTTP unless the endpoint says https.
-		env := baseEnv("OTEL_EXPORTER_OTLP_ENDPOINT=http://" + otlpHTTP)
-		p := startProc(t, "hotrod all", env, suite.hotrod, args...)
+		env := e2ekit.BaseEnv("OTEL_EXPORTER_OTLP_ENDPOINT=http://" + otlpHTTP)
+		p := e2ekit.Start(t, logLines, "hotrod all", env, suite.hotrod, args...)
 		err := waitListening(p, ports, 30*time.Second)
 		if err == nil {
-			return &hotrod{proc: p, frontend: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports["frontend"]))}
+			return &hotrod{Proc: p, frontend: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports["frontend"]))}
 		}
-		if attempt < 3 && strings.Contains(p.output(), "address already in use") {
-			p.stop(5 * time.Second) // a port was taken between freePort and the bind: new ones
+		if attempt < 3 && strings.Contains(p.Output(), "address already in use") {
+			p.Stop(5 * time.Second) // a port was taken between freePort and the bind: new ones
 			continue
 		}
 		t.Fatal(err)
@@ -177,12 +177,12 @@ func startHotROD(t *testing.T, otlpHTTP string) *hotrod {
 // starts and its port takes connections. The customer and route services
 // run in goroutines of `all` that only log a failed listen ("Error running
 // command"), so the log is checked as well.
-func waitListening(p *proc, ports map[string]int, timeout time.Duration) error {
+func waitListening(p *e2ekit.Proc, ports map[string]int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		out := p.output()
+		out := p.Output()
 		if strings.Contains(out, "Error running command") || strings.Contains(out, "address already in use") {
-			return fmt.Errorf("hotrod could not start all its services:\n%s", tail(out, 20))
+			return fmt.Errorf("hotrod could not start all its services:\n%s", e2ekit.Tail(out, 20))
 		}
 		ready := strings.Count(out, "\tStarting\t") >= len(ports)
 		for _, port := range ports {
@@ -200,8 +200,8 @@ func waitListening(p *proc, ports map[string]int, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("hotrod exited (%v) before its services listened", p.err)
+		case <-p.Exited():
+			return fmt.Errorf("hotrod exited (%v) before its services listened", p.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -494,22 +494,9 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// metric returns the value of an unlabelled series on serve's /metrics.
-func (s *service) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + s.http + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("/metrics has no %s", name)
-}
+// metric returns the value of a series on serve's /metrics (unlabelled:
+// serve analyses one partition).
+func (s *service) metric(name string) (float64, error) { return e2ekit.Metric(s.http, name) }
 
 // get GETs a REST path over the last hour to an hour ahead (the traces'
 // start minutes are all in it) and returns the body, or decodes it into v.

@@ -34,3 +34,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+require github.com/stormradius/stormradius/e2e/e2ekit v0.0.0
+
+replace github.com/stormradius/stormradius/e2e/e2ekit => ../e2ekit

@@ -1,20 +1,17 @@
 package loadbalancing
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,12 +27,10 @@ const traceIdle = time.Second
 
 // service is a running `stormradius serve` or cmd/ingest.
 type service struct {
-	*proc
+	*e2ekit.Proc
 	storeFlags           []string // the store it writes, as report takes it
 	grpc, otlpHTTP, http string   // bound addresses ("" when off)
 }
-
-var runningRE = regexp.MustCompile(`msg="stormradius is running" otlp_grpc=(\S+) otlp_http=(\S+) http=(\S+)`)
 
 // startService starts bin (the stormradius binary with "serve" first in
 // args, or ingest) with storeFlags, random loopback ports, a short
@@ -57,68 +52,27 @@ func tryService(t *testing.T, name, bin string, storeFlags []string, args ...str
 	all := append(append([]string{}, args...), storeFlags...)
 	all = append(all, "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--trace-idle", traceIdle.String(), "--retention", "0", "--ingest-token", ingestToken)
-	p := startProc(t, name, baseEnv(), bin, all...)
-	m, err := p.waitFor(runningRE, 60*time.Second)
+	p := e2ekit.Start(t, logLines, name, e2ekit.BaseEnv(), bin, all...)
+	a, err := e2ekit.Running(p)
 	if err != nil {
-		return &service{proc: p}, err
+		return &service{Proc: p}, err
 	}
-	addr := func(s string) string {
-		if s == "<nil>" {
-			return ""
-		}
-		return s
-	}
-	return &service{proc: p, storeFlags: storeFlags, grpc: addr(m[1]), otlpHTTP: addr(m[2]), http: addr(m[3])}, nil
+	return &service{Proc: p, storeFlags: storeFlags, grpc: a.GRPC, otlpHTTP: a.OTLPHTTP, http: a.HTTP}, nil
 }
 
 // report runs `stormradius report --format json` on the service's store.
 func (s *service) report() ([]byte, error) {
-	return runStormradius(append([]string{"report", "--format", "json"}, s.storeFlags...)...)
+	return e2ekit.Run(suite.stormradius, append([]string{"report", "--format", "json"}, s.storeFlags...)...)
 }
 
 // metric returns the sum of a metric's series on the service's /metrics
 // (an instance that is one named partition labels them with it), or an
 // error when it has none.
-func (s *service) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + s.http + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
-	sc.Buffer(nil, 1<<20)
-	sum, found := 0.0, false
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
-			continue
-		}
-		if rest[0] == '{' {
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				return 0, fmt.Errorf("/metrics: %q", line)
-			}
-			rest = rest[end+1:]
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			return 0, fmt.Errorf("/metrics: %q: %v", line, err)
-		}
-		sum, found = sum+v, true
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if !found {
-		return 0, fmt.Errorf("/metrics has no %s", name)
-	}
-	return sum, nil
-}
+func (s *service) metric(name string) (float64, error) { return e2ekit.Metric(s.http, name) }
 
 // collector is a running collector with the otlp receiver in front.
 type collector struct {
-	*proc
+	*e2ekit.Proc
 	grpc, http string // its receiver's addresses
 }
 
@@ -168,8 +122,8 @@ func startCollector(t *testing.T, backends []*service, override string) *collect
 		hosts[i] = b.grpc
 	}
 	for attempt := 1; ; attempt++ {
-		c := &collector{grpc: freeAddr(t), http: freeAddr(t)}
-		e := baseEnv(
+		c := &collector{grpc: e2ekit.FreeAddr(t), http: e2ekit.FreeAddr(t)}
+		e := e2ekit.BaseEnv(
 			"OTLP_GRPC_LISTEN="+c.grpc, "OTLP_HTTP_LISTEN="+c.http,
 			// A YAML list: the env provider parses a value that is the
 			// whole field as YAML.
@@ -178,13 +132,13 @@ func startCollector(t *testing.T, backends []*service, override string) *collect
 			"STORMRADIUS_TOKEN="+ingestToken,
 			"STORMRADIUS_TLS_INSECURE=true",
 		)
-		c.proc = startProc(t, "collector", e, suite.otelcol, args...)
-		_, err := c.waitFor(readyRE, 60*time.Second)
+		c.Proc = e2ekit.Start(t, logLines, "collector", e, suite.otelcol, args...)
+		_, err := c.WaitFor(readyRE, 60*time.Second)
 		if err == nil {
 			return c
 		}
-		if attempt < 3 && strings.Contains(c.output(), "address already in use") {
-			c.stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
+		if attempt < 3 && strings.Contains(c.Output(), "address already in use") {
+			c.Stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
 			continue
 		}
 		t.Fatal(err)
@@ -211,52 +165,13 @@ func (c *collector) send(t *testing.T) {
 			}
 			_, err = client.Export(ctx, req)
 		} else {
-			err = postOTLP(ctx, "http://"+c.http+"/v1/traces", body)
+			err = e2ekit.PostOTLP(ctx, "http://"+c.http+"/v1/traces", body)
 		}
 		cancel()
 		if err != nil {
 			t.Fatalf("sending request %d of the sample to the collector: %v", i+1, err)
 		}
 	}
-}
-
-func postOTLP(ctx context.Context, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
-	}
-	return nil
-}
-
-// dropped are the collector's log messages for data it gave up on (a
-// permanent error from an instance, or retries exhausted): the figures
-// can no longer add up, so the test stops at once with the reason.
-var dropped = []string{"Exporting failed. Dropping data.", "Exporting failed. Rejecting data."}
-
-var exportErrorRE = regexp.MustCompile(`"otelcol.component.id": "([^"]*)".*"error": ("(?:[^"\\]|\\.)*")`)
-
-// exportError is the component and error of a collector's log line about
-// a failed export, or the line itself.
-func exportError(line string) string {
-	m := exportErrorRE.FindStringSubmatch(line)
-	if m == nil {
-		return line
-	}
-	msg, err := strconv.Unquote(m[2])
-	if err != nil {
-		msg = m[2]
-	}
-	return m[1] + ": " + msg
 }
 
 // Settling: the reports are taken as final once together they cover the
@@ -273,11 +188,11 @@ const (
 // settle waits until ingestion into svcs is quiet and returns the last
 // reports, one per store: reports takes them. It stops the test early
 // when a process dropped data or exited.
-func settle(t *testing.T, svcs []*service, reports func() ([][]byte, error), watch ...*proc) [][]byte {
+func settle(t *testing.T, svcs []*service, reports func() ([][]byte, error), watch ...*e2ekit.Proc) [][]byte {
 	t.Helper()
-	procs := append([]*proc{}, watch...)
+	procs := append([]*e2ekit.Proc{}, watch...)
 	for _, s := range svcs {
-		procs = append(procs, s.proc)
+		procs = append(procs, s.Proc)
 	}
 	var last [][]byte
 	var lastErr error
@@ -286,14 +201,16 @@ func settle(t *testing.T, svcs []*service, reports func() ([][]byte, error), wat
 	changed, progressed := start, start
 	for {
 		for _, p := range procs {
-			for _, d := range dropped {
-				if line := p.find(d); line != "" {
-					t.Fatalf("%s dropped the sample's data: %s", p.name, exportError(line))
+			// Data the collector gave up on: the figures can no longer add
+			// up, so the test stops at once with the reason.
+			for _, d := range e2ekit.Dropped {
+				if line := p.Find(d); line != "" {
+					t.Fatalf("%s dropped the sample's data: %s", p.Name, e2ekit.ExportError(line))
 				}
 			}
 			select {
-			case <-p.exited:
-				t.Fatalf("%s exited early: %v", p.name, p.err)
+			case <-p.Exited():
+				t.Fatalf("%s exited early: %v", p.Name, p.Err())
 			default:
 			}
 		}
@@ -311,7 +228,7 @@ func settle(t *testing.T, svcs []*service, reports func() ([][]byte, error), wat
 			w, err2 := s.metric("stormradius_spans_inflight")
 			stored, inflight = stored+v, inflight+w
 			if err != nil || err2 != nil {
-				merr = fmt.Errorf("%s: %v %v", s.name, err, err2)
+				merr = fmt.Errorf("%s: %v %v", s.Name, err, err2)
 			}
 		}
 		if merr == nil && stored != lastStored {
@@ -349,7 +266,7 @@ func spansOf(docs [][]byte) int {
 	n := 0
 	for _, doc := range docs {
 		var d struct{ Spans *int }
-		if decodeInto(doc, &d) != nil || d.Spans == nil {
+		if e2ekit.DecodeInto(doc, &d) != nil || d.Spans == nil {
 			return -1
 		}
 		n += *d.Spans
@@ -361,7 +278,7 @@ func spansOf(docs [][]byte) int {
 // the reference document.
 func compareDocs(t *testing.T, what string, got []byte) {
 	t.Helper()
-	diffs := diffDocs(got, suite.want)
+	diffs := e2ekit.DiffDocs(got, suite.want)
 	if len(diffs) == 0 {
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stormradius/stormradius/e2e/e2ekit"
 )
 
 // instances is how many stormradius instances the collector balances over.
@@ -55,7 +57,7 @@ func TestServe(t *testing.T) {
 					docs[i] = doc
 				}
 				return docs, nil
-			}, col.proc)
+			}, col.Proc)
 			problems, spread := checkRouting(svcs, docs)
 			t.Logf("traces per instance: %v", spread)
 			switch {
@@ -96,7 +98,7 @@ func checkRouting(svcs []*service, docs [][]byte) (problems []string, spread []i
 				n, ok, err := traceSpans(s.http, id)
 				switch {
 				case err != nil:
-					errs[i] = append(errs[i], fmt.Sprintf("%s: trace %s: %v", s.name, id, err))
+					errs[i] = append(errs[i], fmt.Sprintf("%s: trace %s: %v", s.Name, id, err))
 				case ok:
 					found[i][id] = n
 				}
@@ -114,7 +116,7 @@ func checkRouting(svcs []*service, docs [][]byte) (problems []string, spread []i
 		var on []string
 		for i := range svcs {
 			if n, ok := found[i][id]; ok {
-				on = append(on, fmt.Sprintf("%d span(s) on %s", n, svcs[i].name))
+				on = append(on, fmt.Sprintf("%d span(s) on %s", n, svcs[i].Name))
 			}
 		}
 		want := suite.perTrace[id]
@@ -126,7 +128,7 @@ func checkRouting(svcs []*service, docs [][]byte) (problems []string, spread []i
 		default:
 			for i := range svcs {
 				if n, ok := found[i][id]; ok && n != want {
-					perTrace = append(perTrace, fmt.Sprintf("trace %s has %d of its %d spans on %s", id, n, want, svcs[i].name))
+					perTrace = append(perTrace, fmt.Sprintf("trace %s has %d of its %d spans on %s", id, n, want, svcs[i].Name))
 				}
 			}
 		}
@@ -139,16 +141,16 @@ func checkRouting(svcs []*service, docs [][]byte) (problems []string, spread []i
 			Spans, Traces int
 			APIs          []apiCounts
 		}
-		if err := decodeInto(doc, &d); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: report: %v", svcs[i].name, err))
+		if err := e2ekit.DecodeInto(doc, &d); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: report: %v", svcs[i].Name, err))
 			continue
 		}
 		spread = append(spread, len(found[i]))
 		if len(found[i]) == 0 {
-			problems = append(problems, fmt.Sprintf("%s received no trace: the collector did not balance", svcs[i].name))
+			problems = append(problems, fmt.Sprintf("%s received no trace: the collector did not balance", svcs[i].Name))
 		}
 		if d.Traces != len(found[i]) {
-			problems = append(problems, fmt.Sprintf("%s reports %d traces, %d of the sample's are there", svcs[i].name, d.Traces, len(found[i])))
+			problems = append(problems, fmt.Sprintf("%s reports %d traces, %d of the sample's are there", svcs[i].Name, d.Traces, len(found[i])))
 		}
 		spans += d.Spans
 		traces += d.Traces
@@ -161,7 +163,7 @@ func checkRouting(svcs []*service, docs [][]byte) (problems []string, spread []i
 			spans, traces, suite.spans, len(suite.perTrace)))
 	}
 	var ref struct{ APIs []apiCounts }
-	if err := decodeInto(suite.want, &ref); err != nil {
+	if err := e2ekit.DecodeInto(suite.want, &ref); err != nil {
 		problems = append(problems, "the reference: "+err.Error())
 	}
 	for _, a := range ref.APIs {
@@ -247,7 +249,7 @@ func listed(lines []string, n int) string {
 // saying why, without STORMRADIUS_CLICKHOUSE.
 func TestPartitions(t *testing.T) {
 	t.Parallel()
-	if os.Getenv(clickHouseEnv) == "" {
+	if os.Getenv(e2ekit.ClickHouseEnv) == "" {
 		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the partitioned ingest over ClickHouse")
 	}
 	setup(t)
@@ -266,7 +268,7 @@ func TestPartitions(t *testing.T) {
 	docs := settle(t, svcs, func() ([][]byte, error) {
 		doc, err := svcs[0].report()
 		return [][]byte{doc}, err
-	}, col.proc)
+	}, col.Proc)
 	compareDocs(t, "stormradius report of the partitioned store", docs[0])
 
 	// Each partition stored its share, and the shares add up to the sample
@@ -276,14 +278,14 @@ func TestPartitions(t *testing.T) {
 	for _, s := range svcs {
 		n, err := s.metric("stormradius_spans_stored_total")
 		if err != nil {
-			t.Errorf("%s: %v", s.name, err)
+			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
 		if n == 0 {
-			t.Errorf("%s stored no span: the collector did not balance", s.name)
+			t.Errorf("%s stored no span: the collector did not balance", s.Name)
 		}
 		total += n
-		per = append(per, fmt.Sprintf("%s %v", s.name, n))
+		per = append(per, fmt.Sprintf("%s %v", s.Name, n))
 	}
 	t.Logf("spans stored: %s", strings.Join(per, ", "))
 	if int(total) != suite.spans {

@@ -1,7 +1,4 @@
-// The field-by-field comparison of two docs/SPEC.md §5.2 documents: a
-// copy of e2e/collector/diff_test.go, with its test.
-
-package loadbalancing
+package e2ekit
 
 import (
 	"bytes"
@@ -11,12 +8,11 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"testing"
 )
 
-// decodeInto decodes one JSON value from b into v, numbers kept as
+// DecodeInto decodes one JSON value from b into v, numbers kept as
 // written (json.Number), refusing trailing data.
-func decodeInto(b []byte, v any) error {
+func DecodeInto(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -28,10 +24,10 @@ func decodeInto(b []byte, v any) error {
 	return nil
 }
 
-// decodeDoc decodes a docs/SPEC.md §5.2 document as a JSON object.
-func decodeDoc(b []byte) (map[string]any, error) {
+// DecodeDoc decodes a docs/SPEC.md §5.2 document as a JSON object.
+func DecodeDoc(b []byte) (map[string]any, error) {
 	var d map[string]any
-	if err := decodeInto(b, &d); err != nil {
+	if err := DecodeInto(b, &d); err != nil {
 		return nil, err
 	}
 	if d == nil {
@@ -40,15 +36,15 @@ func decodeDoc(b []byte) (map[string]any, error) {
 	return d, nil
 }
 
-// diffDocs lists the fields in which the document got differs from want,
+// DiffDocs lists the fields in which the document got differs from want,
 // one line each: "path: got G, want W". Numbers compare as written, so
 // 1.5 and 1.50 differ (both documents come from the same encoder).
-func diffDocs(got, want []byte) []string {
-	w, err := decodeDoc(want)
+func DiffDocs(got, want []byte) []string {
+	w, err := DecodeDoc(want)
 	if err != nil {
 		return []string{"the reference is not a document: " + err.Error()}
 	}
-	g, err := decodeDoc(got)
+	g, err := DecodeDoc(got)
 	if err != nil {
 		return []string{fmt.Sprintf("not a document (%v): %s", err, short(string(got)))}
 	}
@@ -161,48 +157,4 @@ func short(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-// The comparison the suite rests on: equal documents give nothing, and
-// each kind of difference is named with its path and both values.
-func TestDiffDocs(t *testing.T) {
-	want := []byte(`{"spans": 10, "fleet": {"max_radius": 2, "mean_radius": 1.5},
-		"apis": [{"api": "frontend GET /dispatch", "max_radius": 2, "radius_histogram": {"1": 3, "2": 1}}],
-		"incidents": []}`)
-	same := []byte(`{"incidents": [], "apis": [{"radius_histogram": {"2": 1, "1": 3}, "max_radius": 2, "api": "frontend GET /dispatch"}],
-		"fleet": {"mean_radius": 1.5, "max_radius": 2}, "spans": 10}`)
-	if d := diffDocs(same, want); len(d) != 0 {
-		t.Errorf("equal documents (keys reordered): %q", d)
-	}
-	for _, c := range []struct {
-		name, got string
-		want      []string
-	}{
-		{"a figure", `{"spans": 10, "fleet": {"max_radius": 2, "mean_radius": 1.25},
-			"apis": [{"api": "frontend GET /dispatch", "max_radius": 2, "radius_histogram": {"1": 3, "2": 1}}], "incidents": []}`,
-			[]string{"fleet.mean_radius: got 1.25, want 1.5"}},
-		{"a nested figure and a missing field", `{"spans": 10, "fleet": {"max_radius": 2, "mean_radius": 1.5},
-			"apis": [{"api": "frontend GET /dispatch", "max_radius": 3, "radius_histogram": {"1": 3}}], "incidents": []}`,
-			[]string{`apis[0 "frontend GET /dispatch"].max_radius: got 3, want 2`,
-				`apis[0 "frontend GET /dispatch"].radius_histogram.2: missing, want 1`}},
-		{"an extra element and field", `{"spans": 10, "fleet": {"max_radius": 2, "mean_radius": 1.5, "apis": 1},
-			"apis": [{"api": "frontend GET /dispatch", "max_radius": 2, "radius_histogram": {"1": 3, "2": 1}}], "incidents": [{"id": "x"}]}`,
-			[]string{"fleet.apis: got 1, not in the reference", "incidents: 1 elements, want 0",
-				`incidents[0 "x"]: got {"id":"x"}, not in the reference`}},
-		{"a number as a string", `{"spans": "10", "fleet": {"max_radius": 2, "mean_radius": 1.5},
-			"apis": [{"api": "frontend GET /dispatch", "max_radius": 2, "radius_histogram": {"1": 3, "2": 1}}], "incidents": []}`,
-			[]string{`spans: got "10", want 10`}},
-		{"not a document", `{"spans": 10} trailing`, []string{`not a document (data after the document): {"spans": 10} trailing`}},
-	} {
-		if got := diffDocs([]byte(c.got), want); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
-			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
-		}
-	}
-	// Elements are named by what identifies them.
-	got := []byte(`{"edges": [{"caller": "frontend", "callee": "geo GET /geo", "calls": 3}], "services": [{"service": "geo", "requests": 1}]}`)
-	ref := []byte(`{"edges": [{"caller": "frontend", "callee": "geo GET /geo", "calls": 4}], "services": [{"service": "geo", "requests": 2}]}`)
-	wantDiffs := []string{`edges[0 "frontend -> geo GET /geo"].calls: got 3, want 4`, `services[0 "geo"].requests: got 1, want 2`}
-	if d := diffDocs(got, ref); strings.Join(d, "\n") != strings.Join(wantDiffs, "\n") {
-		t.Errorf("named elements:\n got %q\nwant %q", d, wantDiffs)
-	}
 }

@@ -1,0 +1,3 @@
+module github.com/stormradius/stormradius/e2e/e2ekit
+
+go 1.26.8
