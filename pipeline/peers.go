@@ -140,20 +140,49 @@ func (a *analyser) refreshPeers(ctx context.Context) error {
 // notes in touched the windows whose records it evaluated again.
 func (a *analyser) refreshWindow(ctx context.Context, w int64, touched map[int64]bool, changes []store.Change) ([]store.Change, error) {
 	st := a.windows.State(w)
-	if st == nil {
+	loaded := st == nil
+	if loaded {
 		if _, _, err := a.p.st.State(ctx, w); errors.Is(err, store.ErrNotFound) {
 			return changes, nil // none of this partition's records is in it
 		} else if err != nil {
 			return changes, err
 		}
 		var err error
-		if st, err = a.state(ctx, w); err != nil { // marks it to recheck
+		// Loaded with the others' parts as they are now, and marked to
+		// recheck: every record is evaluated again below.
+		if st, err = a.state(ctx, w); err != nil {
 			return changes, err
 		}
 	}
+	var flipped []uint64
+	if !loaded {
+		var err error
+		if flipped, err = a.addPeerChanges(ctx, w, st); err != nil {
+			return changes, err
+		}
+	}
+	if a.recheck[w] {
+		// Loaded from the store: its records were evaluated against a
+		// view of the other partitions this analyser never saw.
+		delete(a.recheck, w)
+		touched[w], a.dirty[w] = true, true
+		return a.reevaluateWindow(ctx, w, st, nil, nil, changes)
+	}
+	if len(flipped) == 0 {
+		return changes, nil
+	}
+	slices.Sort(flipped)
+	touched[w] = true
+	return a.reevaluateWindow(ctx, w, st, flipped, nil, changes)
+}
+
+// addPeerChanges brings the other partitions' part of window w (in
+// memory: st) up to date and returns the EdgeKeys of the edges whose class
+// that changed and that a record of the window uses.
+func (a *analyser) addPeerChanges(ctx context.Context, w int64, st *analysis.State) ([]uint64, error) {
 	pe, err := a.p.peers.PeerState(ctx, w)
 	if err != nil {
-		return changes, err
+		return nil, err
 	}
 	old := a.peers[w]
 	delta := analysis.NewState()
@@ -180,17 +209,5 @@ func (a *analyser) refreshWindow(ctx context.Context, w int64, touched map[int64
 			}
 		}
 	}
-	if a.recheck[w] {
-		// Loaded from the store: its records were evaluated against a
-		// view of the other partitions this analyser never saw.
-		delete(a.recheck, w)
-		touched[w], a.dirty[w] = true, true
-		return a.reevaluateWindow(ctx, w, st, nil, nil, changes)
-	}
-	if len(flipped) == 0 {
-		return changes, nil
-	}
-	slices.Sort(flipped)
-	touched[w] = true
-	return a.reevaluateWindow(ctx, w, st, flipped, nil, changes)
+	return flipped, nil
 }
