@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -143,10 +144,7 @@ func (r *Receiver) consumePartition(ctx, gctx context.Context, gen *kafkago.Gene
 
 // openPartition opens partition id's analysis, trying again while its last
 // owner still holds it, until the generation ends (nil, nil).
-func (r *Receiver) openPartition(ctx, gctx context.Context, id int, log interface {
-	Warn(string, ...any)
-	Info(string, ...any)
-}) (Partition, error) {
+func (r *Receiver) openPartition(ctx, gctx context.Context, id int, log *slog.Logger) (Partition, error) {
 	backoff := r.cfg.MinBackoff
 	start := time.Now()
 	for tries := 0; ; tries++ {

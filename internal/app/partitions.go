@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/store"
@@ -97,11 +96,6 @@ type partitionRun struct {
 	quit  chan struct{}
 	once  sync.Once
 	err   error
-}
-
-// Consume implements pipeline.Consumer.
-func (r *partitionRun) Consume(ctx context.Context, spans []graph.Span) error {
-	return r.Pipeline.Consume(ctx, spans)
 }
 
 // Close implements kafka.Partition: the pipeline stops (with flush, after
