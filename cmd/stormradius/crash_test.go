@@ -260,18 +260,7 @@ func TestCrashKafka(t *testing.T) {
 	dir := t.TempDir()
 	kafkaArgs := []string{"--kafka-brokers", brokers, "--kafka-group", "crash-test"}
 	p := serve(t, dir, kafkaArgs...)
-	// Let it consume some, then kill it mid-stream.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, out, _ := runCmd(t, "report", "--data", dir); code == 0 {
-			var d struct{ Spans int }
-			json.Unmarshal([]byte(out), &d)
-			if d.Spans > 0 {
-				break
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSpans(t, dir) // let it consume some, then kill it mid-stream
 	p.kill9(t)
 	p = serve(t, dir, kafkaArgs...)
 	defer p.term(t)
