@@ -299,11 +299,14 @@ func (p *Pipeline) retention(ctx context.Context) {
 	Maintain(ctx, p.st, p.cfg.Retention, p.cfg.Now, p.log)
 }
 
-// Maintain deletes data older than retention every hour (unless retention
-// is negative: kept forever), and settles the days that closed
+// Maintain deletes data older than retention (0: DefaultRetention) every
+// hour (unless retention is negative: kept forever), and settles the days that closed
 // (store.Compactor), until ctx ends. A pipeline runs it over its store; a
 // process that analyses only partitions runs it once over the store.
 func Maintain(ctx context.Context, st store.Store, retention time.Duration, now func() time.Time, log *slog.Logger) {
+	if retention == 0 {
+		retention = DefaultRetention
+	}
 	c, compacts := st.(store.Compactor)
 	if retention < 0 && !compacts {
 		return

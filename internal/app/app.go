@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		svc.tasks.Add(1)
 		go func() {
 			defer svc.tasks.Done()
-			pipeline.Maintain(tctx, st, cmp.Or(cfg.Pipeline.Retention, pipeline.DefaultRetention), time.Now, log)
+			pipeline.Maintain(tctx, st, cfg.Pipeline.Retention, time.Now, log)
 		}()
 	} else {
 		if plan.view != nil {
