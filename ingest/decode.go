@@ -75,13 +75,18 @@ type Decoder struct {
 	line  []byte
 	frame []byte
 	whole []byte
-	ids   []byte // a JSON request with base64 ids rewritten in hex
 	unz   []byte // a zstd-compressed message, decompressed
 	zmsg  *zstd.Decoder
 
-	skipped []graph.Span // spans decoded only to be checked (appendProto)
+	// skipped holds spans decoded only to be checked (appendProto), or
+	// kept aside until it is known whether they count (the deprecated
+	// scope spans of a JSON resource).
+	skipped []graph.Span
 
-	jsonU ptrace.JSONUnmarshaler
+	// JSON decoding scratch (jsondec.go).
+	jv    attrVal // the value of the attribute being read
+	esc   []byte  // a string with escapes, decoded
+	arena []byte  // decoded strings the span being read keeps
 }
 
 // NewDecoder returns a Decoder configured by cfg. (A zero Decoder works too,

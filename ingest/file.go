@@ -519,8 +519,11 @@ func (d *Decoder) dropScratch() {
 	if cap(d.whole) > keepScratch {
 		d.whole = nil
 	}
-	if cap(d.ids) > keepScratch {
-		d.ids = nil
+	if cap(d.esc) > keepScratch {
+		d.esc = nil
+	}
+	if cap(d.arena) > keepScratch {
+		d.arena = nil
 	}
 	if cap(d.unz) > keepScratch {
 		d.unz = nil

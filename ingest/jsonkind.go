@@ -1,62 +1,8 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/stormradius/stormradius/graph"
 )
-
-// decodeJSON decodes one JSON request that checkJSON (or a jsonScanner)
-// accepted, and appends its spans to dst. What it does beyond pdata's
-// unmarshal happens only when that fails or finds no span, so that the
-// common case pays nothing for it.
-func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	if len(b) > 0 && b[0] == '[' {
-		return dst, notRequestArray(b)
-	}
-	if len(b) == 0 || b[0] != '{' {
-		return dst, errors.New("not a JSON object: an OTLP/JSON request is an object with resourceSpans")
-	}
-	td, err := d.jsonU.UnmarshalTraces(b)
-	if err != nil && isIDError(err) {
-		// Protobuf's generic JSON mapping (protojson, grpcurl) writes bytes
-		// as base64, while OTLP/JSON wants trace and span ids in hex.
-		// Rewrite base64 ids as hex and decode again: the cost falls only
-		// on requests that need it.
-		if fixed, n := appendHexIDs(d.ids[:0], b); n > 0 {
-			d.ids = fixed
-			td, err = d.jsonU.UnmarshalTraces(fixed)
-		}
-		if err != nil && isIDError(err) {
-			return dst, fmt.Errorf("trace and span ids must be hex in OTLP/JSON (32 and 16 digits): %w", err)
-		}
-	}
-	if err != nil {
-		return dst, err
-	}
-	n := len(dst)
-	dst = d.AppendTraces(dst, td)
-	if len(dst) == n {
-		if err := otherKind(b); err != nil {
-			return dst, err
-		}
-	}
-	return dst, nil
-}
-
-// isIDError reports whether pdata rejected a trace or span id. pdata's error
-// has no type: its text is all there is to go by ("ID.UnmarshalJSONIter:
-// length mismatch, ..." or an invalid hex digit); a change of wording in a
-// new pdata only loses the base64 fallback, which a test catches.
-func isIDError(err error) bool {
-	return strings.Contains(err.Error(), "ID.UnmarshalJSONIter")
-}
 
 // otherKind recognises, from its top-level keys, a JSON request that held no
 // spans because it is not traces. It returns nil for a trace request that
@@ -143,51 +89,6 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// appendHexIDs appends b to dst with every trace or span id written in
-// base64 (protobuf's JSON mapping of bytes) rewritten in hex, and returns it
-// with the number of ids rewritten. Only strings that cannot be hex ids
-// (base64 of 16 or 8 bytes is 24 or 12 characters with padding, 22 or 11
-// without; hex ids have 32 or 16) and that decode as base64 to exactly the
-// id's size are rewritten.
-func appendHexIDs(dst, b []byte) ([]byte, int) {
-	n, last := 0, 0
-	var raw [16]byte
-	forEachKey(b, -1, func(key []byte, v int) bool {
-		size := 0
-		switch string(key) {
-		case "traceId", "trace_id":
-			size = 16
-		case "spanId", "span_id", "parentSpanId", "parent_span_id":
-			size = 8
-		default:
-			return true
-		}
-		if v >= len(b) || b[v] != '"' {
-			return true
-		}
-		end := bytes.IndexByte(b[v+1:], '"')
-		if end < 0 {
-			return true
-		}
-		s := b[v+1 : v+1+end]
-		if bytes.IndexByte(s, '\\') >= 0 || len(s) == 2*size {
-			return true
-		}
-		if m, ok := decodeBase64ID(raw[:size], s); !ok || m != size {
-			return true
-		}
-		dst = append(dst, b[last:v+1]...)
-		dst = hex.AppendEncode(dst, raw[:size])
-		last = v + 1 + end
-		n++
-		return true
-	})
-	if n == 0 {
-		return dst, 0
-	}
-	return append(dst, b[last:]...), n
 }
 
 // decodeBase64ID decodes s, in any of the standard or URL-safe base64

@@ -1,0 +1,1419 @@
+package ingest
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/stormradius/stormradius/graph"
+)
+
+// The OTLP/JSON decoder: one pass over a request that a jsonScanner
+// accepted (so its brackets match, its strings end, its literals are spelt
+// out and it nests at most MaxJSONDepth deep), straight to graph.Span
+// records. No pdata object, no map and no interface value is built: strings
+// are views of the request (or, when they hold escapes, of a per-span
+// arena) until what is kept of them is interned, as in the protobuf path.
+//
+// It accepts and rejects what pdata's JSONUnmarshaler (jsoniter underneath,
+// in its ConfigFastest) followed by AppendTraces does, and gives the same
+// spans; differential tests and FuzzDecodeJSONDiff hold it to that. pdata's
+// rules, as its generated UnmarshalJSON methods and jsoniter apply them:
+//
+//   - Field names in camelCase or snake_case; unknown fields skipped, but
+//     checked as jsoniter's Skip checks them (strings, numbers, nested keys).
+//   - null is an empty object where an object is wanted (a null span is a
+//     span), an empty array where an array is, "" where a string is; it is
+//     an error where a number, a bool, an id or bytes are wanted.
+//   - A field given twice: arrays append, objects merge, scalars and the
+//     AnyValue's variant are the last one's.
+//   - Strings: a control character is an error before the first backslash
+//     and kept as it is after it; escapes as jsoniter decodes them (\uXXXX,
+//     surrogate pairs, a lone surrogate as U+FFFD); invalid UTF-8 is kept.
+//   - Ids: hex, read without unescaping (any backslash is an error); ""
+//     is the zero id. As before this decoder, an id that is not hex but is
+//     the id's size in base64 (protobuf's generic JSON mapping) is read as
+//     such when its field name is written without escapes.
+//   - Integers: a JSON integer (no fraction, exponent or leading zero), or
+//     a string strconv parses; jsoniter's overflow check for numbers is
+//     kept as it is (it misses some 20-digit values, which wrap).
+//   - Doubles: jsoniter's number syntax (which lets "-+1" through), or a
+//     string strconv.ParseFloat parses ("NaN", "Infinity").
+//   - Enums (kind, status code): a number, or the exact name.
+//   - bytesValue: standard base64, padded, as encoding/base64 decodes it.
+//   - The deprecated deprecatedScopeSpans of a resource stand for its
+//     scopeSpans when it has none (pdata's MigrateTraces).
+
+// jsonError is a decoding error: what was wrong (msg), where in the request
+// (off, a byte offset) and in which field (path, built as the error goes
+// back up: resourceSpans[0].scopeSpans[0].spans[3].kind).
+type jsonError struct {
+	path string
+	msg  string
+	off  int
+	id   bool // a trace or span id that is not hex (nor base64)
+}
+
+func (e *jsonError) Error() string {
+	s := e.msg
+	if e.path != "" {
+		s = e.path + ": " + s
+	}
+	s += " at offset " + strconv.Itoa(e.off)
+	if e.id {
+		s = "trace and span ids must be hex in OTLP/JSON (32 and 16 digits): " + s
+	}
+	return s
+}
+
+// jErr is the error for what is wrong at b[i].
+func jErr(i int, format string, args ...any) error {
+	return &jsonError{msg: fmt.Sprintf(format, args...), off: i}
+}
+
+// in adds a field name (or an index, "[3]") in front of err's path.
+func in(err error, seg string) error {
+	var e *jsonError
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch {
+	case e.path == "":
+		e.path = seg
+	case e.path[0] == '[':
+		e.path = seg + e.path
+	default:
+		e.path = seg + "." + e.path
+	}
+	return err
+}
+
+func inKey(err error, key []byte) error { return in(err, string(key)) }
+func inIndex(err error, n int) error    { return in(err, "["+strconv.Itoa(n)+"]") }
+
+// found names the value at b[i] in an error.
+func found(b []byte, i int) string {
+	if i >= len(b) {
+		return "the end of the request"
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return "a string"
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a bool"
+	case c == '-' || '0' <= c && c <= '9':
+		return "a number"
+	default:
+		return quoteByte(c)
+	}
+}
+
+var errEndOfRequest = errors.New("the request ends early")
+
+// jws skips JSON whitespace.
+func jws(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// jOpen starts reading an object (open '{') or an array ('[') at b[i]
+// (after whitespace): null is an empty one. It returns the index of the
+// first member or element, and whether there is one (if not, the index is
+// past the value).
+func jOpen(b []byte, i int, open byte) (int, bool, error) {
+	if i >= len(b) {
+		return i, false, jErr(i, "%v", errEndOfRequest)
+	}
+	switch b[i] {
+	case open:
+		i = jws(b, i+1)
+		if i < len(b) && (b[i] == '}' || b[i] == ']') {
+			return i + 1, false, nil
+		}
+		return i, true, nil
+	case 'n':
+		return i + 4, false, nil
+	}
+	if open == '{' {
+		return i, false, jErr(i, "want an object, found %s", found(b, i))
+	}
+	return i, false, jErr(i, "want an array, found %s", found(b, i))
+}
+
+// jNext moves past the comma after a member or element (then more is true)
+// or past the bracket that ends the object or array.
+func jNext(b []byte, i int) (int, bool, error) {
+	i = jws(b, i)
+	if i < len(b) {
+		switch b[i] {
+		case ',':
+			return jws(b, i+1), true, nil
+		case '}', ']':
+			return i + 1, false, nil
+		}
+	}
+	return i, false, jErr(i, "unexpected %s", found(b, i))
+}
+
+// jKey reads the member name at b[i] and the colon after it, and returns
+// the name (a view of b, or a copy if it has escapes; raw says it has
+// none) and the index of the value.
+func (d *Decoder) jKey(b []byte, i int) (key []byte, raw bool, next int, err error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, false, i, jErr(i, "want a field name, found %s", found(b, i))
+	}
+	j := strSpecial(b, i+1)
+	if j < len(b) && b[j] == '"' {
+		key, raw, next = b[i+1:j], true, j+1
+	} else {
+		// Escaped names are rare: each gets its own copy, so that it
+		// outlives the names inside its value (errors name it).
+		if key, next, err = d.strSlow(nil, b, i+1, j, true); err != nil {
+			return nil, false, next, err
+		}
+	}
+	next = jws(b, next)
+	if next >= len(b) || b[next] != ':' {
+		return nil, false, next, jErr(next, "want ':' after a field name, found %s", found(b, next))
+	}
+	return key, raw, jws(b, next+1), nil
+}
+
+const ctlMask = lsb * 0x20
+
+// strSpecial returns the index of the first '"', '\\' or control character
+// in b at or after i, or len(b). It looks at 8 bytes at a time: most of a
+// request's bytes are inside strings.
+func strSpecial(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		q := w ^ lsb*'"'
+		e := w ^ lsb*'\\'
+		// The lowest byte flagged is exact (borrows travel upwards only).
+		if m := ((q-lsb)&^q | (e-lsb)&^e | (w-ctlMask)&^w) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// Ways jStr keeps a string.
+const (
+	strCheck = iota // only check it
+	strView         // return it; escaped, in d.esc (valid until the next strView)
+	strKeep         // return it; escaped, in the span's arena (valid until the next span)
+)
+
+// jStr reads a string value at b[i] as jsoniter's ReadString does (null is
+// ""), and returns it as mode says.
+func (d *Decoder) jStr(b []byte, i int, mode int) ([]byte, int, error) {
+	if i < len(b) && b[i] == 'n' {
+		return nil, i + 4, nil
+	}
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, jErr(i, "want a string, found %s", found(b, i))
+	}
+	j := strSpecial(b, i+1)
+	if j < len(b) && b[j] == '"' {
+		return b[i+1 : j], j + 1, nil
+	}
+	switch mode {
+	case strCheck:
+		_, next, err := d.strSlow(nil, b, i+1, j, false)
+		return nil, next, err
+	case strView:
+		var next int
+		var err error
+		d.esc, next, err = d.strSlow(d.esc[:0], b, i+1, j, true)
+		return d.esc, next, err
+	}
+	var next int
+	var err error
+	d.esc, next, err = d.strSlow(d.esc[:0], b, i+1, j, true)
+	if err != nil {
+		return nil, next, err
+	}
+	return d.keep(d.esc), next, nil
+}
+
+// keep copies s into the span's arena, which never moves what it holds:
+// when it is full a new one is started (the old one lives on as long as
+// views of it do).
+func (d *Decoder) keep(s []byte) []byte {
+	if cap(d.arena)-len(d.arena) < len(s) {
+		d.arena = make([]byte, 0, max(2*cap(d.arena), len(s), 1024))
+	}
+	n := len(d.arena)
+	d.arena = append(d.arena, s...)
+	return d.arena[n:len(d.arena):len(d.arena)]
+}
+
+// strSlow reads the rest of a string whose content starts at b[start] and
+// whose first special byte is at b[j]: a control character there is an
+// error; from a backslash on, escapes are decoded as jsoniter decodes
+// them, and control characters are kept. It appends the content to dst
+// when out is true, and returns the index past the closing quote.
+func (d *Decoder) strSlow(dst, b []byte, start, j int, out bool) ([]byte, int, error) {
+	if j >= len(b) {
+		return dst, j, jErr(j, "the request ends inside a string")
+	}
+	if b[j] != '\\' { // a control character: '"' is the fast path's
+		return dst, j, jErr(j, "control character 0x%02x in a string (escape it)", b[j])
+	}
+	if out {
+		dst = append(dst, b[start:j]...)
+	}
+	i := j
+	for i < len(b) {
+		c := b[i]
+		switch c {
+		case '"':
+			return dst, i + 1, nil
+		case '\\':
+			var err error
+			if dst, i, err = escape(dst, b, i+1, out); err != nil {
+				return dst, i, err
+			}
+		default:
+			if out {
+				dst = append(dst, c)
+			}
+			i++
+		}
+	}
+	return dst, i, jErr(i, "the request ends inside a string")
+}
+
+// escape decodes the escape whose letter is at b[i] (after a backslash),
+// as jsoniter's readEscapedChar does: a \u escape that is a surrogate
+// pairs with a \u escape right after it if they make a pair, else each is
+// U+FFFD (or the second what it is).
+func escape(dst, b []byte, i int, out bool) ([]byte, int, error) {
+	if i >= len(b) {
+		return dst, i, jErr(i, "the request ends inside a string")
+	}
+	var r rune
+	switch c := b[i]; c {
+	case 'u':
+		var ok bool
+		if r, ok = u4(b, i+1); !ok {
+			return dst, i, jErr(i-1, "invalid \\u escape in a string")
+		}
+		i += 5
+		if utf16.IsSurrogate(r) {
+			if i >= len(b) || b[i] != '\\' {
+				break
+			}
+			if i+1 >= len(b) {
+				return dst, i, jErr(i, "the request ends inside a string")
+			}
+			if b[i+1] != 'u' {
+				if out {
+					dst = utf8.AppendRune(dst, r)
+				}
+				return escape(dst, b, i+1, out)
+			}
+			r2, ok := u4(b, i+2)
+			if !ok {
+				return dst, i, jErr(i, "invalid \\u escape in a string")
+			}
+			i += 6
+			if p := utf16.DecodeRune(r, r2); p != utf8.RuneError {
+				r = p
+			} else if out {
+				dst = utf8.AppendRune(dst, r)
+				r = r2
+			}
+		}
+	case '"', '\\', '/':
+		r, i = rune(c), i+1
+	case 'b':
+		r, i = '\b', i+1
+	case 'f':
+		r, i = '\f', i+1
+	case 'n':
+		r, i = '\n', i+1
+	case 'r':
+		r, i = '\r', i+1
+	case 't':
+		r, i = '\t', i+1
+	default:
+		return dst, i, jErr(i-1, "invalid escape %s in a string", quoteByte(c))
+	}
+	if out {
+		// utf8.AppendRune writes U+FFFD for a surrogate, as jsoniter does.
+		dst = utf8.AppendRune(dst, r)
+	}
+	return dst, i, nil
+}
+
+// u4 reads the 4 hex digits of a \u escape at b[i:].
+func u4(b []byte, i int) (rune, bool) {
+	if len(b)-i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		h := hexVal[c]
+		if h > 15 {
+			return 0, false
+		}
+		r = r<<4 | rune(h)
+	}
+	return r, true
+}
+
+var hexVal = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = uint8(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = uint8(c - 'a' + 10)
+		t[c-'a'+'A'] = uint8(c - 'a' + 10)
+	}
+	return t
+}()
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// numEnd returns the end of the number token at b[i]: the run of bytes
+// that may be part of a number (the scanner checked no more than that).
+func numEnd(b []byte, i int) int {
+	for i < len(b) && isNumberByte(b[i]) {
+		i++
+	}
+	return i
+}
+
+// jsoniterUint is jsoniter's readUint64 (size 64) or readUint32 (size 32)
+// of the digits ds, with its overflow check as it is: a digit that makes
+// the value wrap is caught only if the wrapped value is smaller.
+func jsoniterUint(ds []byte, size int) (uint64, bool) {
+	mask := uint64(math.MaxUint64)
+	if size == 32 {
+		mask = math.MaxUint32
+	}
+	safe := mask/10 - 1
+	var v uint64
+	for _, c := range ds {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n := (v*10 + uint64(c-'0')) & mask
+		if v > safe && n < v {
+			return 0, false
+		}
+		v = n
+	}
+	return v, true
+}
+
+// numUint reads an unsigned integer number token as jsoniter does: the
+// whole token must be a JSON integer.
+func numUint(tok []byte, size int) (uint64, bool) {
+	if len(tok) == 0 || !isDigit(tok[0]) || tok[0] == '0' && len(tok) > 1 {
+		return 0, false
+	}
+	return jsoniterUint(tok, size)
+}
+
+// jUint reads an unsigned integer field of size bits (pdata's ReadUint32,
+// ReadUint64): a number, or a string strconv parses.
+func (d *Decoder) jUint(b []byte, i int, size int) (uint64, int, error) {
+	if i < len(b) && b[i] == '"' {
+		s, next, err := d.jStr(b, i, strView)
+		if err != nil {
+			return 0, next, err
+		}
+		v, perr := strconv.ParseUint(bytesView(s), 10, size)
+		if perr != nil {
+			return 0, next, jErr(i, "%q is not a %d-bit unsigned integer", s, size)
+		}
+		return v, next, nil
+	}
+	if i < len(b) && (b[i] == '-' || isDigit(b[i])) {
+		e := numEnd(b, i)
+		v, ok := numUint(b[i:e], size)
+		if !ok {
+			return 0, e, jErr(i, "%s is not a %d-bit unsigned integer", b[i:e], size)
+		}
+		return v, e, nil
+	}
+	return 0, i, jErr(i, "want an integer, found %s", found(b, i))
+}
+
+// jInt reads a signed integer field of size bits (pdata's ReadInt32,
+// ReadInt64): a number, or a string strconv parses.
+func (d *Decoder) jInt(b []byte, i int, size int) (int64, int, error) {
+	if i < len(b) && b[i] == '"' {
+		s, next, err := d.jStr(b, i, strView)
+		if err != nil {
+			return 0, next, err
+		}
+		v, perr := strconv.ParseInt(bytesView(s), 10, size)
+		if perr != nil {
+			return 0, next, jErr(i, "%q is not a %d-bit integer", s, size)
+		}
+		return v, next, nil
+	}
+	if i < len(b) && (b[i] == '-' || isDigit(b[i])) {
+		e := numEnd(b, i)
+		tok := b[i:e]
+		neg := tok[0] == '-'
+		if neg {
+			tok = tok[1:]
+		}
+		u, ok := numUint(tok, size)
+		limit := uint64(1)<<(size-1) - 1
+		if neg {
+			limit++
+		}
+		if !ok || u > limit {
+			return 0, e, jErr(i, "%s is not a %d-bit integer", b[i:e], size)
+		}
+		if neg {
+			return -int64(u), e, nil
+		}
+		return int64(u), e, nil
+	}
+	return 0, i, jErr(i, "want an integer, found %s", found(b, i))
+}
+
+// validateFloat is jsoniter's check of a number before strconv parses it.
+func validateFloat(s []byte) bool {
+	if len(s) == 0 || s[0] == '-' {
+		return false
+	}
+	for k, c := range s {
+		if c == '.' {
+			return k+1 < len(s) && isDigit(s[k+1])
+		}
+	}
+	return true
+}
+
+// numFloat reads a number token as jsoniter's ReadFloat64 does. consumed
+// is false when it fails before reading the token (jsoniter's Skip then
+// tries big.Float on it).
+func numFloat(tok []byte, size int) (f float64, ok, consumed bool) {
+	r := tok
+	neg := len(tok) > 0 && tok[0] == '-'
+	if neg {
+		r = tok[1:]
+	}
+	if len(r) == 0 || r[0] == '.' || r[0] == '0' && len(r) > 1 && isDigit(r[1]) {
+		return 0, false, false
+	}
+	if !validateFloat(r) {
+		return 0, false, true
+	}
+	f, err := strconv.ParseFloat(bytesView(r), size)
+	if err != nil {
+		return 0, false, true
+	}
+	if neg {
+		f = -f
+	}
+	return f, true, true
+}
+
+// jFloat reads a double (pdata's ReadFloat64): a number, or a string
+// strconv parses ("NaN", "Infinity" and the like).
+func (d *Decoder) jFloat(b []byte, i int) (float64, int, error) {
+	if i < len(b) && b[i] == '"' {
+		s, next, err := d.jStr(b, i, strView)
+		if err != nil {
+			return 0, next, err
+		}
+		v, perr := strconv.ParseFloat(bytesView(s), 64)
+		if perr != nil {
+			return 0, next, jErr(i, "%q is not a double", s)
+		}
+		return v, next, nil
+	}
+	if i < len(b) && (b[i] == '-' || isDigit(b[i])) {
+		e := numEnd(b, i)
+		f, ok, _ := numFloat(b[i:e], 64)
+		if !ok {
+			return 0, e, jErr(i, "%s is not a number", b[i:e])
+		}
+		return f, e, nil
+	}
+	return 0, i, jErr(i, "want a number, found %s", found(b, i))
+}
+
+// skipNumberOK reports whether jsoniter's Skip accepts the number token
+// tok (an unknown field's): its checks differ from those of the reads.
+func skipNumberOK(tok []byte) bool {
+	if tok[0] == '0' {
+		// Skip reads a number starting with 0 as a float32.
+		_, ok, _ := numFloat(tok, 32)
+		return ok
+	}
+	rest := tok[1:]
+	dot := false
+	for k := 0; k < len(rest); k++ {
+		switch c := rest[k]; {
+		case isDigit(c):
+		case c == '.':
+			if dot || k+1 >= len(rest) || !isDigit(rest[k+1]) {
+				return false
+			}
+			dot = true
+		default:
+			return skipNumberSlow(tok)
+		}
+	}
+	if len(rest) > 0 {
+		return true
+	}
+	return skipNumberSlow(tok)
+}
+
+// skipNumberSlow is Skip's fallback: ReadFloat64, and if that fails before
+// it reads the token, big.ParseFloat of what follows the sign.
+func skipNumberSlow(tok []byte) bool {
+	_, ok, consumed := numFloat(tok, 64)
+	if ok {
+		return true
+	}
+	if consumed {
+		return false
+	}
+	r := tok
+	if r[0] == '-' {
+		r = r[1:]
+	}
+	_, _, err := big.ParseFloat(string(r), 10, uint(max(64, len(r))), big.ToZero)
+	return err == nil
+}
+
+// jSkip skips the value at b[i] (an unknown field's), checking it as
+// jsoniter's Skip does.
+func (d *Decoder) jSkip(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return i, jErr(i, "%v", errEndOfRequest)
+	}
+	switch c := b[i]; {
+	case c == '"':
+		_, next, err := d.jStr(b, i, strCheck)
+		return next, err
+	case c == 'n' || c == 't':
+		return i + 4, nil
+	case c == 'f':
+		return i + 5, nil
+	case c == '-' || isDigit(c):
+		e := numEnd(b, i)
+		if !skipNumberOK(b[i:e]) {
+			return e, jErr(i, "invalid number %s", b[i:e])
+		}
+		return e, nil
+	case c == '[':
+		i, more, err := jOpen(b, i, '[')
+		for n := 0; more && err == nil; n++ {
+			if i, err = d.jSkip(b, i); err != nil {
+				return i, inIndex(err, n)
+			}
+			i, more, err = jNext(b, i)
+		}
+		return i, err
+	case c == '{':
+		i, more, err := jOpen(b, i, '{')
+		for more && err == nil {
+			var key []byte
+			if key, _, i, err = d.jKey(b, i); err != nil {
+				return i, err
+			}
+			if i, err = d.jSkip(b, i); err != nil {
+				return i, inKey(err, key)
+			}
+			i, more, err = jNext(b, i)
+		}
+		return i, err
+	}
+	return i, jErr(i, "unexpected %s", quoteByte(b[i]))
+}
+
+// jEnum reads an enum: a number (an int32), or one of names exactly.
+func (d *Decoder) jEnum(b []byte, i int, names []string) (int32, int, error) {
+	if i < len(b) && b[i] == '"' {
+		s, next, err := d.jStr(b, i, strView)
+		if err != nil {
+			return 0, next, err
+		}
+		for k, n := range names {
+			if n == string(s) {
+				return int32(k), next, nil
+			}
+		}
+		return 0, next, jErr(i, "unknown value %q", s)
+	}
+	if i < len(b) && (b[i] == '-' || isDigit(b[i])) {
+		v, next, err := d.jInt(b, i, 32)
+		return int32(v), next, err
+	}
+	return 0, i, jErr(i, "want a number or a name, found %s", found(b, i))
+}
+
+var (
+	spanKindNames   = []string{"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"}
+	statusCodeNames = []string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
+)
+
+// jBool reads a bool (null is an error, as in jsoniter).
+func jBool(b []byte, i int) (bool, int, error) {
+	if i < len(b) {
+		switch b[i] {
+		case 't':
+			return true, i + 4, nil
+		case 'f':
+			return false, i + 5, nil
+		}
+	}
+	return false, i, jErr(i, "want true or false, found %s", found(b, i))
+}
+
+// jID reads a trace or span id (size 16 or 8 bytes) into dst: hex, read
+// raw as pdata reads it (ReadStringAsSlice: up to the first quote, escapes
+// and all); "" is the zero id. rawKey says the field name had no escapes:
+// then base64 of the id's size is accepted too (see decodeBase64ID).
+func jID(dst []byte, b []byte, i int, rawKey bool) (int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return i, jErr(i, "want a hex string, found %s", found(b, i))
+	}
+	e := i + 1
+	for e < len(b) && b[e] != '"' {
+		e++
+	}
+	if e >= len(b) {
+		return e, jErr(e, "the request ends inside a string")
+	}
+	s := b[i+1 : e]
+	clear(dst)
+	if len(s) == 0 {
+		return e + 1, nil
+	}
+	if len(s) == 2*len(dst) {
+		ok := true
+		for k := range dst {
+			h, l := hexVal[s[2*k]], hexVal[s[2*k+1]]
+			if h|l > 15 {
+				ok = false
+				break
+			}
+			dst[k] = h<<4 | l
+		}
+		if ok {
+			return e + 1, nil
+		}
+		clear(dst)
+	} else if rawKey && !hasBackslash(s) {
+		if n, ok := decodeBase64ID(dst, s); ok && n == len(dst) {
+			return e + 1, nil
+		}
+	}
+	if hasBackslash(s) {
+		// pdata ends the id at the escaped quote, if that is what it is;
+		// its hex is invalid either way.
+		return e, &jsonError{msg: fmt.Sprintf("id %q has a backslash", s), off: i, id: true}
+	}
+	return e + 1, &jsonError{msg: fmt.Sprintf("%q is not a %d-byte id", s, len(dst)), off: i, id: true}
+}
+
+func hasBackslash(s []byte) bool {
+	for _, c := range s {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// jBytes checks a bytesValue: standard padded base64, read raw as pdata
+// reads it (ReadStringAsSlice), that encoding/base64 decodes (it skips
+// newlines).
+func (d *Decoder) jBytes(b []byte, i int) (int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return i, jErr(i, "want a base64 string, found %s", found(b, i))
+	}
+	e := i + 1
+	for e < len(b) && b[e] != '"' {
+		e++
+	}
+	if e >= len(b) {
+		return e, jErr(e, "the request ends inside a string")
+	}
+	s := b[i+1 : e]
+	if len(s) == 0 {
+		return e + 1, nil
+	}
+	if n := base64.StdEncoding.DecodedLen(len(s)); cap(d.esc) < n {
+		d.esc = make([]byte, n)
+	}
+	if _, err := base64.StdEncoding.Decode(d.esc[:cap(d.esc)], s); err != nil || hasBackslash(s) {
+		return e + 1, jErr(i, "invalid base64")
+	}
+	return e + 1, nil
+}
+
+// decodeJSON decodes one JSON request that checkJSON (or a jsonScanner)
+// accepted, and appends its spans to dst. On error dst is returned
+// unchanged.
+func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
+	if d.strs == nil {
+		d.init(DecoderConfig{})
+	}
+	i := jws(b, 0)
+	if i < len(b) && b[i] == '[' {
+		return dst, notRequestArray(b)
+	}
+	if i >= len(b) || b[i] != '{' {
+		return dst, errors.New("not a JSON object: an OTLP/JSON request is an object with resourceSpans")
+	}
+	n := len(dst)
+	out, err := d.jRequest(dst, b, i)
+	if err != nil {
+		return dst, err
+	}
+	if len(out) == n {
+		if err := otherKind(b); err != nil {
+			return dst, err
+		}
+	}
+	return out, nil
+}
+
+// jRequest reads an ExportTraceServiceRequest (or TracesData) object.
+func (d *Decoder) jRequest(dst []graph.Span, b []byte, i int) ([]graph.Span, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return dst, err
+		}
+		switch string(key) {
+		case "resourceSpans", "resource_spans":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if dst, i, err = d.jResourceSpans(dst, b, i); err != nil {
+					return dst, inKey(inIndex(err, n), key)
+				}
+				i, m, err = jNext(b, i)
+			}
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return dst, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return dst, err
+}
+
+// jResourceSpans reads a ResourceSpans object. Its resource may come after
+// its spans: the spans are decoded first, and given the resource's names
+// when the object ends.
+func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, int, error) {
+	start := len(dst)
+	service, version := UnknownService, ""
+	resCut := false
+	nScope := 0
+	d.skipped = d.skipped[:0]
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return dst, i, err
+		}
+		switch string(key) {
+		case "resource":
+			i, err = d.jResource(b, i, &service, &version, &resCut)
+		case "scopeSpans", "scope_spans", "deprecatedScopeSpans", "deprecated_scope_spans":
+			dep := key[0] == 'd'
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if dep {
+					d.skipped, i, err = d.jScopeSpans(d.skipped, b, i)
+				} else {
+					dst, i, err = d.jScopeSpans(dst, b, i)
+					nScope++
+				}
+				if err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		case "schemaUrl", "schema_url":
+			_, i, err = d.jStr(b, i, strCheck)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return dst, i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	if err != nil {
+		return dst, i, err
+	}
+	if nScope == 0 {
+		// pdata's MigrateTraces: the deprecated spans stand in.
+		dst = append(dst, d.skipped...)
+	}
+	clear(d.skipped)
+	for k := start; k < len(dst); k++ {
+		s := &dst[k]
+		s.Service, s.Version = service, version
+		s.Truncated = s.Truncated || resCut
+	}
+	return dst, i, nil
+}
+
+// jResource reads a Resource: its service.name (the last non-empty string
+// value) and service.version (the last string value), interned as
+// Decoder.resource interns them (every one, so that a cut name marks the
+// spans even if a later one replaces it).
+func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "attributes":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				var k []byte
+				if k, i, err = d.jKeyValue(b, i, &d.jv); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				if d.jv.typ == vStr {
+					switch string(k) {
+					case "service.name":
+						if d.jv.str != "" {
+							d.cut = false
+							*service = d.intern(d.jv.str)
+							*cut = *cut || d.cut
+						}
+					case "service.version":
+						d.cut = false
+						*version = d.intern(d.jv.str)
+						*cut = *cut || d.cut
+					}
+				}
+				i, m, err = jNext(b, i)
+			}
+		case "droppedAttributesCount", "dropped_attributes_count":
+			_, i, err = d.jUint(b, i, 32)
+		case "entityRefs", "entity_refs":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if i, err = d.jEntityRef(b, i); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jEntityRef checks an EntityRef.
+func (d *Decoder) jEntityRef(b []byte, i int) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "schemaUrl", "schema_url", "type":
+			_, i, err = d.jStr(b, i, strCheck)
+		case "idKeys", "id_keys", "descriptionKeys", "description_keys":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if _, i, err = d.jStr(b, i, strCheck); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jScopeSpans reads a ScopeSpans object, appending its spans to dst.
+func (d *Decoder) jScopeSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return dst, i, err
+		}
+		switch string(key) {
+		case "spans":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				dst = append(dst, graph.Span{})
+				if i, err = d.jSpan(&dst[len(dst)-1], b, i); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		case "scope":
+			i, err = d.jScope(b, i)
+		case "schemaUrl", "schema_url":
+			_, i, err = d.jStr(b, i, strCheck)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return dst, i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return dst, i, err
+}
+
+// jScope checks an InstrumentationScope.
+func (d *Decoder) jScope(b []byte, i int) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "name", "version":
+			_, i, err = d.jStr(b, i, strCheck)
+		case "attributes":
+			i, err = d.jCheckAttrs(b, i)
+		case "droppedAttributesCount", "dropped_attributes_count":
+			_, i, err = d.jUint(b, i, 32)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jCheckAttrs checks an attributes array that is not read.
+func (d *Decoder) jCheckAttrs(b []byte, i int) (int, error) {
+	i, more, err := jOpen(b, i, '[')
+	for n := 0; more && err == nil; n++ {
+		if _, i, err = d.jKeyValue(b, i, nil); err != nil {
+			return i, inIndex(err, n)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jSpan reads a Span object into out (a zero Span) as span does from a
+// pdata span, but for the resource's names (see jResourceSpans).
+func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
+	a := &d.attrs
+	a.has = 0
+	d.arena = d.arena[:0]
+	var (
+		name        []byte
+		kind        int32
+		start, end  uint64
+		statusError bool
+	)
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		var raw bool
+		if key, raw, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "attributes":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				var k []byte
+				if k, i, err = d.jKeyValue(b, i, &d.jv); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				if s, ok := d.slotOf(bytesView(k)); ok && a.has&(1<<s) == 0 {
+					a.has |= 1 << s
+					a.v[s] = d.jv
+				}
+				i, m, err = jNext(b, i)
+			}
+		case "traceId", "trace_id":
+			i, err = jID(out.TraceID[:], b, i, raw)
+		case "spanId", "span_id":
+			i, err = jID(out.SpanID[:], b, i, raw)
+		case "parentSpanId", "parent_span_id":
+			i, err = jID(out.ParentID[:], b, i, raw)
+		case "name":
+			name, i, err = d.jStr(b, i, strKeep)
+		case "kind":
+			kind, i, err = d.jEnum(b, i, spanKindNames)
+		case "startTimeUnixNano", "start_time_unix_nano":
+			start, i, err = d.jUint(b, i, 64)
+		case "endTimeUnixNano", "end_time_unix_nano":
+			end, i, err = d.jUint(b, i, 64)
+		case "status":
+			i, err = d.jStatus(b, i, &statusError)
+		case "traceState", "trace_state":
+			_, i, err = d.jStr(b, i, strCheck)
+		case "flags", "droppedAttributesCount", "dropped_attributes_count", "droppedEventsCount",
+			"dropped_events_count", "droppedLinksCount", "dropped_links_count":
+			_, i, err = d.jUint(b, i, 32)
+		case "events":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if i, err = d.jEvent(b, i); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		case "links":
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if i, err = d.jLink(b, i); err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	if err != nil {
+		return i, err
+	}
+	out.Kind = kindOf(kind)
+	d.cut = false
+	out.Name = d.internBytes(name)
+	out.Start = unixNanos(start)
+	out.End = unixNanos(end)
+	d.derive(out, a, statusError)
+	return i, nil
+}
+
+// jStatus reads a Status: whether its code is ERROR (a status given in
+// several pieces merges: the last code given counts).
+func (d *Decoder) jStatus(b []byte, i int, isError *bool) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "code":
+			var c int32
+			c, i, err = d.jEnum(b, i, statusCodeNames)
+			*isError = c == 2
+		case "message":
+			_, i, err = d.jStr(b, i, strCheck)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jEvent checks a span event.
+func (d *Decoder) jEvent(b []byte, i int) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "timeUnixNano", "time_unix_nano":
+			_, i, err = d.jUint(b, i, 64)
+		case "name":
+			_, i, err = d.jStr(b, i, strCheck)
+		case "attributes":
+			i, err = d.jCheckAttrs(b, i)
+		case "droppedAttributesCount", "dropped_attributes_count":
+			_, i, err = d.jUint(b, i, 32)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jLink checks a span link, ids included.
+func (d *Decoder) jLink(b []byte, i int) (int, error) {
+	var id [16]byte
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		var raw bool
+		if key, raw, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "traceId", "trace_id":
+			i, err = jID(id[:16], b, i, raw)
+		case "spanId", "span_id":
+			i, err = jID(id[:8], b, i, raw)
+		case "traceState", "trace_state":
+			_, i, err = d.jStr(b, i, strCheck)
+		case "attributes":
+			i, err = d.jCheckAttrs(b, i)
+		case "droppedAttributesCount", "dropped_attributes_count", "flags":
+			_, i, err = d.jUint(b, i, 32)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jKeyValue reads a KeyValue object: its key (the last given; kept in the
+// span's arena if it had escapes) and, when v is not nil, its value into v
+// (reset first; a value given in several pieces merges, the last variant
+// given wins). With v nil it only checks it.
+func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
+	if v != nil {
+		*v = attrVal{}
+	}
+	var k []byte
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return nil, i, err
+		}
+		switch string(key) {
+		case "key":
+			mode := strCheck
+			if v != nil {
+				mode = strKeep
+			}
+			k, i, err = d.jStr(b, i, mode)
+		case "value":
+			i, err = d.jAnyValue(b, i, v)
+		case "keyStrindex", "key_strindex":
+			_, i, err = d.jInt(b, i, 32)
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return nil, i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return k, i, err
+}
+
+// jAnyValue reads an AnyValue object into v (nil: only check it): each
+// variant given replaces the value, others leave it as it was.
+func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		switch string(key) {
+		case "stringValue", "string_value":
+			if v == nil {
+				_, i, err = d.jStr(b, i, strCheck)
+				break
+			}
+			var s []byte
+			if s, i, err = d.jStr(b, i, strKeep); err == nil {
+				*v = attrVal{typ: vStr, str: bytesView(s)}
+			}
+		case "boolValue", "bool_value":
+			var t bool
+			if t, i, err = jBool(b, i); err == nil && v != nil {
+				*v = attrVal{typ: vBool}
+				if t {
+					v.num = 1
+				}
+			}
+		case "intValue", "int_value":
+			var n int64
+			if n, i, err = d.jInt(b, i, 64); err == nil && v != nil {
+				*v = attrVal{typ: vInt, num: uint64(n)}
+			}
+		case "doubleValue", "double_value":
+			var f float64
+			if f, i, err = d.jFloat(b, i); err == nil && v != nil {
+				*v = attrVal{typ: vDouble, num: math.Float64bits(f)}
+			}
+		case "arrayValue", "array_value":
+			if v != nil {
+				*v = attrVal{typ: vSlice}
+			}
+			i, err = d.jArrayValue(b, i, v)
+		case "kvlistValue", "kvlist_value":
+			if v != nil {
+				*v = attrVal{typ: vMap}
+			}
+			i, err = d.jKvlist(b, i)
+		case "bytesValue", "bytes_value":
+			if i, err = d.jBytes(b, i); err == nil && v != nil {
+				*v = attrVal{typ: vBytes}
+			}
+		case "stringValueStrindex", "string_value_strindex":
+			if _, i, err = d.jInt(b, i, 32); err == nil && v != nil {
+				*v = attrVal{} // pdata's Empty
+			}
+		default:
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jArrayValue reads an ArrayValue object into v (already a vSlice; nil:
+// only check it): whether it has elements, and its first element.
+func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		if string(key) == "values" {
+			var m bool
+			i, m, err = jOpen(b, i, '[')
+			for n := 0; m && err == nil; n++ {
+				if v != nil && !v.elems {
+					// The first element, decoded in v itself (a local
+					// would escape: the decoding is recursive), then v
+					// made the array again.
+					*v = attrVal{}
+					if i, err = d.jAnyValue(b, i, v); err == nil {
+						first, str := v.typ, v.str
+						*v = attrVal{typ: vSlice, elems: true, first: first}
+						if first == vStr {
+							v.str = str
+						}
+					}
+				} else {
+					i, err = d.jAnyValue(b, i, nil)
+				}
+				if err != nil {
+					err = inIndex(err, n)
+					break
+				}
+				i, m, err = jNext(b, i)
+			}
+		} else {
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
+
+// jKvlist checks a KeyValueList object.
+func (d *Decoder) jKvlist(b []byte, i int) (int, error) {
+	i, more, err := jOpen(b, i, '{')
+	for more && err == nil {
+		var key []byte
+		if key, _, i, err = d.jKey(b, i); err != nil {
+			return i, err
+		}
+		if string(key) == "values" {
+			i, err = d.jCheckAttrs(b, i)
+		} else {
+			i, err = d.jSkip(b, i)
+		}
+		if err != nil {
+			return i, inKey(err, key)
+		}
+		i, more, err = jNext(b, i)
+	}
+	return i, err
+}
