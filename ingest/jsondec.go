@@ -58,8 +58,11 @@ type jsonError struct {
 	path string
 	msg  string
 	off  int
-	id   bool // a trace or span id that is not hex (nor base64)
+	id    bool  // a trace or span id that is not hex (nor base64)
+	cause error // errEmptyName, or nil
 }
+
+func (e *jsonError) Unwrap() error { return e.cause }
 
 func (e *jsonError) Error() string {
 	s := e.msg
@@ -197,6 +200,25 @@ func (d *Decoder) jKey(b []byte, i int) (key []byte, raw bool, next int, err err
 		return nil, false, next, jErr(next, "want ':' after a field name, found %s", found(b, next))
 	}
 	return key, raw, jws(b, next+1), nil
+}
+
+// errEmptyName is what jField says of a field named "" (see jField).
+var errEmptyName = errors.New(`a field named "" (pdata would read the rest of the request out of step)`)
+
+// jField is jKey for an object whose fields are read (not skipped). It
+// rejects a field named "": pdata's generated decoders stop at the first
+// field whose name is "" (jsoniter's ReadObject returns "" at the end of
+// an object too) and go on reading the rest of the request out of step,
+// so that what they make of it is not what it says (often they then fail,
+// sometimes they return what the request's first fields held). No OTLP
+// producer writes such a field; the request is rejected, where pdata's
+// result would be arbitrary.
+func (d *Decoder) jField(b []byte, i int) ([]byte, bool, int, error) {
+	key, raw, next, err := d.jKey(b, i)
+	if err == nil && len(key) == 0 {
+		return nil, false, next, &jsonError{msg: errEmptyName.Error(), off: i, cause: errEmptyName}
+	}
+	return key, raw, next, err
 }
 
 const ctlMask = lsb * 0x20
@@ -816,7 +838,7 @@ func (d *Decoder) jRequest(dst []graph.Span, b []byte, i int) ([]graph.Span, err
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return dst, err
 		}
 		switch string(key) {
@@ -852,7 +874,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return dst, i, err
 		}
 		switch string(key) {
@@ -909,7 +931,7 @@ func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -966,7 +988,7 @@ func (d *Decoder) jEntityRef(b []byte, i int) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -998,7 +1020,7 @@ func (d *Decoder) jScopeSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, 
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return dst, i, err
 		}
 		switch string(key) {
@@ -1033,7 +1055,7 @@ func (d *Decoder) jScope(b []byte, i int) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1082,7 +1104,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 	for more && err == nil {
 		var key []byte
 		var raw bool
-		if key, raw, i, err = d.jKey(b, i); err != nil {
+		if key, raw, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1168,7 +1190,7 @@ func (d *Decoder) jStatus(b []byte, i int, isError *bool) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1194,7 +1216,7 @@ func (d *Decoder) jEvent(b []byte, i int) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1224,7 +1246,7 @@ func (d *Decoder) jLink(b []byte, i int) (int, error) {
 	for more && err == nil {
 		var key []byte
 		var raw bool
-		if key, raw, i, err = d.jKey(b, i); err != nil {
+		if key, raw, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1261,7 +1283,7 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return nil, i, err
 		}
 		switch string(key) {
@@ -1292,7 +1314,7 @@ func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		switch string(key) {
@@ -1358,7 +1380,7 @@ func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		if string(key) == "values" {
@@ -1402,7 +1424,7 @@ func (d *Decoder) jKvlist(b []byte, i int) (int, error) {
 	i, more, err := jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jKey(b, i); err != nil {
+		if key, _, i, err = d.jField(b, i); err != nil {
 			return i, err
 		}
 		if string(key) == "values" {
