@@ -155,11 +155,14 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 // ErrLimit; a field that runs past the end of b with one wrapping
 // io.ErrUnexpectedEOF.
 //
-// JSON is checked before pdata sees it: a request nested deeper than
+// JSON is scanned first (checkJSON): a request nested deeper than
 // MaxJSONDepth or with more than MaxJSONElements elements is rejected with
 // an error wrapping ErrLimit, and one that is not valid JSON with an error
-// that says where. Trace and span ids in base64 (protobuf's generic JSON
-// mapping) are accepted as well as hex. A request that decodes to no span
+// that says where. Then it too is decoded in one pass straight to spans
+// (see decodeJSON), accepting and rejecting what pdata's JSONUnmarshaler
+// does and giving the same spans, but for a field named "" (rejected);
+// its errors name the field and the byte offset. Trace and span ids in
+// base64 (protobuf's generic JSON mapping) are accepted as well as hex. A request that decodes to no span
 // because it holds OTLP logs, metrics or profiles, or Jaeger or Zipkin JSON,
 // is rejected with an error wrapping ErrNotTraces; an empty trace request
 // ({} or {"resourceSpans":[]}) is not an error.

@@ -9,12 +9,17 @@
 // header name), a string intern table and scratch buffers. It is not safe for
 // concurrent use; give each goroutine its own.
 //
-// OTLP protobuf is decoded straight from its bytes, in one pass, into
-// graph.Span records: no pdata object is built, the strings kept are
-// interned, and a warm Decoder allocates nothing per span. It accepts and
-// rejects exactly what pdata does and gives the spans pdata's path would
-// (differential tests and a fuzz target hold it to that). OTLP/JSON goes
-// through pdata.
+// OTLP protobuf and OTLP/JSON are decoded straight from their bytes, in
+// one pass, into graph.Span records: no pdata object is built, the strings
+// kept are interned, and a warm Decoder allocates nothing per span. Each
+// decoder accepts and rejects exactly what pdata does (for JSON, pdata's
+// JSONUnmarshaler, jsoniter's leniencies and all: see jsondec.go) and
+// gives the spans pdata's path would; differential tests and fuzz targets
+// hold them to that. The one difference is on purpose: a JSON object
+// with a field named "", which pdata's decoders take for the end of the
+// object before they read the rest of the request out of step, is
+// rejected. Trace and span ids in base64 (protobuf's generic JSON
+// mapping) are accepted in JSON as well as hex, as they were before.
 //
 // Names are bounded here, once, for every path: a service, version, span,
 // operation or peer name longer than graph.MaxNameLen bytes is cut on a
@@ -25,8 +30,9 @@
 //
 // Input is untrusted. Nothing panics on any input; a protobuf request whose
 // attribute values nest deeper than MaxProtoDepth is rejected, and OTLP/JSON
-// is checked before pdata decodes it, so that no request can nest deeper than
-// MaxJSONDepth or make pdata allocate without bound (MaxJSONElements). Errors
+// is checked by a scanner before it is decoded, so that no request can nest
+// deeper than MaxJSONDepth or hold more than MaxJSONElements elements (the
+// bounds are those pdata's path had). Errors
 // name the file and the line or message, and wrap a kind that callers can
 // test with errors.Is: a partial file (ErrTruncated, ErrTrailingData,
 // ErrCorrupt), what is not OTLP traces at all (ErrFormat, ErrNotTraces), a

@@ -59,7 +59,7 @@ type jsonError struct {
 	msg  string
 	off  int
 	id    bool  // a trace or span id that is not hex (nor base64)
-	cause error // errEmptyName, or nil
+	cause error // errEmptyName, errLongNumber, or nil
 }
 
 func (e *jsonError) Unwrap() error { return e.cause }
@@ -475,6 +475,9 @@ func (d *Decoder) jUint(b []byte, i int, size int) (uint64, int, error) {
 		if err != nil {
 			return 0, next, err
 		}
+		if v, ok := shortUint(s, size); ok {
+			return v, next, nil
+		}
 		v, perr := strconv.ParseUint(bytesView(s), 10, size)
 		if perr != nil {
 			return 0, next, jErr(i, "%q is not a %d-bit unsigned integer", s, size)
@@ -490,6 +493,23 @@ func (d *Decoder) jUint(b []byte, i int, size int) (uint64, int, error) {
 		return v, e, nil
 	}
 	return 0, i, jErr(i, "want an integer, found %s", found(b, i))
+}
+
+// shortUint is strconv.ParseUint(s, 10, size) for the strings that cannot
+// overflow (19 digits at most, 9 for 32 bits), the timestamps pdata writes:
+// false means "ask strconv".
+func shortUint(s []byte, size int) (uint64, bool) {
+	if len(s) == 0 || len(s) > 19 || size == 32 && len(s) > 9 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range s {
+		if !isDigit(c) {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
 }
 
 // jInt reads a signed integer field of size bits (pdata's ReadInt32,
@@ -592,13 +612,15 @@ func (d *Decoder) jFloat(b []byte, i int) (float64, int, error) {
 	return 0, i, jErr(i, "want a number, found %s", found(b, i))
 }
 
-// skipNumberOK reports whether jsoniter's Skip accepts the number token
+// skipNumber reports whether jsoniter's Skip accepts the number token
 // tok (an unknown field's): its checks differ from those of the reads.
-func skipNumberOK(tok []byte) bool {
+func skipNumber(tok []byte) error {
 	if tok[0] == '0' {
 		// Skip reads a number starting with 0 as a float32.
-		_, ok, _ := numFloat(tok, 32)
-		return ok
+		if _, ok, _ := numFloat(tok, 32); !ok {
+			return errBadNumber
+		}
+		return nil
 	}
 	rest := tok[1:]
 	dot := false
@@ -607,7 +629,7 @@ func skipNumberOK(tok []byte) bool {
 		case isDigit(c):
 		case c == '.':
 			if dot || k+1 >= len(rest) || !isDigit(rest[k+1]) {
-				return false
+				return errBadNumber
 			}
 			dot = true
 		default:
@@ -615,27 +637,138 @@ func skipNumberOK(tok []byte) bool {
 		}
 	}
 	if len(rest) > 0 {
-		return true
+		return nil
 	}
 	return skipNumberSlow(tok)
 }
 
+var errBadNumber = errors.New("invalid number")
+
 // skipNumberSlow is Skip's fallback: ReadFloat64, and if that fails before
 // it reads the token, big.ParseFloat of what follows the sign.
-func skipNumberSlow(tok []byte) bool {
+func skipNumberSlow(tok []byte) error {
 	_, ok, consumed := numFloat(tok, 64)
 	if ok {
-		return true
+		return nil
 	}
 	if consumed {
-		return false
+		return errBadNumber
 	}
 	r := tok
 	if r[0] == '-' {
 		r = r[1:]
 	}
-	_, _, err := big.ParseFloat(string(r), 10, uint(max(64, len(r))), big.ToZero)
-	return err == nil
+	return bigFloatOK(r)
+}
+
+// errLongNumber is bigFloatOK's answer for a number it will not decide.
+var errLongNumber = errors.New("a number too long to check (pdata would spend seconds on it)")
+
+// bigFloatOK reports whether big.ParseFloat(s, 10, …) accepts s (made of
+// number bytes: digits, '+', '-', '.', 'e', 'E') without calling it: its
+// parsing is quadratic in the digits (4 s for a megabyte of them). It
+// follows big.Float's scan: a sign, digits with at most one point, an
+// exponent that fits an int64, and a binary exponent (the mantissa's bit
+// length, less the fraction's digits, plus the exponent) within an int32
+// unless the mantissa is zero. The bit length is computed exactly only
+// when bounds do not decide, for at most 4096 significant digits; beyond
+// that it returns errLongNumber (a number no producer writes, and the one
+// other place where the decoder differs from pdata).
+func bigFloatOK(s []byte) error {
+	bad := errBadNumber
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits, frac, sig, dot := 0, 0, 0, false
+	lead := -1 // index of the first non-zero digit
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c == '.' && !dot {
+			dot = true
+			continue
+		}
+		if !isDigit(c) {
+			break
+		}
+		digits++
+		if dot {
+			frac++
+		}
+		if c != '0' && lead < 0 {
+			lead = i
+		}
+		if lead >= 0 {
+			sig++
+		}
+	}
+	if digits == 0 {
+		return bad
+	}
+	var exp int64
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		start := i
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == d {
+			return bad
+		}
+		e := s[start:i]
+		if e[0] == '+' {
+			e = e[1:]
+		}
+		var err error
+		if exp, err = strconv.ParseInt(bytesView(e), 10, 64); err != nil {
+			return bad
+		}
+	}
+	if i != len(s) {
+		return bad
+	}
+	if lead < 0 {
+		return nil // zero: no exponent check
+	}
+	// The binary exponent is bitlen - frac + exp, with bitlen between 1
+	// and 4 × sig (a decimal digit is under 4 bits).
+	inRange := func(lo, hi int64) (all, none bool) {
+		all = lo >= math.MinInt32 && hi <= math.MaxInt32
+		none = hi < math.MinInt32 || lo > math.MaxInt32
+		return all, none
+	}
+	if exp > math.MaxInt64/2 || exp < math.MinInt64/2 {
+		return bad // far beyond the range (however big computes it)
+	}
+	base := exp - int64(frac)
+	all, none := inRange(base+1, base+4*int64(sig))
+	switch {
+	case all:
+		return nil
+	case none:
+		return bad
+	case sig > 4096:
+		return errLongNumber
+	}
+	m := make([]byte, 0, sig)
+	for _, c := range s[lead:] {
+		if c == '.' {
+			continue
+		}
+		if !isDigit(c) {
+			break
+		}
+		m = append(m, c)
+	}
+	n, _ := new(big.Int).SetString(string(m), 10)
+	if e := base + int64(n.BitLen()); e < math.MinInt32 || e > math.MaxInt32 {
+		return bad
+	}
+	return nil
 }
 
 // jSkip skips the value at b[i] (an unknown field's), checking it as
@@ -654,8 +787,12 @@ func (d *Decoder) jSkip(b []byte, i int) (int, error) {
 		return i + 5, nil
 	case c == '-' || isDigit(c):
 		e := numEnd(b, i)
-		if !skipNumberOK(b[i:e]) {
-			return e, jErr(i, "invalid number %s", b[i:e])
+		if err := skipNumber(b[i:e]); err != nil {
+			msg := fmt.Sprintf("invalid number %.40s", b[i:e])
+			if err == errLongNumber {
+				msg = err.Error()
+			}
+			return e, &jsonError{msg: msg, off: i, cause: err}
 		}
 		return e, nil
 	case c == '[':

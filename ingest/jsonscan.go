@@ -8,7 +8,10 @@ import (
 )
 
 // MaxJSONDepth is the deepest nesting of JSON objects and arrays a JSON
-// request may have; a deeper one is rejected before pdata sees it. pdata's
+// request may have; a deeper one is rejected before it is decoded (the
+// decoder recurses once per level, as pdata's did; the limit and the
+// reasoning below are pdata's path's, kept so that both accept the same
+// requests). pdata's
 // JSON decoder recurses once per level with no limit of its own: an
 // attribute value nested three million levels deep (84 MB, 190 KB gzipped)
 // overflows the goroutine stack, which kills the process.
