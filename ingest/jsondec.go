@@ -55,9 +55,9 @@ import (
 // (off, a byte offset) and in which field (path, built as the error goes
 // back up: resourceSpans[0].scopeSpans[0].spans[3].kind).
 type jsonError struct {
-	path string
-	msg  string
-	off  int
+	path  string
+	msg   string
+	off   int
 	id    bool  // a trace or span id that is not hex (nor base64)
 	cause error // errEmptyName, errLongNumber, or nil
 }
