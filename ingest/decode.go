@@ -84,9 +84,11 @@ type Decoder struct {
 	skipped []graph.Span
 
 	// JSON decoding scratch (jsondec.go).
-	jv    attrVal // the value of the attribute being read
-	esc   []byte  // a string with escapes, decoded
-	arena []byte  // decoded strings the span being read keeps
+	depth  int     // open containers
+	arrays uint64  // bit k set: the container at depth k+1 is an array
+	jv     attrVal // the value of the attribute being read
+	esc    []byte  // a string with escapes, decoded
+	arena  []byte  // decoded strings the span being read keeps
 }
 
 // NewDecoder returns a Decoder configured by cfg. (A zero Decoder works too,
@@ -155,11 +157,10 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 // ErrLimit; a field that runs past the end of b with one wrapping
 // io.ErrUnexpectedEOF.
 //
-// JSON is scanned first (checkJSON): a request nested deeper than
-// MaxJSONDepth or with more than MaxJSONElements elements is rejected with
-// an error wrapping ErrLimit, and one that is not valid JSON with an error
-// that says where. Then it too is decoded in one pass straight to spans
-// (see decodeJSON), accepting and rejecting what pdata's JSONUnmarshaler
+// JSON nested deeper than MaxJSONDepth or with more than MaxJSONElements
+// elements is rejected with an error wrapping ErrLimit, and one that is not
+// valid JSON with an error that says where (the scanner's, checkJSON). It
+// too is decoded in one pass straight to spans (see decodeJSON), accepting and rejecting what pdata's JSONUnmarshaler
 // does and giving the same spans, but for a field named "" (rejected);
 // its errors name the field and the byte offset. Trace and span ids in
 // base64 (protobuf's generic JSON mapping) are accepted as well as hex. A request that decodes to no span
@@ -168,10 +169,18 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 // ({} or {"resourceSpans":[]}) is not an error.
 func (d *Decoder) AppendRequest(dst []graph.Span, b []byte, json bool) ([]graph.Span, error) {
 	if json {
-		if err := checkJSON(b); err != nil {
-			return dst, err
+		if countElements(b) > MaxJSONElements {
+			return dst, elementsError()
 		}
-		return d.decodeJSON(dst, b)
+		out, err := d.decodeJSON(dst, b)
+		if err != nil {
+			// The scanner says what is wrong with a request that is not
+			// JSON, or too deep, as it did when it ran first.
+			if serr := checkJSON(b); serr != nil {
+				return dst, serr
+			}
+		}
+		return out, err
 	}
 	return d.appendProto(dst, b)
 }

@@ -142,20 +142,31 @@ func jws(b []byte, i int) int {
 // jOpen starts reading an object (open '{') or an array ('[') at b[i]
 // (after whitespace): null is an empty one. It returns the index of the
 // first member or element, and whether there is one (if not, the index is
-// past the value).
-func jOpen(b []byte, i int, open byte) (int, bool, error) {
+// past the value). It keeps the stack of open containers, to check that
+// each is closed by its own bracket, and bounds it to MaxJSONDepth.
+func (d *Decoder) jOpen(b []byte, i int, open byte) (int, bool, error) {
 	if i >= len(b) {
 		return i, false, jErr(i, "%v", errEndOfRequest)
 	}
 	switch b[i] {
 	case open:
+		if d.depth >= MaxJSONDepth {
+			return i, false, jErr(i, "JSON nested deeper than %d levels", MaxJSONDepth)
+		}
+		if open == '[' {
+			d.arrays |= 1 << d.depth
+		} else {
+			d.arrays &^= 1 << d.depth
+		}
+		d.depth++
 		i = jws(b, i+1)
-		if i < len(b) && (b[i] == '}' || b[i] == ']') {
+		if i < len(b) && b[i] == open+2 { // '{'+2 is '}', '['+2 is ']'
+			d.depth--
 			return i + 1, false, nil
 		}
 		return i, true, nil
 	case 'n':
-		return i + 4, false, nil
+		return lit(b, i, "null")
 	}
 	if open == '{' {
 		return i, false, jErr(i, "want an object, found %s", found(b, i))
@@ -163,16 +174,27 @@ func jOpen(b []byte, i int, open byte) (int, bool, error) {
 	return i, false, jErr(i, "want an array, found %s", found(b, i))
 }
 
+// lit checks the literal word at b[i] and returns the index past it.
+func lit(b []byte, i int, word string) (int, bool, error) {
+	if len(b)-i < len(word) || string(b[i:i+len(word)]) != word {
+		return i, false, jErr(i, "unexpected %s", found(b, i))
+	}
+	return i + len(word), false, nil
+}
+
 // jNext moves past the comma after a member or element (then more is true)
 // or past the bracket that ends the object or array.
-func jNext(b []byte, i int) (int, bool, error) {
+func (d *Decoder) jNext(b []byte, i int) (int, bool, error) {
 	i = jws(b, i)
 	if i < len(b) {
-		switch b[i] {
+		switch c := b[i]; c {
 		case ',':
 			return jws(b, i+1), true, nil
 		case '}', ']':
-			return i + 1, false, nil
+			if d.depth > 0 && (d.arrays>>(d.depth-1)&1 == 1) == (c == ']') {
+				d.depth--
+				return i + 1, false, nil
+			}
 		}
 	}
 	return i, false, jErr(i, "unexpected %s", found(b, i))
@@ -255,7 +277,8 @@ const (
 // ""), and returns it as mode says.
 func (d *Decoder) jStr(b []byte, i int, mode int) ([]byte, int, error) {
 	if i < len(b) && b[i] == 'n' {
-		return nil, i + 4, nil
+		i, _, err := lit(b, i, "null")
+		return nil, i, err
 	}
 	if i >= len(b) || b[i] != '"' {
 		return nil, i, jErr(i, "want a string, found %s", found(b, i))
@@ -781,10 +804,15 @@ func (d *Decoder) jSkip(b []byte, i int) (int, error) {
 	case c == '"':
 		_, next, err := d.jStr(b, i, strCheck)
 		return next, err
-	case c == 'n' || c == 't':
-		return i + 4, nil
+	case c == 'n':
+		i, _, err := lit(b, i, "null")
+		return i, err
+	case c == 't':
+		i, _, err := lit(b, i, "true")
+		return i, err
 	case c == 'f':
-		return i + 5, nil
+		i, _, err := lit(b, i, "false")
+		return i, err
 	case c == '-' || isDigit(c):
 		e := numEnd(b, i)
 		if err := skipNumber(b[i:e]); err != nil {
@@ -796,16 +824,16 @@ func (d *Decoder) jSkip(b []byte, i int) (int, error) {
 		}
 		return e, nil
 	case c == '[':
-		i, more, err := jOpen(b, i, '[')
+		i, more, err := d.jOpen(b, i, '[')
 		for n := 0; more && err == nil; n++ {
 			if i, err = d.jSkip(b, i); err != nil {
 				return i, inIndex(err, n)
 			}
-			i, more, err = jNext(b, i)
+			i, more, err = d.jNext(b, i)
 		}
 		return i, err
 	case c == '{':
-		i, more, err := jOpen(b, i, '{')
+		i, more, err := d.jOpen(b, i, '{')
 		for more && err == nil {
 			var key []byte
 			if key, _, i, err = d.jKey(b, i); err != nil {
@@ -814,7 +842,7 @@ func (d *Decoder) jSkip(b []byte, i int) (int, error) {
 			if i, err = d.jSkip(b, i); err != nil {
 				return i, inKey(err, key)
 			}
-			i, more, err = jNext(b, i)
+			i, more, err = d.jNext(b, i)
 		}
 		return i, err
 	}
@@ -852,9 +880,11 @@ func jBool(b []byte, i int) (bool, int, error) {
 	if i < len(b) {
 		switch b[i] {
 		case 't':
-			return true, i + 4, nil
+			i, _, err := lit(b, i, "true")
+			return true, i, err
 		case 'f':
-			return false, i + 5, nil
+			i, _, err := lit(b, i, "false")
+			return false, i, err
 		}
 	}
 	return false, i, jErr(i, "want true or false, found %s", found(b, i))
@@ -943,13 +973,21 @@ func (d *Decoder) jBytes(b []byte, i int) (int, error) {
 	return e + 1, nil
 }
 
-// decodeJSON decodes one JSON request that checkJSON (or a jsonScanner)
-// accepted, and appends its spans to dst. On error dst is returned
-// unchanged.
+// decodeJSON decodes one JSON request and appends its spans to dst. On
+// error dst is returned unchanged.
+//
+// It checks the request's syntax as strictly as the scanner (checkJSON,
+// jsonScanner) does, and its depth: a request it accepts, the scanner
+// accepts. So it can run without the scanner in front (AppendRequest asks
+// the scanner only what is wrong with a request it rejects), and the
+// request's bytes are read once, not twice. What the scanner alone
+// checks is the number of elements (MaxJSONElements): AppendRequest
+// counts them first.
 func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
 	if d.strs == nil {
 		d.init(DecoderConfig{})
 	}
+	d.depth, d.arrays = 0, 0
 	i := jws(b, 0)
 	if i < len(b) && b[i] == '[' {
 		return dst, notRequestArray(b)
@@ -958,9 +996,12 @@ func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
 		return dst, errors.New("not a JSON object: an OTLP/JSON request is an object with resourceSpans")
 	}
 	n := len(dst)
-	out, err := d.jRequest(dst, b, i)
+	out, i, err := d.jRequest(dst, b, i)
 	if err != nil {
 		return dst, err
+	}
+	if i = jws(b, i); i < len(b) {
+		return dst, jErr(i, "unexpected %s after the end of the JSON request (one request per line)", quoteByte(b[i]))
 	}
 	if len(out) == n {
 		if err := otherKind(b); err != nil {
@@ -971,32 +1012,32 @@ func (d *Decoder) decodeJSON(dst []graph.Span, b []byte) ([]graph.Span, error) {
 }
 
 // jRequest reads an ExportTraceServiceRequest (or TracesData) object.
-func (d *Decoder) jRequest(dst []graph.Span, b []byte, i int) ([]graph.Span, error) {
-	i, more, err := jOpen(b, i, '{')
+func (d *Decoder) jRequest(dst []graph.Span, b []byte, i int) ([]graph.Span, int, error) {
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
-			return dst, err
+			return dst, i, err
 		}
 		switch string(key) {
 		case "resourceSpans", "resource_spans":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if dst, i, err = d.jResourceSpans(dst, b, i); err != nil {
-					return dst, inKey(inIndex(err, n), key)
+					return dst, i, inKey(inIndex(err, n), key)
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		default:
 			i, err = d.jSkip(b, i)
 		}
 		if err != nil {
-			return dst, inKey(err, key)
+			return dst, i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
-	return dst, err
+	return dst, i, err
 }
 
 // jResourceSpans reads a ResourceSpans object. Its resource may come after
@@ -1008,7 +1049,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 	resCut := false
 	nScope := 0
 	d.skipped = d.skipped[:0]
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1020,7 +1061,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 		case "scopeSpans", "scope_spans", "deprecatedScopeSpans", "deprecated_scope_spans":
 			dep := key[0] == 'd'
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if dep {
 					d.skipped, i, err = d.jScopeSpans(d.skipped, b, i)
@@ -1032,7 +1073,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		case "schemaUrl", "schema_url":
 			_, i, err = d.jStr(b, i, strCheck)
@@ -1042,7 +1083,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 		if err != nil {
 			return dst, i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	if err != nil {
 		return dst, i, err
@@ -1065,7 +1106,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 // Decoder.resource interns them (every one, so that a cut name marks the
 // spans even if a later one replaces it).
 func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1074,7 +1115,7 @@ func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool
 		switch string(key) {
 		case "attributes":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				var k []byte
 				if k, i, err = d.jKeyValue(b, i, &d.jv); err != nil {
@@ -1095,19 +1136,19 @@ func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool
 						*cut = *cut || d.cut
 					}
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
 			_, i, err = d.jUint(b, i, 32)
 		case "entityRefs", "entity_refs":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if i, err = d.jEntityRef(b, i); err != nil {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		default:
 			i, err = d.jSkip(b, i)
@@ -1115,14 +1156,14 @@ func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
 
 // jEntityRef checks an EntityRef.
 func (d *Decoder) jEntityRef(b []byte, i int) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1133,13 +1174,13 @@ func (d *Decoder) jEntityRef(b []byte, i int) (int, error) {
 			_, i, err = d.jStr(b, i, strCheck)
 		case "idKeys", "id_keys", "descriptionKeys", "description_keys":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if _, i, err = d.jStr(b, i, strCheck); err != nil {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		default:
 			i, err = d.jSkip(b, i)
@@ -1147,14 +1188,14 @@ func (d *Decoder) jEntityRef(b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
 
 // jScopeSpans reads a ScopeSpans object, appending its spans to dst.
 func (d *Decoder) jScopeSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1163,14 +1204,14 @@ func (d *Decoder) jScopeSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, 
 		switch string(key) {
 		case "spans":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				dst = append(dst, graph.Span{})
 				if i, err = d.jSpan(&dst[len(dst)-1], b, i); err != nil {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		case "scope":
 			i, err = d.jScope(b, i)
@@ -1182,14 +1223,14 @@ func (d *Decoder) jScopeSpans(dst []graph.Span, b []byte, i int) ([]graph.Span, 
 		if err != nil {
 			return dst, i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return dst, i, err
 }
 
 // jScope checks an InstrumentationScope.
 func (d *Decoder) jScope(b []byte, i int) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1208,19 +1249,19 @@ func (d *Decoder) jScope(b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
 
 // jCheckAttrs checks an attributes array that is not read.
 func (d *Decoder) jCheckAttrs(b []byte, i int) (int, error) {
-	i, more, err := jOpen(b, i, '[')
+	i, more, err := d.jOpen(b, i, '[')
 	for n := 0; more && err == nil; n++ {
 		if _, i, err = d.jKeyValue(b, i, nil); err != nil {
 			return i, inIndex(err, n)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
@@ -1237,7 +1278,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 		start, end  uint64
 		statusError bool
 	)
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		var raw bool
@@ -1247,7 +1288,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 		switch string(key) {
 		case "attributes":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				var k []byte
 				if k, i, err = d.jKeyValue(b, i, &d.jv); err != nil {
@@ -1258,7 +1299,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 					a.has |= 1 << s
 					a.v[s] = d.jv
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		case "traceId", "trace_id":
 			i, err = jID(out.TraceID[:], b, i, raw)
@@ -1283,23 +1324,23 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 			_, i, err = d.jUint(b, i, 32)
 		case "events":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if i, err = d.jEvent(b, i); err != nil {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		case "links":
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if i, err = d.jLink(b, i); err != nil {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		default:
 			i, err = d.jSkip(b, i)
@@ -1307,7 +1348,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	if err != nil {
 		return i, err
@@ -1324,7 +1365,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 // jStatus reads a Status: whether its code is ERROR (a status given in
 // several pieces merges: the last code given counts).
 func (d *Decoder) jStatus(b []byte, i int, isError *bool) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1343,14 +1384,14 @@ func (d *Decoder) jStatus(b []byte, i int, isError *bool) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
 
 // jEvent checks a span event.
 func (d *Decoder) jEvent(b []byte, i int) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1371,7 +1412,7 @@ func (d *Decoder) jEvent(b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
@@ -1379,7 +1420,7 @@ func (d *Decoder) jEvent(b []byte, i int) (int, error) {
 // jLink checks a span link, ids included.
 func (d *Decoder) jLink(b []byte, i int) (int, error) {
 	var id [16]byte
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		var raw bool
@@ -1403,7 +1444,7 @@ func (d *Decoder) jLink(b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
@@ -1417,7 +1458,7 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 		*v = attrVal{}
 	}
 	var k []byte
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1440,7 +1481,7 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 		if err != nil {
 			return nil, i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return k, i, err
 }
@@ -1448,7 +1489,7 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 // jAnyValue reads an AnyValue object into v (nil: only check it): each
 // variant given replaces the value, others leave it as it was.
 func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1506,7 +1547,7 @@ func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
@@ -1514,7 +1555,7 @@ func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
 // jArrayValue reads an ArrayValue object into v (already a vSlice; nil:
 // only check it): whether it has elements, and its first element.
 func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1522,7 +1563,7 @@ func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
 		}
 		if string(key) == "values" {
 			var m bool
-			i, m, err = jOpen(b, i, '[')
+			i, m, err = d.jOpen(b, i, '[')
 			for n := 0; m && err == nil; n++ {
 				if v != nil && !v.elems {
 					// The first element, decoded in v itself (a local
@@ -1543,7 +1584,7 @@ func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
 					err = inIndex(err, n)
 					break
 				}
-				i, m, err = jNext(b, i)
+				i, m, err = d.jNext(b, i)
 			}
 		} else {
 			i, err = d.jSkip(b, i)
@@ -1551,14 +1592,14 @@ func (d *Decoder) jArrayValue(b []byte, i int, v *attrVal) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }
 
 // jKvlist checks a KeyValueList object.
 func (d *Decoder) jKvlist(b []byte, i int) (int, error) {
-	i, more, err := jOpen(b, i, '{')
+	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
 		if key, _, i, err = d.jField(b, i); err != nil {
@@ -1572,7 +1613,7 @@ func (d *Decoder) jKvlist(b []byte, i int) (int, error) {
 		if err != nil {
 			return i, inKey(err, key)
 		}
-		i, more, err = jNext(b, i)
+		i, more, err = d.jNext(b, i)
 	}
 	return i, err
 }

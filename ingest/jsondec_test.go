@@ -238,6 +238,18 @@ func jsonEdgeCases() [][]byte {
 	// Other kinds of JSON, empty requests, top-level shapes.
 	s(`{}`, `{"resourceSpans":[]}`, `{"resourceLogs":[{}]}`, `{"resource_metrics":[]}`, `{"data":[]}`, `{"result":{"resourceSpans":[]}}`, `[]`, `[{"traceId":"a","id":"b"}]`,
 		`"x"`, `5`, `null`, `true`, ` {"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"ws"}]}]}]} `, "\t\r\n{}\n")
+	// Broken structure: what the scanner rejects, the decoder must too.
+	s(`{"resourceSpans":[}`, `{"resourceSpans":[]]}`, `{"a":1]`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{]}]}]}`, `{"resourceSpans":[{"scopeSpans":[{"spans":[}]}]}]}`,
+		`{"resourceSpans":[]} x`, `{"resourceSpans":[]}{}`, `{"resourceSpans":[]},`, `{"a":nul}`, `{"a":tru}`, `{"a":fals}`, `{"a":nulll}`, `{"a":1,}`, `{"a":[1,]}`, `{"a":[,1]}`,
+		`{"a" 1}`, `{"a"::1}`, `{"a":1 "b":2}`, `{1:2}`, `{"a":01x}`, `{"a":-}`, `{"a":1.2.3}`, `{"a":"x"y}`, `{"a":'x'}`, `{"resourceSpans":null`, `{"resourceSpans":[{"resource":nul}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":tru}]}]}]}`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":{"boolValue":fals}}]}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":nul}]}]}]}`, `{"a":{"b":[}]}`, "{\"a\":\x01}", `{"a":"\"}`, ``, ` `, `{`, `}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":{"arrayValue":{"values":[1,]}}}]}]}]}]}`)
+	for _, n := range []int{15, 16, 17} {
+		// An attribute value's arrays: 64 levels in all, and one more.
+		add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":` + strings.Repeat(`{"arrayValue":{"values":[`, n) + `{}` + strings.Repeat(`]}}`, n) + `}]}]}]}]}`))
+		add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"x":` + strings.Repeat(`[{"a":`, 3*n) + `1` + strings.Repeat(`}]`, 3*n) + `}]}]}]}`))
+	}
 	// Long and reserved names.
 	long := strings.Repeat("n", graph.MaxNameLen+10)
 	add(jreq(`{"key":"service.name","value":{"stringValue":"`+long+`"}},{"key":"service.name","value":{"stringValue":"short"}}`, `"name":"a"`),
