@@ -224,6 +224,13 @@ func (d *Decoder) jKey(b []byte, i int) (key []byte, raw bool, next int, err err
 	return key, raw, jws(b, next+1), nil
 }
 
+// quick reports whether b[i:] starts with q, a field name as producers
+// write it (quoted, with its colon: `"key":`): the fast path past jField
+// for the names that come in every attribute.
+func quick(b []byte, i int, q string) bool {
+	return len(b)-i >= len(q) && string(b[i:i+len(q)]) == q
+}
+
 // errEmptyName is what jField says of a field named "" (see jField).
 var errEmptyName = errors.New(`a field named "" (pdata would read the rest of the request out of step)`)
 
@@ -1461,8 +1468,15 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jField(b, i); err != nil {
-			return nil, i, err
+		switch {
+		case quick(b, i, `"key":`): // as every producer writes it
+			key, i = b[i+1:i+4], jws(b, i+6)
+		case quick(b, i, `"value":`):
+			key, i = b[i+1:i+6], jws(b, i+8)
+		default:
+			if key, _, i, err = d.jField(b, i); err != nil {
+				return nil, i, err
+			}
 		}
 		switch string(key) {
 		case "key":
@@ -1492,8 +1506,15 @@ func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
 	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
-		if key, _, i, err = d.jField(b, i); err != nil {
-			return i, err
+		switch {
+		case quick(b, i, `"stringValue":`):
+			key, i = b[i+1:i+12], jws(b, i+14)
+		case quick(b, i, `"intValue":`):
+			key, i = b[i+1:i+9], jws(b, i+11)
+		default:
+			if key, _, i, err = d.jField(b, i); err != nil {
+				return i, err
+			}
 		}
 		switch string(key) {
 		case "stringValue", "string_value":
