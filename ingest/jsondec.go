@@ -15,12 +15,13 @@ import (
 	"github.com/stormradius/stormradius/graph"
 )
 
-// The OTLP/JSON decoder: one pass over a request that a jsonScanner
-// accepted (so its brackets match, its strings end, its literals are spelt
-// out and it nests at most MaxJSONDepth deep), straight to graph.Span
-// records. No pdata object, no map and no interface value is built: strings
-// are views of the request (or, when they hold escapes, of a per-span
-// arena) until what is kept of them is interned, as in the protobuf path.
+// The OTLP/JSON decoder: one pass over a request, straight to graph.Span
+// records. It checks the syntax as the jsonScanner does (brackets that
+// match, literals spelt out, nothing after the request, at most
+// MaxJSONDepth levels), so that what it accepts the scanner accepts. No
+// pdata object, no map and no interface value is built: strings are views
+// of the request (or, when they hold escapes, of a per-span arena) until
+// what is kept of them is interned, as in the protobuf path.
 //
 // It accepts and rejects what pdata's JSONUnmarshaler (jsoniter underneath,
 // in its ConfigFastest) followed by AppendTraces does, and gives the same
@@ -50,6 +51,10 @@ import (
 //   - bytesValue: standard base64, padded, as encoding/base64 decodes it.
 //   - The deprecated deprecatedScopeSpans of a resource stand for its
 //     scopeSpans when it has none (pdata's MigrateTraces).
+//
+// Two differences on purpose, on input no producer writes: a field named ""
+// (see jField) and, in an unknown field, a malformed number too long to
+// check cheaply (see bigFloatOK) are rejected.
 
 // jsonError is a decoding error: what was wrong (msg), where in the request
 // (off, a byte offset) and in which field (path, built as the error goes
