@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -63,8 +64,9 @@ type jsonError struct {
 	path  string
 	msg   string
 	off   int
-	id    bool  // a trace or span id that is not hex (nor base64)
-	cause error // errEmptyName, errLongNumber, or nil
+	at    string // where, when the caller knows better than off ("at column 7")
+	id    bool   // a trace or span id that is not hex (nor base64)
+	cause error  // errEmptyName, errLongNumber, or nil
 }
 
 func (e *jsonError) Unwrap() error { return e.cause }
@@ -74,11 +76,32 @@ func (e *jsonError) Error() string {
 	if e.path != "" {
 		s = e.path + ": " + s
 	}
-	s += " at offset " + strconv.Itoa(e.off)
+	if e.at != "" {
+		s += " " + e.at
+	} else {
+		s += " at offset " + strconv.Itoa(e.off)
+	}
 	if e.id {
 		s = "trace and span ids must be hex in OTLP/JSON (32 and 16 digits): " + s
 	}
 	return s
+}
+
+// placeJSONError says where a decoding error is as a line and column of a
+// file, given the line the request b starts on: as the JSON lines reader's
+// own errors say it.
+func placeJSONError(err error, b []byte, line int) {
+	var e *jsonError
+	if !errors.As(err, &e) || e.off > len(b) {
+		return
+	}
+	nl := bytes.Count(b[:e.off], []byte{'\n'})
+	col := e.off - bytes.LastIndexByte(b[:e.off], '\n')
+	if nl == 0 {
+		e.at = fmt.Sprintf("at column %d", col)
+	} else {
+		e.at = fmt.Sprintf("on line %d, column %d", line+nl, col)
+	}
 }
 
 // jErr is the error for what is wrong at b[i].

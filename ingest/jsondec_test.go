@@ -623,3 +623,24 @@ func TestBigFloatOK(t *testing.T) {
 		t.Fatalf("long number: %v", err)
 	}
 }
+
+// TestJSONErrorsInFiles: in a file, a decoding error says where as the
+// JSON lines reader's own errors do: the column, and the line when the
+// request spans several.
+func TestJSONErrorsInFiles(t *testing.T) {
+	file := "{}\n" +
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"X"}]}]}]}` + "\n" +
+		"{\n \"resourceSpans\": [{\"scopeSpans\":[{\"spans\":[\n   {\"kind\": \"X\"}]}]}]\n}\n"
+	var bad []string
+	_, err := NewDecoder(DecoderConfig{}).ReadFile(strings.NewReader(file), "f.json", nil, func(err error) { bad = append(bad, err.Error()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`f.json:2: invalid OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].kind: unknown value "X" at column 52`,
+		`f.json:3: invalid OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].kind: unknown value "X" on line 5, column 13`,
+	}
+	if !slices.Equal(bad, want) {
+		t.Fatalf("got %q\nwant %q", bad, want)
+	}
+}

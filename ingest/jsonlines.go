@@ -148,7 +148,7 @@ func (fr *fileReader) reject(r *jsonRequest, err error) {
 func (fr *fileReader) decodeJSON(r *jsonRequest) error {
 	b := r.bytes()
 	r.active, r.frag, r.buf = false, nil, r.buf[:0]
-	return fr.decodeRequest(decodeJob{b: b, lines: true, where: fmt.Sprintf(":%d", r.start)})
+	return fr.decodeRequest(decodeJob{b: b, lines: true, line: r.start, where: fmt.Sprintf(":%d", r.start)})
 }
 
 // endJSON finishes reading at the end of the file, which is on line (the

@@ -27,6 +27,7 @@ type decodePool struct {
 type decodeJob struct {
 	b     []byte
 	lines bool // from a JSON lines file: already checked by the line scanner
+	line  int  // lines: the line it starts on
 	where string
 }
 
@@ -37,6 +38,9 @@ type decodeJob struct {
 func (d *Decoder) decode(j decodeJob) (spans []graph.Span, json bool, err error) {
 	if j.lines {
 		spans, err = d.decodeJSON(d.spans[:0], j.b)
+		if err != nil {
+			placeJSONError(err, j.b, j.line)
+		}
 		return spans, true, err
 	}
 	b := j.b
