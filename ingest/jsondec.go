@@ -252,11 +252,37 @@ func (d *Decoder) jKey(b []byte, i int) (key []byte, raw bool, next int, err err
 	return key, raw, jws(b, next+1), nil
 }
 
-// quick reports whether b[i:] starts with q, a field name as producers
-// write it (quoted, with its colon: `"key":`): the fast path past jField
-// for the names that come in every attribute.
-func quick(b []byte, i int, q string) bool {
-	return len(b)-i >= len(q) && string(b[i:i+len(q)]) == q
+// quickName is a field name as producers write it, quoted, with its colon
+// (`"key":`), at most 16 bytes, as two little-endian words and masks: the
+// fast path past jField for the names that come in every attribute.
+type quickName struct {
+	s    string
+	w, m [2]uint64
+}
+
+func newQuick(s string) *quickName {
+	q := &quickName{s: s}
+	for k := 0; k < len(s) && k < 16; k++ {
+		q.w[k/8] |= uint64(s[k]) << (8 * (k % 8))
+		q.m[k/8] |= 0xff << (8 * (k % 8))
+	}
+	return q
+}
+
+var (
+	qKey         = newQuick(`"key":`)
+	qValue       = newQuick(`"value":`)
+	qStringValue = newQuick(`"stringValue":`)
+	qIntValue    = newQuick(`"intValue":`)
+)
+
+// at reports whether b[i:] starts with the name.
+func (q *quickName) at(b []byte, i int) bool {
+	if len(b)-i < 16 {
+		return len(b)-i >= len(q.s) && string(b[i:i+len(q.s)]) == q.s
+	}
+	return binary.LittleEndian.Uint64(b[i:])&q.m[0] == q.w[0] &&
+		binary.LittleEndian.Uint64(b[i+8:])&q.m[1] == q.w[1]
 }
 
 // errEmptyName is what jField says of a field named "" (see jField).
@@ -1497,9 +1523,9 @@ func (d *Decoder) jKeyValue(b []byte, i int, v *attrVal) ([]byte, int, error) {
 	for more && err == nil {
 		var key []byte
 		switch {
-		case quick(b, i, `"key":`): // as every producer writes it
+		case qKey.at(b, i): // as every producer writes it
 			key, i = b[i+1:i+4], jws(b, i+6)
-		case quick(b, i, `"value":`):
+		case qValue.at(b, i):
 			key, i = b[i+1:i+6], jws(b, i+8)
 		default:
 			if key, _, i, err = d.jField(b, i); err != nil {
@@ -1535,9 +1561,9 @@ func (d *Decoder) jAnyValue(b []byte, i int, v *attrVal) (int, error) {
 	for more && err == nil {
 		var key []byte
 		switch {
-		case quick(b, i, `"stringValue":`):
+		case qStringValue.at(b, i):
 			key, i = b[i+1:i+12], jws(b, i+14)
-		case quick(b, i, `"intValue":`):
+		case qIntValue.at(b, i):
 			key, i = b[i+1:i+9], jws(b, i+11)
 		default:
 			if key, _, i, err = d.jField(b, i); err != nil {
