@@ -48,6 +48,16 @@ func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 			r.frag = nil
 		}
 		frag, err := src.ReadSlice('\n')
+		if err == nil && lineStart && !r.active && !r.skip && fr.pool == nil {
+			ok, eerr := fr.decodeLine(frag)
+			if eerr != nil {
+				return eerr
+			}
+			if ok {
+				line++
+				continue
+			}
+		}
 		if len(frag) > 0 {
 			if lineStart && (frag[0] == '{' || frag[0] == '[') && (r.active || r.skip) {
 				// A line that starts with a bracket in its first column starts
@@ -88,6 +98,27 @@ func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 			return fr.readErr(err, "after "+plural(line-1, "line"), "")
 		}
 	}
+}
+
+// decodeLine decodes a whole line that starts no request in progress, when
+// requests are decoded on the reading goroutine, as one request, without
+// scanning it first: the decoder checks the syntax as strictly as the
+// scanner does, so a line it accepts is one the scanner would have found
+// to be a complete request. It reports false, having emitted nothing, for a
+// line it does not accept (blank, too large, invalid, a line of a
+// document that spans several): that line goes the scanner's way, as
+// before, and its errors are the scanner's, or the decoder's from a
+// second try. Emit's error, if any, is returned.
+func (fr *fileReader) decodeLine(line []byte) (bool, error) {
+	if len(line) > maxLineSize || skipSpace(line, 0) == len(line) || countElements(line) > MaxJSONElements {
+		return false, nil
+	}
+	spans, err := fr.d.decodeJSON(fr.d.spans[:0], line)
+	if err != nil {
+		fr.d.spans = spans
+		return false, nil
+	}
+	return true, fr.emitSpans(spans)
 }
 
 // feed adds one fragment of line (lineLen bytes of which came before it) to
