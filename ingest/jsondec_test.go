@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -642,5 +643,46 @@ func TestJSONErrorsInFiles(t *testing.T) {
 	}
 	if !slices.Equal(bad, want) {
 		t.Fatalf("got %q\nwant %q", bad, want)
+	}
+}
+
+// TestJSONLinesDecodedDirectly: a JSON lines file read on one goroutine
+// (whose whole lines are decoded without the scanner first, see
+// decodeLine) gives the same spans, counts and errors as read by a pool of
+// decoders (every line scanned first).
+func TestJSONLinesDecodedDirectly(t *testing.T) {
+	good := string(jsonOf(t, benchTraces(2)))
+	lines := []string{
+		good, "", "   ", "{}", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"X"}]}]}]}`,
+		`{"resourceSpans":[]} junk`, `{"resourceSpans":[}`, `{"resourceLogs":[{}]}`, `[{"traceId":"a","id":"b"}]`,
+		string(deepJSON(70)), "{\n  \"resourceSpans\": [\n    {\"scopeSpans\":[{\"spans\":[{\"name\":\"doc\"}]}]}\n  ]\n}", good,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a\qb"}]}]}]}`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"":1}]}]}]}`,
+		"{\n  \"resourceSpans\": [\n    {\"scopeSpans\":[{\"spans\":[{\"name\":\"doc\", \"kind\":\"Y\"}]}]}\n  ]\n}", good,
+	}
+	file := strings.Join(lines, "\n") + "\n"
+	read := func(workers int) (FileStats, []string, []string) {
+		d := NewDecoder(DecoderConfig{})
+		d.Workers = workers
+		var spans, bad []string
+		st, err := d.ReadFile(strings.NewReader(file), "f.jsonl", func(ss []graph.Span) error {
+			for _, s := range ss {
+				spans = append(spans, fmt.Sprintf("%+v", s))
+			}
+			return nil
+		}, func(err error) { bad = append(bad, err.Error()) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(spans)
+		slices.Sort(bad)
+		return st, spans, bad
+	}
+	st1, spans1, bad1 := read(1)
+	st2, spans2, bad2 := read(2)
+	if st1 != st2 || !slices.Equal(spans1, spans2) || !slices.Equal(bad1, bad2) {
+		t.Fatalf("one goroutine: %+v, %d spans, errors %q\npool: %+v, %d spans, errors %q", st1, len(spans1), bad1, st2, len(spans2), bad2)
+	}
+	if st1.BadRequests != 9 || len(spans1) != 3*benchTraces(2).SpanCount()+1 {
+		t.Fatalf("%+v, %d spans, errors %q", st1, len(spans1), bad1)
 	}
 }
