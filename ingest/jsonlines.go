@@ -31,10 +31,13 @@ func (r *jsonRequest) bytes() []byte {
 //
 // Each fragment of a line is checked by a jsonScanner as it is read, so a
 // request is known to be complete, and valid as far as the scanner can tell,
-// before pdata sees it; and a rejected one (too deep, too large, not JSON)
+// before it is decoded; and a rejected one (too deep, too large, not JSON)
 // is skipped without keeping its bytes, however long it is. A request that
 // fits in one fragment of the read buffer (one line, shorter than
-// readBufSize) is decoded where it lies, without a copy.
+// readBufSize) is decoded where it lies, without a copy. When requests are
+// decoded on this goroutine, a whole line is first tried as a request
+// without the scanner (decodeLine): the decoder checks as much, and the
+// line is read once.
 func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 	r := &jsonRequest{buf: fr.d.line[:0]}
 	defer func() { fr.d.line = r.buf[:0] }()
