@@ -43,16 +43,20 @@ const MaxJSONDepth = 64
 const MaxJSONElements = 1 << 21
 
 // jsonScanner checks the syntax of JSON, enforcing MaxJSONDepth, fast and
-// without allocating, before pdata decodes it. It is resumable: the input
-// may be given in chunks cut anywhere.
+// without allocating. It is resumable: the input may be given in chunks cut
+// anywhere. The JSON lines reader runs it as it reads, to find where
+// requests end; AppendRequest, on a request the decoder rejected, to say
+// what is wrong with it. The decoder (jsondec.go) checks the same syntax
+// itself, so that it accepts nothing the scanner rejects.
 //
 // It is strict about structure (brackets match, keys are strings, commas
 // and colons where they belong, true, false and null spelt out) and lenient
-// inside strings (escapes and control characters are left to pdata): a
-// string ends at the first quote not escaped by a backslash, as in
+// inside strings (escapes and control characters are left to the decoder):
+// a string ends at the first quote not escaped by a backslash, as in
 // jsoniter, pdata's JSON decoder.
 //
-// Counting brackets outside strings would not be enough. jsoniter does not
+// What follows is why it was enough in front of pdata's decoder, which is
+// still the tests' reference (appendJSONPdata). Counting brackets outside strings would not be enough. jsoniter does not
 // stop at an error: it records it and carries on, and some of its error
 // paths (a string where an object belongs, an escaped string after an
 // earlier error, a trace id holding an escaped quote) leave it reading a
