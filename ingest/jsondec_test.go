@@ -652,37 +652,64 @@ func TestJSONErrorsInFiles(t *testing.T) {
 // decoders (every line scanned first).
 func TestJSONLinesDecodedDirectly(t *testing.T) {
 	good := string(jsonOf(t, benchTraces(2)))
-	lines := []string{
+	st, spans, bad := compareJSONLinesReads(t, []byte(strings.Join(jsonLinesSeed(good), "\n")+"\n"))
+	if st.BadRequests != 9 || len(spans) != 3*benchTraces(2).SpanCount()+1 {
+		t.Fatalf("%+v, %d spans, errors %q", st, len(spans), bad)
+	}
+}
+
+// jsonLinesSeed is a JSON lines file's lines: good requests (good), bad
+// ones of every kind, blank lines, documents of several lines.
+func jsonLinesSeed(good string) []string {
+	return []string{
 		good, "", "   ", "{}", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"X"}]}]}]}`,
 		`{"resourceSpans":[]} junk`, `{"resourceSpans":[}`, `{"resourceLogs":[{}]}`, `[{"traceId":"a","id":"b"}]`,
 		string(deepJSON(70)), "{\n  \"resourceSpans\": [\n    {\"scopeSpans\":[{\"spans\":[{\"name\":\"doc\"}]}]}\n  ]\n}", good,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a\qb"}]}]}]}`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"":1}]}]}]}`,
 		"{\n  \"resourceSpans\": [\n    {\"scopeSpans\":[{\"spans\":[{\"name\":\"doc\", \"kind\":\"Y\"}]}]}\n  ]\n}", good,
 	}
-	file := strings.Join(lines, "\n") + "\n"
-	read := func(workers int) (FileStats, []string, []string) {
+}
+
+// compareJSONLinesReads reads file on one goroutine (whole lines decoded
+// directly, see decodeLine) and with a pool of two (every line scanned
+// first), and fails unless both give the same spans, counts and errors.
+func compareJSONLinesReads(t *testing.T, file []byte) (FileStats, []string, []string) {
+	t.Helper()
+	read := func(workers int) (FileStats, []string, []string, error) {
 		d := NewDecoder(DecoderConfig{})
 		d.Workers = workers
 		var spans, bad []string
-		st, err := d.ReadFile(strings.NewReader(file), "f.jsonl", func(ss []graph.Span) error {
+		st, err := d.ReadFile(bytes.NewReader(file), "f.jsonl", func(ss []graph.Span) error {
 			for _, s := range ss {
 				spans = append(spans, fmt.Sprintf("%+v", s))
 			}
 			return nil
 		}, func(err error) { bad = append(bad, err.Error()) })
-		if err != nil {
-			t.Fatal(err)
-		}
 		slices.Sort(spans)
 		slices.Sort(bad)
-		return st, spans, bad
+		return st, spans, bad, err
 	}
-	st1, spans1, bad1 := read(1)
-	st2, spans2, bad2 := read(2)
-	if st1 != st2 || !slices.Equal(spans1, spans2) || !slices.Equal(bad1, bad2) {
-		t.Fatalf("one goroutine: %+v, %d spans, errors %q\npool: %+v, %d spans, errors %q", st1, len(spans1), bad1, st2, len(spans2), bad2)
+	st1, spans1, bad1, err1 := read(1)
+	st2, spans2, bad2, err2 := read(2)
+	if st1 != st2 || !slices.Equal(spans1, spans2) || !slices.Equal(bad1, bad2) || fmt.Sprint(err1) != fmt.Sprint(err2) {
+		t.Fatalf("one goroutine: %+v, %d spans, errors %q, %v\npool: %+v, %d spans, errors %q, %v", st1, len(spans1), bad1, err1, st2, len(spans2), bad2, err2)
 	}
-	if st1.BadRequests != 9 || len(spans1) != 3*benchTraces(2).SpanCount()+1 {
-		t.Fatalf("%+v, %d spans, errors %q", st1, len(spans1), bad1)
+	return st1, spans1, bad1
+}
+
+// FuzzJSONLinesDirect: a JSON lines file reads the same on one goroutine
+// (lines decoded directly) as with a pool (lines scanned first).
+func FuzzJSONLinesDirect(f *testing.F) {
+	good := string(jsonOf(f, benchTraces(1)))
+	seed := jsonLinesSeed(good)
+	f.Add([]byte(strings.Join(seed, "\n") + "\n"))
+	for _, l := range seed {
+		f.Add([]byte(l + "\n" + l))
 	}
+	for _, b := range jsonEdgeCases()[:200] {
+		f.Add(append(append(b, '\n'), b...))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		compareJSONLinesReads(t, b)
+	})
 }
