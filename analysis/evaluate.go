@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -196,6 +197,17 @@ type Evaluator struct {
 	stamp   []uint64
 	gen     uint64
 	touched []int32
+	// serviceRanks orders the service slots by name.
+	serviceRanks slotRanks
+
+	// Node index: slot per node, reset per trace by generation.
+	nodeSlot    map[graph.Node]int32
+	nodeSlots   []NodeCount
+	nodeStamp   []uint64
+	nodeGen     uint64
+	nodeTouched []int32
+	nodeCache   []nodeCacheSlot
+	nodeRanks   slotRanks
 }
 
 // NewEvaluator returns an Evaluator with the given rules.
@@ -246,30 +258,27 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	return r
 }
 
-// nodes counts the hops and owned events of every node of t.
+// nodes counts the hops and owned events of every node of t. Nodes get
+// a slot in a persistent index, found by where their names' bytes are
+// (names are interned: a hop mostly costs no hashing), and the trace's
+// counts are gathered from the slots it touched into one exact-size slice.
 func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
-	out := make([]NodeCount, 0, 8)
-	var index map[graph.Node]int // past a few nodes, a linear search costs more
+	if e.nodeSlot == nil || len(e.nodeSlot) > maxServiceSlots {
+		e.nodeSlot = make(map[graph.Node]int32, 64)
+		e.nodeSlots, e.nodeStamp = e.nodeSlots[:0], e.nodeStamp[:0]
+		e.nodeCache = make([]nodeCacheSlot, nodeCacheSize)
+		e.nodeRanks.reset()
+	}
+	e.nodeGen++
+	touched := e.nodeTouched[:0]
 	find := func(n graph.Node) *NodeCount {
-		if index == nil {
-			for i := range out {
-				if out[i].Node == n {
-					return &out[i]
-				}
-			}
-		} else if i, ok := index[n]; ok {
-			return &out[i]
+		i := e.nodeIndex(n)
+		if e.nodeStamp[i] != e.nodeGen {
+			e.nodeStamp[i] = e.nodeGen
+			e.nodeSlots[i] = NodeCount{Node: n}
+			touched = append(touched, i)
 		}
-		out = append(out, NodeCount{Node: n})
-		if index == nil && len(out) > 16 {
-			index = make(map[graph.Node]int, 64)
-			for i := range out {
-				index[out[i].Node] = i
-			}
-		} else if index != nil {
-			index[n] = len(out) - 1
-		}
-		return &out[len(out)-1]
+		return &e.nodeSlots[i]
 	}
 	for i := range t.Hops {
 		find(t.Hops[i].Key()).Requests++
@@ -277,8 +286,90 @@ func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
 	for _, ev := range r.Events {
 		find(ev.Owner).Owned++
 	}
-	slices.SortFunc(out, func(x, y NodeCount) int { return x.Node.Compare(y.Node) })
+	e.nodeRanks.sort(touched, len(e.nodeSlots), func(x, y int32) int { return e.nodeSlots[x].Node.Compare(e.nodeSlots[y].Node) })
+	out := make([]NodeCount, len(touched))
+	for k, i := range touched {
+		out[k] = e.nodeSlots[i]
+	}
+	e.nodeTouched = touched
 	return out
+}
+
+// slotRanks orders the slots of an index (the evaluator's services,
+// nodes) by their keys, so that the slots a trace touched sort by
+// comparing integers, not names. Ranks are computed once the index has
+// not grown for rankAfter traces (and again when it has grown since).
+type slotRanks struct {
+	rank  []int32
+	n     int // the slots ranked; -1: none
+	since int // traces since the index last changed size
+	seen  int // its size then
+	order []int32
+}
+
+// rankAfter is how many traces an index must keep its size before it is
+// ranked: a stream of new names costs a ranking per rankAfter traces at
+// most.
+const rankAfter = 64
+
+// reset forgets the ranks (the index was rebuilt).
+func (r *slotRanks) reset() { r.n, r.since, r.seen = -1, 0, 0 }
+
+// sort sorts touched, slots of an index of n slots whose keys compare
+// orders.
+func (r *slotRanks) sort(touched []int32, n int, compare func(x, y int32) int) {
+	if n != r.seen {
+		r.seen, r.since = n, 0
+	}
+	if r.since++; r.n != n && r.since >= rankAfter {
+		r.order = r.order[:0]
+		for i := range int32(n) {
+			r.order = append(r.order, i)
+		}
+		slices.SortFunc(r.order, compare)
+		r.rank = grow(r.rank, n)
+		for pos, i := range r.order {
+			r.rank[i] = int32(pos)
+		}
+		r.n = n
+	}
+	if r.n == n {
+		slices.SortFunc(touched, func(x, y int32) int { return cmp.Compare(r.rank[x], r.rank[y]) })
+	} else {
+		slices.SortFunc(touched, compare)
+	}
+}
+
+// nodeCacheSize is the size of an Evaluator's cache of node slots by
+// where their names are (a power of two).
+const nodeCacheSize = 1024
+
+// nodeCacheSlot is a node's slot, by where its names' bytes are.
+type nodeCacheSlot struct {
+	service, op   *byte
+	serviceN, opN int
+	idx           int32
+}
+
+// nodeIndex returns the slot of node n, adding it when new.
+func (e *Evaluator) nodeIndex(n graph.Node) int32 {
+	sp, op := unsafe.StringData(n.Service), unsafe.StringData(n.Operation)
+	k := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
+		uint64(len(n.Service))<<32 ^ uint64(len(n.Operation))
+	k ^= k >> 29
+	c := &e.nodeCache[(k*0xbf58476d1ce4e5b9>>32)&(nodeCacheSize-1)]
+	if c.service == sp && c.op == op && c.serviceN == len(n.Service) && c.opN == len(n.Operation) && (sp != nil || op != nil) {
+		return c.idx
+	}
+	i, ok := e.nodeSlot[n]
+	if !ok {
+		i = int32(len(e.nodeSlots))
+		e.nodeSlot[n] = i
+		e.nodeSlots = append(e.nodeSlots, NodeCount{Node: n})
+		e.nodeStamp = append(e.nodeStamp, 0)
+	}
+	*c = nodeCacheSlot{service: sp, op: op, serviceN: len(n.Service), opN: len(n.Operation), idx: i}
+	return i
 }
 
 // versions lists the (service, version) pairs of t's instrumented hops.
@@ -308,6 +399,7 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 	if e.slot == nil || len(e.slot) > maxServiceSlots {
 		e.slot = make(map[string]int32, 64)
 		e.slots, e.stamp = e.slots[:0], e.stamp[:0]
+		e.serviceRanks.reset()
 	}
 	touched := e.touched[:0]
 	svc := func(name string) *ServiceResult {
@@ -364,11 +456,11 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 	for _, o := range r.Owners {
 		svc(o.Node.Service).Spurious += o.Spurious
 	}
+	e.serviceRanks.sort(touched, len(e.slots), func(x, y int32) int { return cmp.Compare(e.slots[x].Service, e.slots[y].Service) })
 	r.Services = make([]ServiceResult, len(touched))
 	for k, i := range touched {
 		r.Services[k] = e.slots[i]
 	}
-	slices.SortFunc(r.Services, func(x, y ServiceResult) int { return cmp.Compare(x.Service, y.Service) })
 	e.touched = touched
 }
 
