@@ -122,9 +122,9 @@ func writeCorpus(b *testing.B, dir string, sc sim.Scenario, f sim.Format) (strin
 	return p, st.Spans
 }
 
-// run1 runs the command with GOMAXPROCS=1 and returns its wall time and
-// peak RSS (bytes).
-func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64) {
+// run1 runs the command with GOMAXPROCS=1 and returns its wall time,
+// peak RSS (bytes) and CPU time (user + system).
+func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64, time.Duration) {
 	b.Helper()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -137,7 +137,8 @@ func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64) {
 		b.Fatalf("%v: %v\n%s", cmd.Args, err, errb.String())
 	}
 	d := time.Since(t0)
-	return d, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return d, ru.Maxrss << 10, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAnalyzeOneCore is `stormradius analyze FILE` (output to
@@ -165,7 +166,7 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
 		b.Run(tc.name, func(b *testing.B) {
 			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
-			var ratios []float64
+			var ratios, cpuRatios []float64
 			var ref, ana time.Duration
 			var rss int64
 			for i := 0; i < b.N; i++ {
@@ -173,14 +174,15 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 				var out bytes.Buffer
 				c.Stdout = &out
 				c.Env = append(os.Environ(), refEnv+"="+path)
-				dr, _ := run1(b, c)
+				dr, _, cr := run1(b, c)
 				if got, _ := strconv.Atoi(string(bytes.TrimSpace(out.Bytes()))); got != spans {
 					b.Fatalf("reference unmarshalled %q spans, want %d", out.String(), spans)
 				}
 				c = exec.Command(bin, "analyze", path)
 				c.Stdout = io.Discard
-				da, r := run1(b, c)
+				da, r, ca := run1(b, c)
 				ratios = append(ratios, dr.Seconds()/da.Seconds())
+				cpuRatios = append(cpuRatios, cr.Seconds()/ca.Seconds())
 				ref += dr
 				ana += da
 				rss = max(rss, r)
@@ -188,6 +190,10 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 			n := float64(spans) * float64(b.N)
 			slices.Sort(ratios)
 			b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+			// CPU time (user + system) drifts less than wall time on a
+			// loaded machine: the same ratio in CPU time.
+			slices.Sort(cpuRatios)
+			b.ReportMetric(cpuRatios[len(cpuRatios)/2], "median-cpu-ratio")
 			b.ReportMetric(n/ana.Seconds(), "spans/s")
 			b.ReportMetric(n/ref.Seconds(), "ref-spans/s")
 			b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
@@ -214,7 +220,7 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			c := exec.Command(bin, "analyze", "--tmp", dir, path)
 			c.Stdout = io.Discard
-			d, rss := run1(b, c)
+			d, rss, _ := run1(b, c)
 			b.Logf("%d MiB, %d spans: %v, peak RSS %d MiB", st.Size()>>20, spans, d, rss>>20)
 			b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
 			b.ReportMetric(float64(spans)/d.Seconds(), "spans/s")
