@@ -125,11 +125,18 @@ func writeCorpus(b *testing.B, dir string, sc sim.Scenario, f sim.Format) (strin
 // run1 runs the command with GOMAXPROCS=1 and returns its wall time,
 // peak RSS (bytes) and CPU time (user + system).
 func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64, time.Duration) {
+	return runProcs(b, cmd, "1")
+}
+
+// runProcs is run1 with GOMAXPROCS=procs (every core when "").
+func runProcs(b *testing.B, cmd *exec.Cmd, procs string) (time.Duration, int64, time.Duration) {
 	b.Helper()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
+	if procs != "" {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs)
+	}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	t0 := time.Now()
@@ -217,15 +224,23 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		df, _ = exec.Command("df", "-h", dir).CombinedOutput()
+		defer os.Remove(path)
+		b.Logf("disk with the file:\n%s", df)
+		// On one core, and on every core (more decoding goroutines and
+		// workers, more memory).
+		var peak int64
 		for i := 0; i < b.N; i++ {
-			c := exec.Command(bin, "analyze", "--tmp", dir, path)
-			c.Stdout = io.Discard
-			d, rss, _ := run1(b, c)
-			b.Logf("%d MiB, %d spans: %v, peak RSS %d MiB", st.Size()>>20, spans, d, rss>>20)
-			b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
-			b.ReportMetric(float64(spans)/d.Seconds(), "spans/s")
+			for _, procs := range []string{"1", ""} {
+				c := exec.Command(bin, "analyze", "--tmp", dir, path)
+				c.Stdout = io.Discard
+				d, rss, cpu := runProcs(b, c, procs)
+				b.Logf("GOMAXPROCS=%q: %d MiB, %d spans: %v (CPU %v), peak RSS %d MiB", procs, st.Size()>>20, spans, d, cpu, rss>>20)
+				peak = max(peak, rss)
+			}
 		}
-		os.Remove(path)
+		b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+		b.ReportMetric(0, "ns/op")
 	})
 }
 
