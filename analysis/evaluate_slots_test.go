@@ -1,0 +1,95 @@
+package analysis_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/sim"
+	"github.com/stormradius/stormradius/store/storetest"
+)
+
+// One Evaluator over hundreds of traces (its node and service indexes
+// ranked once they stop growing, then growing again with other names):
+// every result's nodes and services are sorted by name, and their counts
+// are those recounted from the trace's hops and events by hand.
+func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
+	var traces []*graph.Trace
+	var asm graph.Assembler
+	for _, c := range []*storetest.Corpus{
+		storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), time.Second),
+		naiveChainCorpus(t),
+		storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), time.Second),
+	} {
+		for _, spans := range c.Spans {
+			traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
+		}
+	}
+	cfg := analysis.Config{}
+	ws := analysis.NewWindows(time.Hour)
+	for _, tr := range traces {
+		ws.Add(tr)
+	}
+	ev := analysis.NewEvaluator(cfg)
+	for i, tr := range traces {
+		r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
+		hops := map[graph.Node]int64{}
+		svcHops := map[string]int64{}
+		for _, h := range tr.Hops {
+			hops[h.Key()]++
+			svcHops[h.Service]++
+		}
+		owned := map[graph.Node]int64{}
+		for _, e := range r.Events {
+			owned[e.Owner]++
+		}
+		nodes := len(hops)
+		for n := range owned {
+			if _, ok := hops[n]; !ok {
+				nodes++
+			}
+		}
+		if len(r.Nodes) != nodes {
+			t.Fatalf("trace %d: %d nodes, want %d", i, len(r.Nodes), nodes)
+		}
+		for k, n := range r.Nodes {
+			if k > 0 && r.Nodes[k-1].Node.Compare(n.Node) >= 0 {
+				t.Fatalf("trace %d: nodes out of order: %v before %v", i, r.Nodes[k-1].Node, n.Node)
+			}
+			if n.Requests != hops[n.Node] || n.Owned != owned[n.Node] {
+				t.Fatalf("trace %d: node %v: %d requests, %d owned; want %d, %d", i, n.Node, n.Requests, n.Owned, hops[n.Node], owned[n.Node])
+			}
+		}
+		if len(r.Services) != len(svcHops) {
+			t.Fatalf("trace %d: %d services, want %d", i, len(r.Services), len(svcHops))
+		}
+		for k, s := range r.Services {
+			if k > 0 && r.Services[k-1].Service >= s.Service {
+				t.Fatalf("trace %d: services out of order: %q before %q", i, r.Services[k-1].Service, s.Service)
+			}
+			if s.Requests != svcHops[s.Service] {
+				t.Fatalf("trace %d: service %q: %d requests, want %d", i, s.Service, s.Requests, svcHops[s.Service])
+			}
+		}
+	}
+}
+
+// naiveChainCorpus is 100 traces of the chain A→B→C→D with D down: names
+// the storetest corpus does not have.
+func naiveChainCorpus(t *testing.T) *storetest.Corpus {
+	t.Helper()
+	res, err := sim.Run(sim.Scenario{Services: sim.Chain([]string{"A", "B", "C", "D"}, sim.Policy{Retry: sim.RetryNaive, Retries: 1}),
+		Root: "A", Faults: []sim.Fault{{Service: "D", Rate: 1, Persistent: true}}, Traces: 100, Seed: 9,
+		Start: time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	var spans []graph.Span
+	for _, tr := range res.Traces {
+		spans = dec.AppendTraces(spans, tr.Data)
+	}
+	return &storetest.Corpus{Spans: graph.GroupTraces(spans)}
+}
