@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -191,23 +192,13 @@ type Evaluator struct {
 	verdicts []attribution.Verdict
 	radius   radius.Analyzer
 
-	// Service index: slot per service name, reset per trace by generation.
-	slot    map[string]int32
-	slots   []ServiceResult
-	stamp   []uint64
-	gen     uint64
-	touched []int32
-	// serviceRanks orders the service slots by name.
-	serviceRanks slotRanks
-
-	// Node index: slot per node, reset per trace by generation.
-	nodeSlot    map[graph.Node]int32
-	nodeSlots   []NodeCount
-	nodeStamp   []uint64
-	nodeGen     uint64
-	nodeTouched []int32
-	nodeCache   []nodeCacheSlot
-	nodeRanks   slotRanks
+	// Service index; the services' results by slot.
+	serviceIdx pairIndex[string]
+	slots      []ServiceResult
+	// Node and version indexes; the nodes' counts by slot.
+	nodeIdx    pairIndex[graph.Node]
+	nodeSlots  []NodeCount
+	versionIdx pairIndex[ServiceVersion]
 }
 
 // NewEvaluator returns an Evaluator with the given rules.
@@ -253,30 +244,26 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
 	}
 	e.services(t, &r)
-	r.Versions = versions(t, r.Versions)
+	r.Versions = e.versions(t)
 	r.Nodes = e.nodes(t, &r)
 	return r
 }
 
-// nodes counts the hops and owned events of every node of t. Nodes get
-// a slot in a persistent index, found by where their names' bytes are
-// (names are interned: a hop mostly costs no hashing), and the trace's
-// counts are gathered from the slots it touched into one exact-size slice.
+// nodes counts the hops and owned events of every node of t, gathered
+// from the slots of the evaluator's node index it touched into one
+// exact-size slice.
 func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
-	if e.nodeSlot == nil || len(e.nodeSlot) > maxServiceSlots {
-		e.nodeSlot = make(map[graph.Node]int32, 64)
-		e.nodeSlots, e.nodeStamp = e.nodeSlots[:0], e.nodeStamp[:0]
-		e.nodeCache = make([]nodeCacheSlot, nodeCacheSize)
-		e.nodeRanks.reset()
+	x := &e.nodeIdx
+	if x.begin() {
+		e.nodeSlots = e.nodeSlots[:0]
 	}
-	e.nodeGen++
-	touched := e.nodeTouched[:0]
 	find := func(n graph.Node) *NodeCount {
-		i := e.nodeIndex(n)
-		if e.nodeStamp[i] != e.nodeGen {
-			e.nodeStamp[i] = e.nodeGen
+		i, first := x.touch(n, n.Service, n.Operation)
+		if int(i) == len(e.nodeSlots) {
+			e.nodeSlots = append(e.nodeSlots, NodeCount{})
+		}
+		if first {
 			e.nodeSlots[i] = NodeCount{Node: n}
-			touched = append(touched, i)
 		}
 		return &e.nodeSlots[i]
 	}
@@ -286,13 +273,113 @@ func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
 	for _, ev := range r.Events {
 		find(ev.Owner).Owned++
 	}
-	e.nodeRanks.sort(touched, len(e.nodeSlots), func(x, y int32) int { return e.nodeSlots[x].Node.Compare(e.nodeSlots[y].Node) })
+	touched := x.sorted(func(a, b graph.Node) int { return a.Compare(b) })
 	out := make([]NodeCount, len(touched))
 	for k, i := range touched {
 		out[k] = e.nodeSlots[i]
 	}
-	e.nodeTouched = touched
 	return out
+}
+
+// versions lists the (service, version) pairs of t's instrumented hops,
+// sorted.
+func (e *Evaluator) versions(t *graph.Trace) []ServiceVersion {
+	x := &e.versionIdx
+	x.begin()
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		if h.Virtual || h.Version == "" {
+			continue
+		}
+		x.touch(ServiceVersion{Service: h.Service, Version: h.Version}, h.Service, h.Version)
+	}
+	touched := x.sorted(ServiceVersion.Compare)
+	if len(touched) == 0 {
+		return nil
+	}
+	out := make([]ServiceVersion, len(touched))
+	for k, i := range touched {
+		out[k] = x.keys[i]
+	}
+	return out
+}
+
+// pairIndex numbers keys made of two names (a node, a service's version)
+// for an Evaluator: a persistent slot per key, found by where the names'
+// bytes are (names are interned: a lookup mostly costs no hashing), and,
+// per trace, the slots it touched. A stream of ever-new names cannot grow
+// it past maxServiceSlots: it is rebuilt then.
+type pairIndex[K comparable] struct {
+	slot    map[K]int32
+	keys    []K
+	stamp   []uint64
+	gen     uint64
+	touched []int32
+	cache   []pairCacheSlot
+	ranks   slotRanks
+}
+
+// pairCacheSize is the size of a pairIndex's cache of slots by where
+// their names are (a power of two).
+const pairCacheSize = 1024
+
+// pairCacheSlot is a key's slot, by where its names' bytes are.
+type pairCacheSlot struct {
+	a, b   *byte
+	aN, bN int
+	idx    int32
+}
+
+// begin starts a trace, and reports whether the index was emptied (its
+// slots numbered from 0 again).
+func (x *pairIndex[K]) begin() bool {
+	x.gen++
+	x.touched = x.touched[:0]
+	if x.slot != nil && len(x.slot) <= maxServiceSlots {
+		return false
+	}
+	x.slot = make(map[K]int32, 64)
+	x.keys, x.stamp = x.keys[:0], x.stamp[:0]
+	x.cache = make([]pairCacheSlot, pairCacheSize)
+	x.ranks.reset()
+	return true
+}
+
+// touch returns the slot of key k (whose names are a and b), numbering
+// it when new (slots are numbered in order: a new slot is len(keys)-1),
+// and whether the trace touches it for the first time.
+func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
+	ap, bp := unsafe.StringData(a), unsafe.StringData(b)
+	h := uint64(uintptr(unsafe.Pointer(ap)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(bp)))*0xc2b2ae3d27d4eb4f ^
+		uint64(len(a))<<32 ^ uint64(len(b))
+	h ^= h >> 29
+	c := &x.cache[(h*0xbf58476d1ce4e5b9>>32)&(pairCacheSize-1)]
+	var i int32
+	if c.a == ap && c.b == bp && c.aN == len(a) && c.bN == len(b) && (ap != nil || bp != nil) {
+		i = c.idx
+	} else {
+		var ok bool
+		if i, ok = x.slot[k]; !ok {
+			i = int32(len(x.keys))
+			x.slot[k] = i
+			x.keys = append(x.keys, k)
+			x.stamp = append(x.stamp, 0)
+		}
+		*c = pairCacheSlot{a: ap, b: bp, aN: len(a), bN: len(b), idx: i}
+	}
+	if x.stamp[i] == x.gen {
+		return i, false
+	}
+	x.stamp[i] = x.gen
+	x.touched = append(x.touched, i)
+	return i, true
+}
+
+// sorted returns the slots the trace touched, sorted by their keys
+// (compare); valid until the next begin.
+func (x *pairIndex[K]) sorted(compare func(a, b K) int) []int32 {
+	x.ranks.sort(x.touched, len(x.keys), func(a, b int32) int { return compare(x.keys[a], x.keys[b]) })
+	return x.touched
 }
 
 // slotRanks orders the slots of an index (the evaluator's services,
@@ -340,54 +427,6 @@ func (r *slotRanks) sort(touched []int32, n int, compare func(x, y int32) int) {
 	}
 }
 
-// nodeCacheSize is the size of an Evaluator's cache of node slots by
-// where their names are (a power of two).
-const nodeCacheSize = 1024
-
-// nodeCacheSlot is a node's slot, by where its names' bytes are.
-type nodeCacheSlot struct {
-	service, op   *byte
-	serviceN, opN int
-	idx           int32
-}
-
-// nodeIndex returns the slot of node n, adding it when new.
-func (e *Evaluator) nodeIndex(n graph.Node) int32 {
-	sp, op := unsafe.StringData(n.Service), unsafe.StringData(n.Operation)
-	k := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
-		uint64(len(n.Service))<<32 ^ uint64(len(n.Operation))
-	k ^= k >> 29
-	c := &e.nodeCache[(k*0xbf58476d1ce4e5b9>>32)&(nodeCacheSize-1)]
-	if c.service == sp && c.op == op && c.serviceN == len(n.Service) && c.opN == len(n.Operation) && (sp != nil || op != nil) {
-		return c.idx
-	}
-	i, ok := e.nodeSlot[n]
-	if !ok {
-		i = int32(len(e.nodeSlots))
-		e.nodeSlot[n] = i
-		e.nodeSlots = append(e.nodeSlots, NodeCount{Node: n})
-		e.nodeStamp = append(e.nodeStamp, 0)
-	}
-	*c = nodeCacheSlot{service: sp, op: op, serviceN: len(n.Service), opN: len(n.Operation), idx: i}
-	return i
-}
-
-// versions lists the (service, version) pairs of t's instrumented hops.
-func versions(t *graph.Trace, out []ServiceVersion) []ServiceVersion {
-	for i := range t.Hops {
-		h := &t.Hops[i]
-		if h.Virtual || h.Version == "" {
-			continue
-		}
-		v := ServiceVersion{Service: h.Service, Version: h.Version}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	slices.SortFunc(out, ServiceVersion.Compare)
-	return out
-}
-
 // maxServiceSlots bounds the evaluator's service index; past it the index
 // is rebuilt, so that a stream of ever-new service names cannot grow it.
 const maxServiceSlots = 1 << 14
@@ -396,28 +435,20 @@ const maxServiceSlots = 1 << 14
 // in a persistent index, so a hop costs one map lookup, and the trace's
 // results are gathered from the slots it touched.
 func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
-	if e.slot == nil || len(e.slot) > maxServiceSlots {
-		e.slot = make(map[string]int32, 64)
-		e.slots, e.stamp = e.slots[:0], e.stamp[:0]
-		e.serviceRanks.reset()
+	x := &e.serviceIdx
+	if x.begin() {
+		e.slots = e.slots[:0]
 	}
-	touched := e.touched[:0]
 	svc := func(name string) *ServiceResult {
-		i, ok := e.slot[name]
-		if !ok {
-			i = int32(len(e.slots))
-			e.slot[name] = i
-			e.slots = append(e.slots, ServiceResult{Service: name})
-			e.stamp = append(e.stamp, 0)
+		i, first := x.touch(name, name, "")
+		if int(i) == len(e.slots) {
+			e.slots = append(e.slots, ServiceResult{})
 		}
-		if e.stamp[i] != e.gen {
-			e.stamp[i] = e.gen
+		if first {
 			e.slots[i] = ServiceResult{Service: name}
-			touched = append(touched, i)
 		}
 		return &e.slots[i]
 	}
-	e.gen++
 	copies := e.radius.Copies()
 	for i := range t.Hops {
 		h := &t.Hops[i]
@@ -456,12 +487,11 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 	for _, o := range r.Owners {
 		svc(o.Node.Service).Spurious += o.Spurious
 	}
-	e.serviceRanks.sort(touched, len(e.slots), func(x, y int32) int { return cmp.Compare(e.slots[x].Service, e.slots[y].Service) })
+	touched := x.sorted(strings.Compare)
 	r.Services = make([]ServiceResult, len(touched))
 	for k, i := range touched {
 		r.Services[k] = e.slots[i]
 	}
-	e.touched = touched
 }
 
 func grow[T any](s []T, n int) []T {

@@ -13,8 +13,9 @@ import (
 
 // One Evaluator over hundreds of traces (its node and service indexes
 // ranked once they stop growing, then growing again with other names):
-// every result's nodes and services are sorted by name, and their counts
-// are those recounted from the trace's hops and events by hand.
+// every result's nodes, services and versions are sorted by name, and
+// their counts are those recounted from the trace's hops and events by
+// hand.
 func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
 	var traces []*graph.Trace
 	var asm graph.Assembler
@@ -33,13 +34,34 @@ func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
 		ws.Add(tr)
 	}
 	ev := analysis.NewEvaluator(cfg)
+	withVersions := 0
+	defer func() {
+		if withVersions < 100 {
+			t.Errorf("%d traces with service versions: the versions are hardly checked", withVersions)
+		}
+	}()
 	for i, tr := range traces {
 		r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
 		hops := map[graph.Node]int64{}
 		svcHops := map[string]int64{}
+		versions := map[analysis.ServiceVersion]bool{}
 		for _, h := range tr.Hops {
 			hops[h.Key()]++
 			svcHops[h.Service]++
+			if !h.Virtual && h.Version != "" {
+				versions[analysis.ServiceVersion{Service: h.Service, Version: h.Version}] = true
+			}
+		}
+		if len(versions) > 0 {
+			withVersions++
+		}
+		if len(r.Versions) != len(versions) {
+			t.Fatalf("trace %d: %d versions, want %d", i, len(r.Versions), len(versions))
+		}
+		for k, v := range r.Versions {
+			if !versions[v] || k > 0 && (r.Versions[k-1].Service > v.Service || r.Versions[k-1].Service == v.Service && r.Versions[k-1].Version >= v.Version) {
+				t.Fatalf("trace %d: versions %v, want %v sorted", i, r.Versions, versions)
+			}
 		}
 		owned := map[graph.Node]int64{}
 		for _, e := range r.Events {

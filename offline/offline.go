@@ -687,12 +687,16 @@ func (s *spanStore) add(sp *graph.Span) {
 	if sp.Suppressed {
 		f |= fSuppressed
 	}
-	s.chunks[c] = append(s.chunks[c], packedSpan{
+	chunk := s.chunks[c]
+	chunk = chunk[:len(chunk)+1]
+	p := &chunk[len(chunk)-1]
+	*p = packedSpan{
 		SpanID: sp.SpanID, ParentID: sp.ParentID, Start: sp.Start, End: sp.End, Target: sp.Target, trace: t,
 		service: s.name(sp.Service), version: s.name(sp.Version), name: s.name(sp.Name),
 		operation: s.name(sp.Operation), peer: s.name(sp.Peer),
 		Resend: sp.Resend, StatusCode: sp.StatusCode, Kind: sp.Kind, Claim: sp.Claim, FailOpen: sp.FailOpen, flags: f,
-	})
+	}
+	s.chunks[c] = chunk
 	s.n++
 }
 
@@ -735,17 +739,20 @@ func (s *spanStore) group() {
 func (s *spanStore) gather(r int, dst []graph.Span) []graph.Span {
 	id := s.ids[s.order[r]]
 	idx := s.perm[s.off[r]:s.off[r+1]]
-	dst = slices.Grow(dst, len(idx))
-	for _, k := range idx {
+	n := len(dst)
+	dst = slices.Grow(dst, len(idx))[:n+len(idx)]
+	for j, k := range idx {
 		p := &s.chunks[k/chunkSpans][k%chunkSpans]
-		dst = append(dst, graph.Span{
+		d := &dst[n+j]
+		// Written in place (a literal appended is built, then copied).
+		*d = graph.Span{
 			TraceID: id, SpanID: p.SpanID, ParentID: p.ParentID, Kind: p.Kind,
 			Service: s.table[p.service], Version: s.table[p.version], Name: s.table[p.name],
 			Operation: s.table[p.operation], Peer: s.table[p.peer],
 			Start: p.Start, End: p.End, Failed: p.flags&fFailed != 0, Claim: p.Claim,
 			HasResend: p.flags&fHasResend != 0, Resend: p.Resend, CriteriaSatisfied: p.flags&fCriteria != 0,
 			Suppressed: p.flags&fSuppressed != 0, FailOpen: p.FailOpen, Target: p.Target, StatusCode: p.StatusCode,
-		})
+		}
 	}
 	return dst
 }
