@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -26,6 +27,27 @@ type Report struct {
 	// Versions aggregates, per root API, service and version, the traces
 	// that service ran that version in.
 	Versions map[VersionKey]*VersionAgg
+
+	// cache finds the aggregates of the services and nodes seen last by
+	// where their names are (names are interned: most lookups then cost
+	// no hashing). Aggregates leave their maps only in Prune, which
+	// empties it.
+	cache *reportCache
+}
+
+// reportCache is a Report's cache of aggregates by where their names'
+// bytes are: direct-mapped, a power of two long each.
+type reportCache struct {
+	services [64]struct {
+		p   *byte
+		n   int
+		agg *ServiceResult
+	}
+	nodes [128]struct {
+		s, o   *byte
+		sN, oN int
+		agg    *NodeAgg
+	}
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -106,11 +128,20 @@ func (r *Report) API(name string) *APIAgg {
 
 // Service returns the aggregate of a service, created empty if needed.
 func (r *Report) Service(name string) *ServiceResult {
+	if r.cache == nil {
+		r.cache = &reportCache{}
+	}
+	p := unsafe.StringData(name)
+	c := &r.cache.services[(uintptr(unsafe.Pointer(p))>>3^uintptr(len(name)))&(uintptr(len(r.cache.services))-1)]
+	if c.p == p && c.n == len(name) && c.agg != nil && p != nil {
+		return c.agg
+	}
 	s := r.Services[name]
 	if s == nil {
 		s = &ServiceResult{Service: name}
 		r.Services[name] = s
 	}
+	c.p, c.n, c.agg = p, len(name), s
 	return s
 }
 
@@ -126,11 +157,22 @@ func (a *APIAgg) Owner(n graph.Node) *OwnerAgg {
 
 // Node returns the aggregate of a node, created empty if needed.
 func (r *Report) Node(n graph.Node) *NodeAgg {
+	if r.cache == nil {
+		r.cache = &reportCache{}
+	}
+	sp, op := unsafe.StringData(n.Service), unsafe.StringData(n.Operation)
+	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
+		uint64(len(n.Service))<<32 ^ uint64(len(n.Operation))
+	c := &r.cache.nodes[(h>>40)&uint64(len(r.cache.nodes)-1)]
+	if c.s == sp && c.o == op && c.sN == len(n.Service) && c.oN == len(n.Operation) && c.agg != nil && (sp != nil || op != nil) {
+		return c.agg
+	}
 	a := r.Nodes[n]
 	if a == nil {
 		a = &NodeAgg{}
 		r.Nodes[n] = a
 	}
+	c.s, c.o, c.sN, c.oN, c.agg = sp, op, len(n.Service), len(n.Operation), a
 	return a
 }
 
@@ -288,6 +330,7 @@ func dropZeros[K comparable](m map[K]int64) {
 // zero counts of histograms, and the aggregates whose every figure is
 // zero (an API's, with no owner left).
 func (r *Report) Prune() {
+	r.cache = nil // it may hold what is deleted
 	for k, s := range r.Services {
 		if zeroAgg(ScopeService, Agg{Service: s}) {
 			delete(r.Services, k)

@@ -116,7 +116,7 @@ const (
 // decoder's buffers, the window states and the program itself.
 func spanBudget(mib int) int64 { return int64(mib) << 20 * 3 / 8 }
 
-// limitMemory sets the Go runtime's soft memory limit to seven eighths of
+// limitMemory sets the Go runtime's soft memory limit to three quarters of
 // mib MiB (unless GOMEMLIMIT sets one), so that the collector works
 // harder rather than let the heap grow past it, and returns what restores
 // the previous limit.
@@ -124,7 +124,7 @@ func limitMemory(mib int) func() {
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		return func() {}
 	}
-	old := debug.SetMemoryLimit(int64(mib) << 20 * 7 / 8)
+	old := debug.SetMemoryLimit(int64(mib) << 20 * 3 / 4)
 	return func() { debug.SetMemoryLimit(old) }
 }
 
