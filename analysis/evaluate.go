@@ -192,6 +192,10 @@ type Evaluator struct {
 	verdicts []attribution.Verdict
 	radius   radius.Analyzer
 
+	// frozen: see FrozenStates; classes caches edge classes then.
+	frozen  bool
+	classes []classSlot
+
 	// Service index; the services' results by slot.
 	serviceIdx pairIndex[string]
 	slots      []ServiceResult
@@ -199,6 +203,48 @@ type Evaluator struct {
 	nodeIdx    pairIndex[graph.Node]
 	nodeSlots  []NodeCount
 	versionIdx pairIndex[ServiceVersion]
+}
+
+// FrozenStates tells e that the states it is given no longer change (a
+// batch evaluating its traces against final window states): it then
+// remembers the class of the edges it looked up, by state and by where
+// their names are, instead of finding them again.
+func (e *Evaluator) FrozenStates() {
+	e.frozen = true
+	e.classes = make([]classSlot, classCacheSize)
+}
+
+// classCacheSize is the size of an Evaluator's cache of edge classes (a
+// power of two).
+const classCacheSize = 1024
+
+// classSlot is the class of an edge in a state, by where its names are.
+type classSlot struct {
+	s                  *State
+	caller, svc, op    *byte
+	callerN, svcN, opN int
+	class              EdgeClass
+}
+
+// class returns the class of the edge call c of t is made on, in state s.
+func (e *Evaluator) class(s *State, t *graph.Trace, c *graph.Call) EdgeClass {
+	if !e.frozen {
+		return s.Class(CallEdge(t, c), e.cfg)
+	}
+	caller := t.Hops[c.Caller].Service
+	cp, sp, op := unsafe.StringData(caller), unsafe.StringData(c.CalleeService), unsafe.StringData(c.CalleeOperation)
+	h := uint64(uintptr(unsafe.Pointer(s)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(cp)))*0xc2b2ae3d27d4eb4f ^
+		uint64(uintptr(unsafe.Pointer(sp)))*0x165667b19e3779f9 ^ uint64(uintptr(unsafe.Pointer(op)))*0xbf58476d1ce4e5b9 ^
+		uint64(len(caller))<<40 ^ uint64(len(c.CalleeService))<<20 ^ uint64(len(c.CalleeOperation))
+	h ^= h >> 31
+	k := &e.classes[(h*0x94d049bb133111eb>>40)&(classCacheSize-1)]
+	if k.s == s && k.caller == cp && k.svc == sp && k.op == op && k.callerN == len(caller) &&
+		k.svcN == len(c.CalleeService) && k.opN == len(c.CalleeOperation) && k.s != nil {
+		return k.class
+	}
+	class := s.Class(CallEdge(t, c), e.cfg)
+	*k = classSlot{s: s, caller: cp, svc: sp, op: op, callerN: len(caller), svcN: len(c.CalleeService), opN: len(c.CalleeOperation), class: class}
+	return class
 }
 
 // NewEvaluator returns an Evaluator with the given rules.
@@ -216,7 +262,7 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	e.failOpen = grow(e.failOpen, len(t.Calls))
 	for i := range t.Calls {
 		c := &t.Calls[i]
-		class := s.Class(CallEdge(t, c), e.cfg)
+		class := e.class(s, t, c)
 		open := class.FailOpen
 		switch c.FailOpen { // the call's own declaration wins
 		case graph.True:

@@ -1,6 +1,7 @@
 package analysis_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -114,4 +115,39 @@ func naiveChainCorpus(t *testing.T) *storetest.Corpus {
 		spans = dec.AppendTraces(spans, tr.Data)
 	}
 	return &storetest.Corpus{Spans: graph.GroupTraces(spans)}
+}
+
+// Windows.Growing's states (a cache of their edges and nodes) sum what
+// plain ones do, when traces are removed (a prune drops the cache) and
+// added again too.
+func TestGrowingWindowsEqualPlain(t *testing.T) {
+	c := storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), 5*time.Second)
+	var asm graph.Assembler
+	var traces []*graph.Trace
+	for _, spans := range c.Spans {
+		traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
+	}
+	plain, growing := analysis.NewWindows(10*time.Minute), analysis.NewWindows(10*time.Minute)
+	growing.Growing()
+	for _, w := range []*analysis.Windows{plain, growing} {
+		for _, tr := range traces {
+			w.Add(tr)
+		}
+		for _, tr := range traces[:len(traces)/2] {
+			w.Remove(tr)
+		}
+		for _, tr := range traces[:len(traces)/4] {
+			w.Add(tr)
+		}
+	}
+	if len(plain.Indexes()) < 2 {
+		t.Fatalf("%d windows: want several", len(plain.Indexes()))
+	}
+	for _, k := range plain.Indexes() {
+		a, _ := json.Marshal(plain.State(k))
+		b, _ := json.Marshal(growing.State(k))
+		if string(a) != string(b) {
+			t.Fatalf("window %d: growing state differs:\n got %s\nwant %s", k, b, a)
+		}
+	}
 }

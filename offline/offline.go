@@ -202,6 +202,7 @@ func (e *engine) addToWindows(ctx context.Context) error {
 	folded := make([]analysis.FoldCounts, e.workers)
 	for w := range windows {
 		windows[w] = analysis.NewWindows(e.cfg.Analysis.Window)
+		windows[w].Growing() // traces are only added
 	}
 	err := e.eachTrace(ctx, true, func(w int, spans []graph.Span) error {
 		t := asm[w].AssembleTransient(spans)
@@ -250,6 +251,7 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for w := range reports {
 		reports[w], minutes[w], sums[w] = analysis.NewReport(), analysis.MinuteNodes{}, analysis.MinuteResults{}
 		evs[w] = analysis.NewEvaluator(e.cfg.Analysis)
+		evs[w].FrozenStates() // every window's state is final now
 	}
 	err := e.eachTrace(ctx, false, func(w int, spans []graph.Span) error {
 		t := asm[w].AssembleTransient(spans)
