@@ -99,12 +99,16 @@ func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
 	}
 }
 
-// naiveChainCorpus is 100 traces of the chain A→B→C→D with D down: names
-// the storetest corpus does not have.
-func naiveChainCorpus(t *testing.T) *storetest.Corpus {
+// naiveChainCorpus is 100 traces of the chain of names (A→B→C→D unless
+// given) with the last one down: names the storetest corpus does not
+// have.
+func naiveChainCorpus(t *testing.T, names ...string) *storetest.Corpus {
 	t.Helper()
-	res, err := sim.Run(sim.Scenario{Services: sim.Chain([]string{"A", "B", "C", "D"}, sim.Policy{Retry: sim.RetryNaive, Retries: 1}),
-		Root: "A", Faults: []sim.Fault{{Service: "D", Rate: 1, Persistent: true}}, Traces: 100, Seed: 9,
+	if len(names) == 0 {
+		names = []string{"A", "B", "C", "D"}
+	}
+	res, err := sim.Run(sim.Scenario{Services: sim.Chain(names, sim.Policy{Retry: sim.RetryNaive, Retries: 1}),
+		Root: names[0], Faults: []sim.Fault{{Service: names[len(names)-1], Rate: 1, Persistent: true}}, Traces: 100, Seed: 9,
 		Start: time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
@@ -124,11 +128,14 @@ func TestGrowingWindowsEqualPlain(t *testing.T) {
 	c := storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), 5*time.Second)
 	var asm graph.Assembler
 	var traces []*graph.Trace
-	for _, spans := range append(c.Spans, naiveChainCorpus(t).Spans...) {
+	// Two chains under one root API (A), one of them through E.
+	spans := append(c.Spans, naiveChainCorpus(t).Spans...)
+	for _, spans := range append(spans, naiveChainCorpus(t, "A", "B", "E").Spans...) {
 		traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
 	}
-	// Every trace with the rarest node leaves (that node's stats, and
-	// maybe others', are pruned while the rest stay), then comes back.
+	// Every trace with the rarest node (C, D or E) leaves (that node's stats, and
+	// maybe others', are pruned from its window and from its API's call
+	// graph while the rest stay), then comes back.
 	has := func(tr *graph.Trace, n graph.Node) bool {
 		for _, h := range tr.Hops {
 			if h.Key() == n {

@@ -159,6 +159,9 @@ func (s *State) Add(t *graph.Trace, sign int64) {
 		g := s.APIs[api]
 		if g == nil {
 			g = graph.NewAPIGraph(api)
+			if s.cache != nil {
+				g.Growing()
+			}
 			s.APIs[api] = g
 		}
 		g.Add(t, sign)
