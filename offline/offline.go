@@ -444,16 +444,22 @@ func (e *engine) merger() (*merger, error) {
 			return nil, err
 		}
 		m.cursors = append(m.cursors, c)
+		if c.ok {
+			m.push(len(m.cursors) - 1)
+		}
 	}
 	return m, nil
 }
 
 // merger visits the traces of the runs and of the store in trace id
-// order, a trace's spans from every one of them together.
+// order, a trace's spans from every one of them together, in the order
+// of the runs (the input's).
 type merger struct {
 	s       *spanStore
 	rank    int // the store's next trace
 	cursors []*cursor
+	heap    []int // the cursors not at their end, by their trace id
+	same    []int // scratch: the cursors at the trace being merged
 	in      graph.Interner
 }
 
@@ -466,24 +472,30 @@ func (m *merger) next(dst []graph.Span) (_ []graph.Span, parts int, ok bool, err
 	if m.rank < len(m.s.order) {
 		id, have = m.s.ids[m.s.order[m.rank]], true
 	}
-	for _, c := range m.cursors {
-		if c.ok && (!have || idLess(c.id, id)) {
+	if len(m.heap) > 0 {
+		if c := m.cursors[m.heap[0]]; !have || idLess(c.id, id) {
 			id, have = c.id, true
 		}
 	}
 	if !have {
 		return dst, 0, false, nil
 	}
-	for _, c := range m.cursors {
-		if !c.ok || c.id != id {
-			continue
-		}
+	m.same = m.same[:0]
+	for len(m.heap) > 0 && m.cursors[m.heap[0]].id == id {
+		m.same = append(m.same, m.pop())
+	}
+	slices.Sort(m.same)
+	for _, i := range m.same {
+		c := m.cursors[i]
 		if dst, err = graph.DecodeSpans(c.rec, dst, m.in.Intern); err != nil {
 			return dst, 0, false, fmt.Errorf("analyze: spill file: %w", err)
 		}
 		parts++
 		if err := c.advance(); err != nil {
 			return dst, 0, false, err
+		}
+		if c.ok {
+			m.push(i)
 		}
 	}
 	if m.rank < len(m.s.order) && m.s.ids[m.s.order[m.rank]] == id {
@@ -492,6 +504,51 @@ func (m *merger) next(dst []graph.Span) (_ []graph.Span, parts int, ok bool, err
 		parts++
 	}
 	return dst, parts, true, nil
+}
+
+// before orders the heap: by trace id, then by run.
+func (m *merger) before(i, j int) bool {
+	a, b := m.cursors[m.heap[i]], m.cursors[m.heap[j]]
+	if c := compareIDs(a.id, b.id); c != 0 {
+		return c < 0
+	}
+	return m.heap[i] < m.heap[j]
+}
+
+// push adds cursor i to the heap.
+func (m *merger) push(i int) {
+	m.heap = append(m.heap, i)
+	for k := len(m.heap) - 1; k > 0; {
+		p := (k - 1) / 2
+		if !m.before(k, p) {
+			break
+		}
+		m.heap[k], m.heap[p] = m.heap[p], m.heap[k]
+		k = p
+	}
+}
+
+// pop removes the heap's first cursor and returns it.
+func (m *merger) pop() int {
+	top := m.heap[0]
+	last := len(m.heap) - 1
+	m.heap[0] = m.heap[last]
+	m.heap = m.heap[:last]
+	for k := 0; ; {
+		l, r, least := 2*k+1, 2*k+2, k
+		if l < len(m.heap) && m.before(l, least) {
+			least = l
+		}
+		if r < len(m.heap) && m.before(r, least) {
+			least = r
+		}
+		if least == k {
+			break
+		}
+		m.heap[k], m.heap[least] = m.heap[least], m.heap[k]
+		k = least
+	}
+	return top
 }
 
 // idLess orders trace ids as bytes.Compare does.
