@@ -13,7 +13,9 @@
 // each trace is assembled and added to its window's state; then, every
 // window's state being final (an evaluation needs it: docs/SPEC.md §4.3),
 // visited again, assembled again and evaluated. Assembling twice costs
-// less than writing and reading back each trace's facts. Memory is
+// less than writing and reading back each trace's facts. On one core
+// everything runs on the caller's goroutine; on several, one goroutine
+// merges and hands batches of traces to a worker per core. Memory is
 // bounded by the budget, the window states and a trace's spans at a time,
 // not by the input.
 package offline
@@ -84,9 +86,10 @@ type Stats struct {
 // Analyze analyses the spans read pulls from a finite input (`analyze`): the
 // same analysis as the service, on a finite input, with the same caps on the
 // names a window admits (cfg.Analysis.Limits: names are admitted in the
-// order of trace ids, as analysis.InMemory admits those of a
-// graph.Grouper's traces). See the package doc for how: one pass over the
-// input, spans spilled only past cfg.MemoryBudget.
+// order of trace ids on one core, as analysis.InMemory admits those of a
+// graph.Grouper's traces; on several, in the order the workers reach
+// them). See the package doc for how: one pass over the input, spans
+// spilled only past cfg.MemoryBudget.
 //
 // read calls emit with the spans of each request it decodes; the slice is
 // not kept after emit returns. emit is not called concurrently.
