@@ -36,18 +36,50 @@ type Report struct {
 }
 
 // reportCache is a Report's cache of aggregates by where their names'
-// bytes are: direct-mapped, a power of two long each.
+// bytes are: direct-mapped, each a power of two long, grown with its map
+// (cacheFor).
 type reportCache struct {
-	services [64]struct {
-		p   *byte
-		n   int
-		agg *ServiceResult
+	services []serviceSlot
+	nodes    []nodeAggSlot
+}
+
+type serviceSlot struct {
+	p   *byte
+	n   int
+	agg *ServiceResult
+}
+
+type nodeAggSlot struct {
+	s, o   *byte
+	sN, oN int
+	agg    *NodeAgg
+}
+
+// Sizes of a direct-mapped cache of map entries: it starts at
+// minCacheSlots and grows (emptied) to hold twice the map's entries, up
+// to maxCacheSlots.
+const (
+	minCacheSlots = 64
+	maxCacheSlots = 4096
+)
+
+// cacheFor returns c, or a new empty cache when c is empty or too small
+// for a map of n entries.
+func cacheFor[T any](c []T, n int) []T {
+	switch {
+	case len(c) == 0:
+		return make([]T, minCacheSlots)
+	case 2*n > len(c) && len(c) < maxCacheSlots:
+		return make([]T, 4*len(c))
 	}
-	nodes [128]struct {
-		s, o   *byte
-		sN, oN int
-		agg    *NodeAgg
-	}
+	return c
+}
+
+// slotOf returns the slot of hash h in a cache of n slots (a power of two).
+func slotOf(h uint64, n int) int {
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return int(h>>32) & (n - 1)
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -132,16 +164,19 @@ func (r *Report) Service(name string) *ServiceResult {
 		r.cache = &reportCache{}
 	}
 	p := unsafe.StringData(name)
-	c := &r.cache.services[(uintptr(unsafe.Pointer(p))>>3^uintptr(len(name)))&(uintptr(len(r.cache.services))-1)]
-	if c.p == p && c.n == len(name) && c.agg != nil && p != nil {
-		return c.agg
+	h := uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15 ^ uint64(len(name))
+	if cs := r.cache.services; len(cs) > 0 {
+		if c := &cs[slotOf(h, len(cs))]; c.p == p && c.n == len(name) && c.agg != nil && p != nil {
+			return c.agg
+		}
 	}
 	s := r.Services[name]
 	if s == nil {
 		s = &ServiceResult{Service: name}
 		r.Services[name] = s
 	}
-	c.p, c.n, c.agg = p, len(name), s
+	r.cache.services = cacheFor(r.cache.services, len(r.Services))
+	r.cache.services[slotOf(h, len(r.cache.services))] = serviceSlot{p: p, n: len(name), agg: s}
 	return s
 }
 
@@ -163,16 +198,19 @@ func (r *Report) Node(n graph.Node) *NodeAgg {
 	sp, op := unsafe.StringData(n.Service), unsafe.StringData(n.Operation)
 	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
 		uint64(len(n.Service))<<32 ^ uint64(len(n.Operation))
-	c := &r.cache.nodes[(h>>40)&uint64(len(r.cache.nodes)-1)]
-	if c.s == sp && c.o == op && c.sN == len(n.Service) && c.oN == len(n.Operation) && c.agg != nil && (sp != nil || op != nil) {
-		return c.agg
+	if cs := r.cache.nodes; len(cs) > 0 {
+		if c := &cs[slotOf(h, len(cs))]; c.s == sp && c.o == op && c.sN == len(n.Service) && c.oN == len(n.Operation) &&
+			c.agg != nil && (sp != nil || op != nil) {
+			return c.agg
+		}
 	}
 	a := r.Nodes[n]
 	if a == nil {
 		a = &NodeAgg{}
 		r.Nodes[n] = a
 	}
-	c.s, c.o, c.sN, c.oN, c.agg = sp, op, len(n.Service), len(n.Operation), a
+	r.cache.nodes = cacheFor(r.cache.nodes, len(r.Nodes))
+	r.cache.nodes[slotOf(h, len(r.cache.nodes))] = nodeAggSlot{s: sp, o: op, sN: len(n.Service), oN: len(n.Operation), agg: a}
 	return a
 }
 

@@ -46,18 +46,22 @@ type State struct {
 
 // stateCache is a State's cache of edge and node stats by where their
 // names' bytes are (names are interned: most lookups then cost no
-// hashing); direct-mapped, a power of two long each.
+// hashing); direct-mapped, grown with its maps (cacheFor).
 type stateCache struct {
-	edges [256]struct {
-		caller, svc, op    *byte
-		callerN, svcN, opN int
-		es                 *graph.EdgeStats
-	}
-	nodes [256]struct {
-		svc, op   *byte
-		svcN, opN int
-		ns        *graph.NodeStats
-	}
+	edges []edgeSlot
+	nodes []nodeSlot
+}
+
+type edgeSlot struct {
+	caller, svc, op    *byte
+	callerN, svcN, opN int
+	es                 *graph.EdgeStats
+}
+
+type nodeSlot struct {
+	svc, op   *byte
+	svcN, opN int
+	ns        *graph.NodeStats
 }
 
 // edge returns the stats of edge k in s, created when new.
@@ -66,17 +70,21 @@ func (c *stateCache) edge(s *State, k graph.Edge) *graph.EdgeStats {
 	h := uint64(uintptr(unsafe.Pointer(cp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(sp)))*0xc2b2ae3d27d4eb4f ^
 		uint64(uintptr(unsafe.Pointer(op)))*0x165667b19e3779f9 ^ uint64(len(k.Caller))<<40 ^ uint64(len(k.Callee.Service))<<20 ^
 		uint64(len(k.Callee.Operation))
-	e := &c.edges[(h>>40)&uint64(len(c.edges)-1)]
-	if e.es != nil && e.caller == cp && e.svc == sp && e.op == op && e.callerN == len(k.Caller) &&
-		e.svcN == len(k.Callee.Service) && e.opN == len(k.Callee.Operation) {
-		return e.es
+	if len(c.edges) > 0 {
+		e := &c.edges[slotOf(h, len(c.edges))]
+		if e.es != nil && e.caller == cp && e.svc == sp && e.op == op && e.callerN == len(k.Caller) &&
+			e.svcN == len(k.Callee.Service) && e.opN == len(k.Callee.Operation) {
+			return e.es
+		}
 	}
 	es := s.Edges[k]
 	if es == nil {
 		es = &graph.EdgeStats{}
 		s.Edges[k] = es
 	}
-	e.caller, e.svc, e.op, e.callerN, e.svcN, e.opN, e.es = cp, sp, op, len(k.Caller), len(k.Callee.Service), len(k.Callee.Operation), es
+	c.edges = cacheFor(c.edges, len(s.Edges))
+	c.edges[slotOf(h, len(c.edges))] = edgeSlot{caller: cp, svc: sp, op: op, callerN: len(k.Caller), svcN: len(k.Callee.Service),
+		opN: len(k.Callee.Operation), es: es}
 	return es
 }
 
@@ -85,16 +93,19 @@ func (c *stateCache) node(s *State, k graph.Node) *graph.NodeStats {
 	sp, op := unsafe.StringData(k.Service), unsafe.StringData(k.Operation)
 	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
 		uint64(len(k.Service))<<32 ^ uint64(len(k.Operation))
-	n := &c.nodes[(h>>40)&uint64(len(c.nodes)-1)]
-	if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
-		return n.ns
+	if len(c.nodes) > 0 {
+		n := &c.nodes[slotOf(h, len(c.nodes))]
+		if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
+			return n.ns
+		}
 	}
 	ns := s.Nodes[k]
 	if ns == nil {
 		ns = &graph.NodeStats{}
 		s.Nodes[k] = ns
 	}
-	n.svc, n.op, n.svcN, n.opN, n.ns = sp, op, len(k.Service), len(k.Operation), ns
+	c.nodes = cacheFor(c.nodes, len(s.Nodes))
+	c.nodes[slotOf(h, len(c.nodes))] = nodeSlot{svc: sp, op: op, svcN: len(k.Service), opN: len(k.Operation), ns: ns}
 	return ns
 }
 

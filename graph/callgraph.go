@@ -161,18 +161,43 @@ func (g *APIGraph) Growing() {
 
 // graphCache is an APIGraph's cache of node and edge stats by where their
 // names' bytes are (names are interned: most lookups then cost no
-// hashing); direct-mapped, a power of two long each.
+// hashing); direct-mapped, each a power of two long, grown with its map
+// to twice its entries (from 64 to 4,096 slots, emptied when it grows).
 type graphCache struct {
-	nodes [256]struct {
-		svc, op   *byte
-		svcN, opN int
-		ns        *NodeStats
+	nodes []graphNodeSlot
+	edges []graphEdgeSlot
+}
+
+type graphNodeSlot struct {
+	svc, op   *byte
+	svcN, opN int
+	ns        *NodeStats
+}
+
+type graphEdgeSlot struct {
+	from, to   [2]*byte
+	fromN, toN [2]int
+	es         *EdgeStats
+}
+
+// cacheFor returns c, or a new empty cache when c is empty or too small
+// for a map of n entries.
+func cacheFor[T any](c []T, n int) []T {
+	switch {
+	case len(c) == 0:
+		return make([]T, 64)
+	case 2*n > len(c) && len(c) < 4096:
+		return make([]T, 4*len(c))
 	}
-	edges [256]struct {
-		from, to   [2]*byte
-		fromN, toN [2]int
-		es         *EdgeStats
-	}
+	return c
+}
+
+// cacheSlot returns the slot of hash h in a cache of n slots (a power of
+// two).
+func cacheSlot(h uint64, n int) int {
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return int(h>>32) & (n - 1)
 }
 
 // node returns the stats of node k, created when new.
@@ -180,16 +205,19 @@ func (c *graphCache) node(g *APIGraph, k Node) *NodeStats {
 	sp, op := unsafe.StringData(k.Service), unsafe.StringData(k.Operation)
 	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
 		uint64(len(k.Service))<<32 ^ uint64(len(k.Operation))
-	n := &c.nodes[(h>>40)&uint64(len(c.nodes)-1)]
-	if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
-		return n.ns
+	if len(c.nodes) > 0 {
+		n := &c.nodes[cacheSlot(h, len(c.nodes))]
+		if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
+			return n.ns
+		}
 	}
 	ns := g.Nodes[k]
 	if ns == nil {
 		ns = &NodeStats{}
 		g.Nodes[k] = ns
 	}
-	n.svc, n.op, n.svcN, n.opN, n.ns = sp, op, len(k.Service), len(k.Operation), ns
+	c.nodes = cacheFor(c.nodes, len(g.Nodes))
+	c.nodes[cacheSlot(h, len(c.nodes))] = graphNodeSlot{svc: sp, op: op, svcN: len(k.Service), opN: len(k.Operation), ns: ns}
 	return ns
 }
 
@@ -201,16 +229,19 @@ func (c *graphCache) edge(g *APIGraph, p Pair) *EdgeStats {
 	h := uint64(uintptr(unsafe.Pointer(from[0])))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(from[1])))*0xc2b2ae3d27d4eb4f ^
 		uint64(uintptr(unsafe.Pointer(to[0])))*0x165667b19e3779f9 ^ uint64(uintptr(unsafe.Pointer(to[1])))*0xbf58476d1ce4e5b9 ^
 		uint64(fromN[0])<<48 ^ uint64(fromN[1])<<32 ^ uint64(toN[0])<<16 ^ uint64(toN[1])
-	e := &c.edges[(h>>40)&uint64(len(c.edges)-1)]
-	if e.es != nil && e.from == from && e.to == to && e.fromN == fromN && e.toN == toN {
-		return e.es
+	if len(c.edges) > 0 {
+		e := &c.edges[cacheSlot(h, len(c.edges))]
+		if e.es != nil && e.from == from && e.to == to && e.fromN == fromN && e.toN == toN {
+			return e.es
+		}
 	}
 	es := g.Edges[p]
 	if es == nil {
 		es = &EdgeStats{}
 		g.Edges[p] = es
 	}
-	e.from, e.to, e.fromN, e.toN, e.es = from, to, fromN, toN, es
+	c.edges = cacheFor(c.edges, len(g.Edges))
+	c.edges[cacheSlot(h, len(c.edges))] = graphEdgeSlot{from: from, to: to, fromN: fromN, toN: toN, es: es}
 	return es
 }
 

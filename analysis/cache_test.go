@@ -188,3 +188,43 @@ func TestGrowingWindowsEqualPlain(t *testing.T) {
 		}
 	}
 }
+
+// A report that had results subtracted (Prune drops what went back to
+// zero, and the report's cache of aggregates with it) and added again
+// equals one that only had them added.
+func TestReportPrunedAndAddedAgain(t *testing.T) {
+	c := storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), 5*time.Second)
+	var asm graph.Assembler
+	var traces []*graph.Trace
+	for _, spans := range append(c.Spans, naiveChainCorpus(t, "A", "B", "E").Spans...) {
+		traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
+	}
+	cfg := analysis.Config{}
+	ws := analysis.NewWindows(time.Hour)
+	for _, tr := range traces {
+		ws.Add(tr)
+	}
+	ev := analysis.NewEvaluator(cfg)
+	all, some, again := analysis.NewReport(), analysis.NewReport(), analysis.NewReport()
+	for i, tr := range traces {
+		r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
+		all.Add(&r, 1)
+		again.Add(&r, 1)
+		if i >= len(c.Spans) { // the chain's traces: names no other has
+			some.Add(&r, 1)
+		}
+	}
+	again.Merge(some, -1)
+	if _, ok := again.Services["E"]; ok {
+		t.Fatal("service E still in the report once its traces were subtracted")
+	}
+	for _, tr := range traces[len(c.Spans):] {
+		r := ev.Evaluate(tr, ws.State(ws.Of(tr)))
+		again.Add(&r, 1)
+	}
+	want, _ := json.Marshal(all.Document(nil, cfg))
+	got, _ := json.Marshal(again.Document(nil, cfg))
+	if string(got) != string(want) {
+		t.Fatalf("report pruned and added again:\n got %s\nwant %s", got, want)
+	}
+}
