@@ -116,16 +116,27 @@ const (
 // decoder's buffers, the window states and the program itself.
 func spanBudget(mib int) int64 { return int64(mib) << 20 * 3 / 8 }
 
-// limitMemory sets the Go runtime's soft memory limit to three quarters of
-// mib MiB (unless GOMEMLIMIT sets one), so that the collector works
-// harder rather than let the heap grow past it, and returns what restores
-// the previous limit.
+// limitMemory sets the Go runtime's soft memory limit to three quarters
+// of mib MiB (unless GOMEMLIMIT sets one), so that the collector works
+// harder rather than let the heap grow past it, and, the limit bounding
+// the heap, lets the heap grow to 5 × what is live between collections
+// (GOGC=400, unless GOGC is set): an input whose spans fit then costs a
+// few collections, not a dozen. It returns what restores both.
 func limitMemory(mib int) func() {
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		return func() {}
+	var restore []func()
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+		old := debug.SetMemoryLimit(int64(mib) << 20 * 3 / 4)
+		restore = append(restore, func() { debug.SetMemoryLimit(old) })
+		if _, ok := os.LookupEnv("GOGC"); !ok {
+			old := debug.SetGCPercent(400)
+			restore = append(restore, func() { debug.SetGCPercent(old) })
+		}
 	}
-	old := debug.SetMemoryLimit(int64(mib) << 20 * 3 / 4)
-	return func() { debug.SetMemoryLimit(old) }
+	return func() {
+		for _, f := range restore {
+			f()
+		}
+	}
 }
 
 // capped says what the caps on names changed (a note, not a failure: the
