@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -155,7 +156,9 @@ func runProcs(b *testing.B, cmd *exec.Cmd, procs string) (time.Duration, int64, 
 // length-prefixed protobuf and as OTLP JSON lines. The reference is this
 // test binary re-executed (TestMain, refEnv). Metrics: the median of the
 // iterations' ratios (reference time / analyze time; ≥ 1 means analyze is
-// at least as fast), the spans/s of both, analyze's peak RSS.
+// at least as fast), the same ratio in CPU time (user + system), the
+// spans/s of both, analyze's peak RSS. analyze's document is checked once
+// (its span count), untimed.
 //
 // With STORMRADIUS_BIG_INPUT=MiB set, the sub-benchmark "big" writes a
 // protobuf file of about that size to the temporary directory, runs
@@ -173,6 +176,15 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
 		b.Run(tc.name, func(b *testing.B) {
 			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			// Once, untimed: analyze's document counts every span.
+			var doc bytes.Buffer
+			c := exec.Command(bin, "analyze", path)
+			c.Stdout = &doc
+			run1(b, c)
+			var got struct{ Spans int }
+			if err := json.Unmarshal(doc.Bytes(), &got); err != nil || got.Spans != spans {
+				b.Fatalf("analyze: %v, %d spans, want %d", err, got.Spans, spans)
+			}
 			var ratios, cpuRatios []float64
 			var ref, ana time.Duration
 			var rss int64
