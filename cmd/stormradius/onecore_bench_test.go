@@ -27,7 +27,8 @@ import (
 const refEnv = "STORMRADIUS_BENCH_PDATA"
 
 // TestMain runs the reference process of BenchmarkAnalyzeOneCore when
-// refEnv is set, the tests otherwise.
+// refEnv is set, the tests otherwise (and then deletes the binary
+// commandBinary built, if any).
 func TestMain(m *testing.M) {
 	if p := os.Getenv(refEnv); p != "" {
 		n, err := pdataUnmarshal(p)
@@ -38,7 +39,11 @@ func TestMain(m *testing.M) {
 		fmt.Println(n)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binPath != "" { // commandBinary's build, once per test process
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 // pdataUnmarshal unmarshals every request of the file with pdata
