@@ -3,7 +3,9 @@ package analysis
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -190,12 +192,59 @@ type Evaluator struct {
 	verdicts []attribution.Verdict
 	radius   radius.Analyzer
 
-	// Service index: slot per service name, reset per trace by generation.
-	slot    map[string]int32
-	slots   []ServiceResult
-	stamp   []uint64
-	gen     uint64
-	touched []int32
+	// frozen: see FrozenStates; classes caches edge classes then.
+	frozen  bool
+	classes []classSlot
+
+	// Service index; the services' results by slot.
+	serviceIdx pairIndex[string]
+	slots      []ServiceResult
+	// Node and version indexes; the nodes' counts by slot.
+	nodeIdx    pairIndex[graph.Node]
+	nodeSlots  []NodeCount
+	versionIdx pairIndex[ServiceVersion]
+}
+
+// FrozenStates tells e that the states it is given no longer change (a
+// batch evaluating its traces against final window states): it then
+// remembers the class of the edges it looked up, by state and by where
+// their names are, instead of finding them again.
+func (e *Evaluator) FrozenStates() {
+	e.frozen = true
+	e.classes = make([]classSlot, classCacheSize)
+}
+
+// classCacheSize is the size of an Evaluator's cache of edge classes (a
+// power of two).
+const classCacheSize = 1024
+
+// classSlot is the class of an edge in a state, by where its names are.
+type classSlot struct {
+	s                  *State
+	caller, svc, op    *byte
+	callerN, svcN, opN int
+	class              EdgeClass
+}
+
+// class returns the class of the edge call c of t is made on, in state s.
+func (e *Evaluator) class(s *State, t *graph.Trace, c *graph.Call) EdgeClass {
+	if !e.frozen {
+		return s.Class(CallEdge(t, c), e.cfg)
+	}
+	caller := t.Hops[c.Caller].Service
+	cp, sp, op := unsafe.StringData(caller), unsafe.StringData(c.CalleeService), unsafe.StringData(c.CalleeOperation)
+	h := uint64(uintptr(unsafe.Pointer(s)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(cp)))*0xc2b2ae3d27d4eb4f ^
+		uint64(uintptr(unsafe.Pointer(sp)))*0x165667b19e3779f9 ^ uint64(uintptr(unsafe.Pointer(op)))*0xbf58476d1ce4e5b9 ^
+		uint64(len(caller))<<40 ^ uint64(len(c.CalleeService))<<20 ^ uint64(len(c.CalleeOperation))
+	h ^= h >> 31
+	k := &e.classes[(h*0x94d049bb133111eb>>40)&(classCacheSize-1)]
+	if k.s == s && k.caller == cp && k.svc == sp && k.op == op && k.callerN == len(caller) &&
+		k.svcN == len(c.CalleeService) && k.opN == len(c.CalleeOperation) && k.s != nil {
+		return k.class
+	}
+	class := s.Class(CallEdge(t, c), e.cfg)
+	*k = classSlot{s: s, caller: cp, svc: sp, op: op, callerN: len(caller), svcN: len(c.CalleeService), opN: len(c.CalleeOperation), class: class}
+	return class
 }
 
 // NewEvaluator returns an Evaluator with the given rules.
@@ -213,7 +262,7 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	e.failOpen = grow(e.failOpen, len(t.Calls))
 	for i := range t.Calls {
 		c := &t.Calls[i]
-		class := s.Class(CallEdge(t, c), e.cfg)
+		class := e.class(s, t, c)
 		open := class.FailOpen
 		switch c.FailOpen { // the call's own declaration wins
 		case graph.True:
@@ -241,35 +290,28 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
 	}
 	e.services(t, &r)
-	r.Versions = versions(t, r.Versions)
+	r.Versions = e.versions(t)
 	r.Nodes = e.nodes(t, &r)
 	return r
 }
 
-// nodes counts the hops and owned events of every node of t.
+// nodes counts the hops and owned events of every node of t, gathered
+// from the slots of the evaluator's node index it touched into one
+// exact-size slice.
 func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
-	out := make([]NodeCount, 0, 8)
-	var index map[graph.Node]int // past a few nodes, a linear search costs more
+	x := &e.nodeIdx
+	if x.begin() {
+		e.nodeSlots = e.nodeSlots[:0]
+	}
 	find := func(n graph.Node) *NodeCount {
-		if index == nil {
-			for i := range out {
-				if out[i].Node == n {
-					return &out[i]
-				}
-			}
-		} else if i, ok := index[n]; ok {
-			return &out[i]
+		i, first := x.touch(n, n.Service, n.Operation)
+		if int(i) == len(e.nodeSlots) {
+			e.nodeSlots = append(e.nodeSlots, NodeCount{})
 		}
-		out = append(out, NodeCount{Node: n})
-		if index == nil && len(out) > 16 {
-			index = make(map[graph.Node]int, 64)
-			for i := range out {
-				index[out[i].Node] = i
-			}
-		} else if index != nil {
-			index[n] = len(out) - 1
+		if first {
+			e.nodeSlots[i] = NodeCount{Node: n}
 		}
-		return &out[len(out)-1]
+		return &e.nodeSlots[i]
 	}
 	for i := range t.Hops {
 		find(t.Hops[i].Key()).Requests++
@@ -277,24 +319,158 @@ func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
 	for _, ev := range r.Events {
 		find(ev.Owner).Owned++
 	}
-	slices.SortFunc(out, func(x, y NodeCount) int { return x.Node.Compare(y.Node) })
+	touched := x.sorted(func(a, b graph.Node) int { return a.Compare(b) })
+	out := make([]NodeCount, len(touched))
+	for k, i := range touched {
+		out[k] = e.nodeSlots[i]
+	}
 	return out
 }
 
-// versions lists the (service, version) pairs of t's instrumented hops.
-func versions(t *graph.Trace, out []ServiceVersion) []ServiceVersion {
+// versions lists the (service, version) pairs of t's instrumented hops,
+// sorted.
+func (e *Evaluator) versions(t *graph.Trace) []ServiceVersion {
+	x := &e.versionIdx
+	x.begin()
 	for i := range t.Hops {
 		h := &t.Hops[i]
 		if h.Virtual || h.Version == "" {
 			continue
 		}
-		v := ServiceVersion{Service: h.Service, Version: h.Version}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
+		x.touch(ServiceVersion{Service: h.Service, Version: h.Version}, h.Service, h.Version)
 	}
-	slices.SortFunc(out, ServiceVersion.Compare)
+	touched := x.sorted(ServiceVersion.Compare)
+	if len(touched) == 0 {
+		return nil
+	}
+	out := make([]ServiceVersion, len(touched))
+	for k, i := range touched {
+		out[k] = x.keys[i]
+	}
 	return out
+}
+
+// pairIndex numbers keys made of two names (a node, a service's version)
+// for an Evaluator: a persistent slot per key, found by where the names'
+// bytes are (names are interned: a lookup mostly costs no hashing), and,
+// per trace, the slots it touched. A stream of ever-new names cannot grow
+// it past maxServiceSlots: it is rebuilt then.
+type pairIndex[K comparable] struct {
+	slot    map[K]int32
+	keys    []K
+	stamp   []uint64
+	gen     uint64
+	touched []int32
+	cache   []pairCacheSlot
+	ranks   slotRanks
+}
+
+// pairCacheSize is the size of a pairIndex's cache of slots by where
+// their names are (a power of two).
+const pairCacheSize = 1024
+
+// pairCacheSlot is a key's slot, by where its names' bytes are.
+type pairCacheSlot struct {
+	a, b   *byte
+	aN, bN int
+	idx    int32
+}
+
+// begin starts a trace, and reports whether the index was emptied (its
+// slots numbered from 0 again).
+func (x *pairIndex[K]) begin() bool {
+	x.gen++
+	x.touched = x.touched[:0]
+	if x.slot != nil && len(x.slot) <= maxServiceSlots {
+		return false
+	}
+	x.slot = make(map[K]int32, 64)
+	x.keys, x.stamp = x.keys[:0], x.stamp[:0]
+	x.cache = make([]pairCacheSlot, pairCacheSize)
+	x.ranks.reset()
+	return true
+}
+
+// touch returns the slot of key k (whose names are a and b), numbering
+// it when new (slots are numbered in order: a new slot is len(keys)-1),
+// and whether the trace touches it for the first time.
+func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
+	ap, bp := unsafe.StringData(a), unsafe.StringData(b)
+	h := uint64(uintptr(unsafe.Pointer(ap)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(bp)))*0xc2b2ae3d27d4eb4f ^
+		uint64(len(a))<<32 ^ uint64(len(b))
+	h ^= h >> 29
+	c := &x.cache[(h*0xbf58476d1ce4e5b9>>32)&(pairCacheSize-1)]
+	var i int32
+	if c.a == ap && c.b == bp && c.aN == len(a) && c.bN == len(b) && (ap != nil || bp != nil) {
+		i = c.idx
+	} else {
+		var ok bool
+		if i, ok = x.slot[k]; !ok {
+			i = int32(len(x.keys))
+			x.slot[k] = i
+			x.keys = append(x.keys, k)
+			x.stamp = append(x.stamp, 0)
+		}
+		*c = pairCacheSlot{a: ap, b: bp, aN: len(a), bN: len(b), idx: i}
+	}
+	if x.stamp[i] == x.gen {
+		return i, false
+	}
+	x.stamp[i] = x.gen
+	x.touched = append(x.touched, i)
+	return i, true
+}
+
+// sorted returns the slots the trace touched, sorted by their keys
+// (compare); valid until the next begin.
+func (x *pairIndex[K]) sorted(compare func(a, b K) int) []int32 {
+	x.ranks.sort(x.touched, len(x.keys), func(a, b int32) int { return compare(x.keys[a], x.keys[b]) })
+	return x.touched
+}
+
+// slotRanks orders the slots of an index (the evaluator's services,
+// nodes) by their keys, so that the slots a trace touched sort by
+// comparing integers, not names. Ranks are computed once the index has
+// not grown for rankAfter traces (and again when it has grown since).
+type slotRanks struct {
+	rank  []int32
+	n     int // the slots ranked; -1: none
+	since int // traces since the index last changed size
+	seen  int // its size then
+	order []int32
+}
+
+// rankAfter is how many traces an index must keep its size before it is
+// ranked: a stream of new names costs a ranking per rankAfter traces at
+// most.
+const rankAfter = 64
+
+// reset forgets the ranks (the index was rebuilt).
+func (r *slotRanks) reset() { r.n, r.since, r.seen = -1, 0, 0 }
+
+// sort sorts touched, slots of an index of n slots whose keys compare
+// orders.
+func (r *slotRanks) sort(touched []int32, n int, compare func(x, y int32) int) {
+	if n != r.seen {
+		r.seen, r.since = n, 0
+	}
+	if r.since++; r.n != n && r.since >= rankAfter {
+		r.order = r.order[:0]
+		for i := range int32(n) {
+			r.order = append(r.order, i)
+		}
+		slices.SortFunc(r.order, compare)
+		r.rank = grow(r.rank, n)
+		for pos, i := range r.order {
+			r.rank[i] = int32(pos)
+		}
+		r.n = n
+	}
+	if r.n == n {
+		slices.SortFunc(touched, func(x, y int32) int { return cmp.Compare(r.rank[x], r.rank[y]) })
+	} else {
+		slices.SortFunc(touched, compare)
+	}
 }
 
 // maxServiceSlots bounds the evaluator's service index; past it the index
@@ -305,27 +481,20 @@ const maxServiceSlots = 1 << 14
 // in a persistent index, so a hop costs one map lookup, and the trace's
 // results are gathered from the slots it touched.
 func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
-	if e.slot == nil || len(e.slot) > maxServiceSlots {
-		e.slot = make(map[string]int32, 64)
-		e.slots, e.stamp = e.slots[:0], e.stamp[:0]
+	x := &e.serviceIdx
+	if x.begin() {
+		e.slots = e.slots[:0]
 	}
-	touched := e.touched[:0]
 	svc := func(name string) *ServiceResult {
-		i, ok := e.slot[name]
-		if !ok {
-			i = int32(len(e.slots))
-			e.slot[name] = i
-			e.slots = append(e.slots, ServiceResult{Service: name})
-			e.stamp = append(e.stamp, 0)
+		i, first := x.touch(name, name, "")
+		if int(i) == len(e.slots) {
+			e.slots = append(e.slots, ServiceResult{})
 		}
-		if e.stamp[i] != e.gen {
-			e.stamp[i] = e.gen
+		if first {
 			e.slots[i] = ServiceResult{Service: name}
-			touched = append(touched, i)
 		}
 		return &e.slots[i]
 	}
-	e.gen++
 	copies := e.radius.Copies()
 	for i := range t.Hops {
 		h := &t.Hops[i]
@@ -364,12 +533,11 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 	for _, o := range r.Owners {
 		svc(o.Node.Service).Spurious += o.Spurious
 	}
+	touched := x.sorted(strings.Compare)
 	r.Services = make([]ServiceResult, len(touched))
 	for k, i := range touched {
 		r.Services[k] = e.slots[i]
 	}
-	slices.SortFunc(r.Services, func(x, y ServiceResult) int { return cmp.Compare(x.Service, y.Service) })
-	e.touched = touched
 }
 
 func grow[T any](s []T, n int) []T {

@@ -34,7 +34,14 @@ type Windows struct {
 	// Size is the windows' length (DefaultWindow when zero).
 	Size   time.Duration
 	states map[int64]*State
+	// growing: see Growing.
+	growing bool
 }
+
+// Growing tells w that traces will mostly be added (a batch): the states
+// it creates from now on keep a cache that saves Add most of its map
+// lookups. Removing a trace from a state drops its cache.
+func (w *Windows) Growing() { w.growing = true }
 
 // NewWindows returns empty windows of the given length.
 func NewWindows(size time.Duration) *Windows {
@@ -58,6 +65,9 @@ func (w *Windows) add(t *graph.Trace, sign int64) int64 {
 	s := w.states[k]
 	if s == nil {
 		s = NewState()
+		if w.growing {
+			s.cache = &stateCache{}
+		}
 		w.states[k] = s
 	}
 	s.Add(t, sign)

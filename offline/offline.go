@@ -1,15 +1,28 @@
 // Package offline is the file engine of `stormradius analyze` (and of
 // `whatif` over a file): the same analysis as the streaming service
-// (package pipeline), for a finite input, with no store. Spans wait per
-// trace in a bounded buffer, assembled traces and their spans go to a spill
-// file, and once the input ends every trace is evaluated against its
-// window's final state; memory is bounded by the buffer and the window
-// states, not by the input.
+// (package pipeline), for a finite input, with no store.
+//
+// It reads the input once. Spans are copied, packed without pointers,
+// into fixed chunks of a span store, with the index of their trace: no
+// per-trace slice, nothing allocated per span. An input whose spans fit
+// the memory budget (Config.MemoryBudget) never touches the disk; past
+// it, the spans held are sorted by trace id and written to a spill file
+// (a run), and the store starts empty again. Once the input ends, the
+// traces are visited in trace id order, the runs merged with what the
+// store holds (a trace whose spans are in several runs is whole again):
+// each trace is assembled and added to its window's state; then, every
+// window's state being final (an evaluation needs it: docs/SPEC.md §4.3),
+// visited again, assembled again and evaluated. Assembling twice costs
+// less than writing and reading back each trace's facts. On one core
+// everything runs on the caller's goroutine; on several, one goroutine
+// merges and hands batches of traces to a worker per core. Memory is
+// bounded by the budget, the window states and a trace's spans at a time,
+// not by the input.
 package offline
 
 import (
 	"bufio"
-	"container/list"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -17,27 +30,32 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
-	"sync/atomic"
+	"unsafe"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
 
-// readChunk is how many spans the reading goroutine hands to the
-// assembling one at a time.
-const readChunk = 4096
+// DefaultMemoryBudget is Config.MemoryBudget's default: about 1.2 M spans
+// held in memory. With the window states, the decoder's buffers and the
+// Go runtime, `analyze` stays within 256 MiB.
+const DefaultMemoryBudget = 96 << 20
 
 // Config configures Analyze.
 type Config struct {
 	// Analysis holds the analysis rules (window length included).
 	Analysis analysis.Config
-	// MaxPendingSpans bounds the spans held in memory waiting for their
-	// trace to complete (default 500,000, about 100 MB): past it, the
-	// traces that received a span least recently are analysed first.
+	// MemoryBudget bounds the bytes the spans held in memory take (their
+	// packed form, their traces' index and their names): past it, they
+	// go to a spill file. Zero: DefaultMemoryBudget.
+	MemoryBudget int64
+	// MaxPendingSpans, when positive, also bounds the spans held in
+	// memory (tests use it to spill small inputs).
 	MaxPendingSpans int
-	// TempDir holds the spill file (os.TempDir() when empty).
+	// TempDir holds the spill files (os.TempDir() when empty).
 	TempDir string
 	// Range selects the traces the document counts, by the minute of
 	// their start, exactly as `report` selects them (zero: everything);
@@ -48,10 +66,17 @@ type Config struct {
 
 // Stats describes an Analyze run.
 type Stats struct {
-	Traces, Reopened, FlushedEarly int
-	SpillBytes                     int64
+	Traces int
+	// Reopened counts the traces whose spans were split between runs
+	// (late spans of a trace already spilled), made whole by the merge.
+	Reopened int
+	// FlushedEarly counts the traces written to a spill file before the
+	// input ended (a trace in several runs is counted in each).
+	FlushedEarly int
+	// SpillBytes is the size of the spill files of spans.
+	SpillBytes int64
 	// Folded counts the traces whose names were past their window's caps
-	// (analysis.Limits), by kind, as their last analysis left them.
+	// (analysis.Limits), by kind.
 	Folded analysis.FoldCounts
 	// Truncated counts the spans read with a name cut to
 	// graph.MaxNameLen.
@@ -61,345 +86,155 @@ type Stats struct {
 // Analyze analyses the spans read pulls from a finite input (`analyze`): the
 // same analysis as the service, on a finite input, with the same caps on the
 // names a window admits (cfg.Analysis.Limits: names are admitted in the
-// order traces leave the buffer). Spans wait per trace in a
-// bounded buffer; a trace that stops receiving spans long enough (in input
-// order) is assembled and added to its window's state, and its facts and
-// spans go to a spill file; a span arriving later re-opens its trace (its
-// spilled spans are read back, its old facts subtracted). When the input
-// ends every trace is evaluated against its window's final state. Memory is
-// bounded by the pending buffer, the window states and a few dozen bytes
-// per trace — not by the input.
+// order of trace ids on one core, as analysis.InMemory admits those of a
+// graph.Grouper's traces; on several, in the order the workers reach
+// them). See the package doc for how: one pass over the input, spans
+// spilled only past cfg.MemoryBudget.
 //
 // read calls emit with the spans of each request it decodes; the slice is
-// not kept after emit returns.
+// not kept after emit returns. emit is not called concurrently.
 func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error, cfg Config) (*analysis.Document, *analysis.Windows, Stats, error) {
-	if cfg.MaxPendingSpans <= 0 {
-		cfg.MaxPendingSpans = 500_000
+	if cfg.MemoryBudget <= 0 {
+		cfg.MemoryBudget = DefaultMemoryBudget
 	}
 	if cfg.Analysis.Window <= 0 {
 		cfg.Analysis.Window = analysis.DefaultWindow
 	}
-	b := &engine{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), pending: map[graph.TraceID]*list.Element{},
-		adm: analysis.NewAdmissions(cfg.Analysis)}
-	b.lru.Init()
-	// Decoding (the caller's read) and buffering run on two goroutines: the
-	// spans are copied into chunks handed over a channel, and chunks come
-	// back for reuse, so the copy costs no allocation once warm.
-	chunk := min(readChunk, max(1, cfg.MaxPendingSpans/8))
-	chunks := make(chan []graph.Span, 8)
-	free := make(chan []graph.Span, 10)
-	addErr := make(chan error, 1)
-	// Traces leave the buffer on that goroutine and are assembled, added
-	// to their windows and spilled by shards (a trace always goes to the
-	// same one), each on a goroutine with its own spill file and windows.
-	b.recycle = make(chan []graph.Span, 64)
+	e := &engine{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), adm: analysis.NewAdmissions(cfg.Analysis),
+		workers: max(1, min(runtime.GOMAXPROCS(0), maxWorkers))}
+	e.spans.reset()
 	defer func() {
-		for _, sh := range b.shards {
-			sh.spill.remove()
+		for _, r := range e.runs {
+			r.remove()
 		}
 	}()
-	flushErrs, err := b.startShards(max(1, min(runtime.GOMAXPROCS(0), maxShards)))
-	if err != nil {
-		return nil, nil, Stats{}, err
-	}
-	go func() { addErr <- b.buffer(chunks, free, flushErrs) }()
-	readErr := readChunks(ctx, read, chunk, chunks, free)
-	err = <-addErr
-	b.mergeShards()
-	if err != nil {
-		return nil, nil, b.stats, err
-	}
-	if readErr != nil && ctx.Err() != nil {
-		return nil, nil, b.stats, ctx.Err()
-	}
-	// A read error after some input still gives the report of what was
-	// read (the caller reports the error).
-	doc, err := b.evaluate(ctx)
-	if err != nil {
-		return nil, nil, b.stats, err
-	}
-	return doc, b.windows, b.stats, readErr
-}
-
-// startShards opens n shards, each with its spill file and a goroutine
-// that flushes the traces sent to it and, once its channel is closed,
-// sends its first error (or nil) on the channel returned. If a spill file
-// cannot be opened, the shards opened are stopped.
-func (b *engine) startShards(n int) (<-chan error, error) {
-	flushErrs := make(chan error, n)
-	for range n {
-		sp, err := openSpill(b.cfg.TempDir)
-		if err != nil {
-			for _, sh := range b.shards {
-				close(sh.flushes)
-				<-flushErrs
-			}
-			return nil, err
-		}
-		sh := &shard{b: b, spill: sp, windows: analysis.NewWindows(b.cfg.Analysis.Window),
-			done: map[graph.TraceID]*spilled{}, flushes: make(chan *pendingTrace, 64)}
-		b.shards = append(b.shards, sh)
-		go func() {
-			var err error
-			for t := range sh.flushes {
-				if err == nil {
-					if err = sh.flush(t); err != nil {
-						b.failed.Store(true)
-					}
-				}
-			}
-			flushErrs <- err
-		}()
-	}
-	return flushErrs, nil
-}
-
-// buffer adds the spans of every chunk to the pending buffer, handing the
-// chunk back on free; once chunks is closed it flushes every pending
-// trace, stops the shards and returns the first error of the buffer or of
-// any shard.
-func (b *engine) buffer(chunks <-chan []graph.Span, free chan<- []graph.Span, flushErrs <-chan error) error {
-	var err error
-	for c := range chunks {
-		if err == nil {
-			err = b.add(c)
-		}
-		select {
-		case free <- c[:0]:
-		default:
-		}
-	}
-	if err == nil {
-		b.flushAll()
-	}
-	for _, sh := range b.shards {
-		close(sh.flushes)
-	}
-	for range b.shards {
-		err = errors.Join(err, <-flushErrs)
-	}
-	return err
-}
-
-// readChunks runs read, copying the spans it emits into chunks of about
-// chunk spans (taken from free when one is there) sent on chunks, which
-// it closes at the end; it returns read's error (ctx's once ctx ends).
-func readChunks(ctx context.Context, read func(emit func([]graph.Span) error) error, chunk int,
-	chunks chan<- []graph.Span, free <-chan []graph.Span) error {
-	var cur []graph.Span
-	send := func() {
-		if len(cur) > 0 {
-			chunks <- cur
-			cur = nil
-		}
-	}
 	readErr := read(func(spans []graph.Span) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if cur == nil {
-			select {
-			case cur = <-free:
-			default:
-				cur = make([]graph.Span, 0, chunk)
-			}
-		}
-		cur = append(cur, spans...)
-		if len(cur) >= chunk {
-			send()
-		}
-		return nil
+		return e.add(spans)
 	})
-	send()
-	close(chunks)
-	return readErr
+	if ctx.Err() != nil {
+		return nil, nil, e.stats, ctx.Err()
+	}
+	if e.spillErr != nil {
+		return nil, nil, e.stats, e.spillErr
+	}
+	e.spans.group()
+	if err := e.addToWindows(ctx); err != nil {
+		return nil, nil, e.stats, err
+	}
+	// A read error after some input still gives the report of what was
+	// read (the caller reports the error).
+	doc, err := e.evaluate(ctx)
+	if err != nil {
+		return nil, nil, e.stats, err
+	}
+	return doc, e.windows, e.stats, readErr
 }
 
-// mergeShards adds the shards' counts and windows to the run's, once they
-// stopped.
-func (b *engine) mergeShards() {
-	for _, sh := range b.shards {
-		b.stats.Traces += sh.traces
-		b.stats.Reopened += sh.reopened
-		b.stats.SpillBytes += sh.spill.size
-		b.stats.Folded.Merge(sh.folded)
-		b.windows.Merge(sh.windows)
-	}
-}
+// maxWorkers bounds the goroutines that assemble and evaluate traces.
+const maxWorkers = 8
 
 // engine is one Analyze run.
 type engine struct {
-	cfg     Config
-	windows *analysis.Windows // the shards', merged when the input ends
-	stats   Stats
-
-	pending      map[graph.TraceID]*list.Element // of *pendingTrace, in lru
-	lru          list.List                       // front: most recently touched
-	pendingSpans int
-
-	shards  []*shard
-	failed  atomic.Bool       // a flush failed: stop adding
-	recycle chan []graph.Span // span slices of flushed traces, for new ones
-	// adm holds what each window admitted, for every shard: a window's
-	// traces are spread over the shards, its caps are not.
-	adm *analysis.Admissions
+	cfg      Config
+	windows  *analysis.Windows
+	adm      *analysis.Admissions // what each window admitted, in trace id order
+	stats    Stats
+	workers  int
+	spans    spanStore
+	runs     []*spill // the spilled runs, each sorted by trace id
+	spillErr error
 }
 
-// maxShards bounds the goroutines that flush traces.
-const maxShards = 4
-
-// shard flushes the traces whose id hashes to it, on a goroutine of its
-// own: it alone touches its done traces, spill file and windows until the
-// input ends.
-type shard struct {
-	b       *engine
-	spill   *spill
-	windows *analysis.Windows
-	done    map[graph.TraceID]*spilled
-	flushes chan *pendingTrace
-
-	asm              graph.Assembler
-	buf              []graph.Span
-	traces, reopened int
-	folded           analysis.FoldCounts
-}
-
-type pendingTrace struct {
-	id    graph.TraceID
-	spans []graph.Span
-}
-
-// spilled is where a flushed trace's spans and facts are in the spill
-// file.
-type spilled struct {
-	spans []spillRef // every flush of the trace adds its spans
-	facts spillRef   // the current facts; older ones are superseded
-}
-
-func (b *engine) add(spans []graph.Span) error {
-	if b.failed.Load() {
-		return errFlushFailed
+// add copies spans into the store, spilling it when it is over budget.
+func (e *engine) add(spans []graph.Span) error {
+	if e.spillErr != nil {
+		return e.spillErr
 	}
+	s := &e.spans
 	for i := range spans {
 		sp := &spans[i]
-		e := b.pending[sp.TraceID]
-		if e == nil {
-			e = b.lru.PushFront(&pendingTrace{id: sp.TraceID})
-			b.pending[sp.TraceID] = e
-		} else {
-			b.lru.MoveToFront(e)
+		s.add(sp)
+		if sp.Truncated {
+			e.stats.Truncated++
 		}
-		t := e.Value.(*pendingTrace)
-		if t.spans == nil {
-			select {
-			case t.spans = <-b.recycle: // a flushed trace's, emptied
-			default:
+		if s.n == e.cfg.MaxPendingSpans || s.n&1023 == 0 && s.size() > e.cfg.MemoryBudget {
+			if e.spillErr = e.spill(); e.spillErr != nil {
+				return e.spillErr
 			}
 		}
-		t.spans = append(t.spans, *sp)
-		if sp.Truncated {
-			b.stats.Truncated++
-		}
-	}
-	b.pendingSpans += len(spans)
-	for b.pendingSpans > b.cfg.MaxPendingSpans && b.lru.Len() > 0 {
-		b.stats.FlushedEarly++
-		b.detach(b.lru.Back())
 	}
 	return nil
 }
 
-// maxRecycled bounds the span slices kept for reuse (a huge trace's is
-// left to the collector).
-const maxRecycled = 4096
-
-// errFlushFailed stops adding once a flush failed (the flush's error is
-// the one reported).
-var errFlushFailed = errors.New("analyze: flush failed")
-
-// detach takes the trace of e out of the buffer and hands it to the
-// flushing goroutine.
-func (b *engine) detach(e *list.Element) {
-	t := b.lru.Remove(e).(*pendingTrace)
-	delete(b.pending, t.id)
-	b.pendingSpans -= len(t.spans)
-	b.shards[binary.LittleEndian.Uint64(t.id[8:])%uint64(len(b.shards))].flushes <- t
-}
-
-func (b *engine) flushAll() {
-	for b.lru.Len() > 0 {
-		b.detach(b.lru.Back())
-	}
-}
-
-// flush assembles a trace that left the buffer and adds it to its window.
-func (sh *shard) flush(t *pendingTrace) error {
-	// The spans as they came (assembly dedups in place), for a re-open.
-	ref, err := sh.spill.writeSpans(t.spans)
+// spill writes the store's traces, in trace id order, to a new run and
+// empties the store.
+func (e *engine) spill() error {
+	sp, err := openSpill(e.cfg.TempDir)
 	if err != nil {
 		return err
 	}
-	spans := t.spans
-	prev := sh.done[t.id]
-	if prev == nil {
-		prev = &spilled{}
-		sh.done[t.id] = prev
-		sh.traces++
-	} else {
-		// A late span re-opens the trace: its old spans come back from the
-		// spill file and its old facts leave its window.
-		sh.reopened++
-		spans = append(sh.buf[:0], t.spans...)
-		for _, ref := range prev.spans {
-			if spans, err = sh.spill.readSpans(ref, spans); err != nil {
-				return err
-			}
-		}
-		old, err := sh.spill.readFacts(prev.facts)
-		if err != nil {
+	e.runs = append(e.runs, sp)
+	s := &e.spans
+	s.group()
+	var buf []graph.Span
+	for r := range s.order {
+		buf = s.gather(r, buf[:0])
+		sp.enc = append(sp.enc[:0], buf[0].TraceID[:]...)
+		sp.enc = sp.coder.AppendSpans(sp.enc, buf)
+		if _, err := sp.write(recSpans, sp.enc); err != nil {
 			return err
 		}
-		sh.windows.Remove(old)
-		sh.folded.Add(analysis.FoldedOf(old), -1)
 	}
-	prev.spans = append(prev.spans, ref)
-	tr := sh.asm.AssembleTransient(spans)
-	sh.folded.Add(sh.b.adm.Fold(tr), 1)
-	sh.windows.Add(tr)
-	if prev.facts, err = sh.spill.writeFacts(tr); err != nil {
-		return err
+	if err := sp.w.Flush(); err != nil {
+		return fmt.Errorf("analyze: spill file: %w", err)
 	}
-	if len(prev.spans) > 1 { // re-opened: assembled in buf
-		sh.buf = tr.Spans[:0]
-	}
-	if cap(t.spans) <= maxRecycled {
-		select {
-		case sh.b.recycle <- t.spans[:0]:
-		default:
-		}
-	}
-	t.spans = nil
+	e.stats.FlushedEarly += len(s.order)
+	e.stats.SpillBytes += sp.size
+	s.reset()
 	return nil
 }
 
-// evaluate reads the current facts of every trace back, in spill order,
-// and evaluates each against its window's final state, on every core.
-// What incidents will need of the results (in range) is kept by each
-// worker: per-minute sums for its first maxMinuteResults minutes, the
-// results themselves in a file of its own beyond. When the per-minute
-// counts show incidents, their figures are gathered from both: only the
-// filed results of their minutes are decoded, and no trace is evaluated
-// twice.
-func (b *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
-	current := make([]map[int64]bool, len(b.shards))
-	for i, sh := range b.shards {
-		current[i] = make(map[int64]bool, len(sh.done))
-		for _, s := range sh.done {
-			current[i][s.facts.off] = true
-		}
-		sh.done = nil
+// addToWindows assembles every trace and adds it to its window's state.
+func (e *engine) addToWindows(ctx context.Context) error {
+	asm := make([]graph.Assembler, e.workers)
+	windows := make([]*analysis.Windows, e.workers)
+	traces := make([]int, e.workers)
+	folded := make([]analysis.FoldCounts, e.workers)
+	for w := range windows {
+		windows[w] = analysis.NewWindows(e.cfg.Analysis.Window)
+		windows[w].Growing() // traces are only added
 	}
-	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	err := e.eachTrace(ctx, true, func(w int, spans []graph.Span) error {
+		t := asm[w].AssembleTransient(spans)
+		folded[w].Add(e.adm.Fold(t), 1)
+		windows[w].Add(t)
+		traces[w]++
+		return nil
+	})
+	for w := range windows {
+		e.stats.Traces += traces[w]
+		e.stats.Folded.Merge(folded[w])
+		if w == 0 {
+			e.windows = windows[0]
+		} else {
+			e.windows.Merge(windows[w])
+		}
+	}
+	return err
+}
+
+// evaluate assembles every trace again and evaluates it against its
+// window's final state, on every core. What incidents will need of the
+// results (in range) is kept by each worker: per-minute sums for its
+// first maxMinuteResults minutes, the results themselves in a file of its
+// own beyond. When the per-minute counts show incidents, their figures
+// are gathered from both: only the filed results of their minutes are
+// decoded, and no trace is evaluated twice.
+func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
+	workers := e.workers
 	reports := make([]*analysis.Report, workers)
 	minutes := make([]analysis.MinuteNodes, workers)
 	results := make([]*spill, workers) // opened when first needed
@@ -410,30 +245,39 @@ func (b *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 			}
 		}
 	}()
-	for w := range reports {
-		reports[w], minutes[w] = analysis.NewReport(), analysis.MinuteNodes{}
-	}
+	asm := make([]graph.Assembler, workers)
+	evs := make([]*analysis.Evaluator, workers)
 	// What incidents will need of each result: its minute's sums while a
 	// worker has few minutes (no second look at the result), the result
 	// itself in a spill file of the worker's beyond that.
 	sums := make([]analysis.MinuteResults, workers)
-	for w := range sums {
-		sums[w] = analysis.MinuteResults{}
+	for w := range reports {
+		reports[w], minutes[w], sums[w] = analysis.NewReport(), analysis.MinuteNodes{}, analysis.MinuteResults{}
+		evs[w] = analysis.NewEvaluator(e.cfg.Analysis)
+		evs[w].FrozenStates() // every window's state is final now
 	}
-	err := b.scan(ctx, current, workers, func(w int, r *analysis.TraceResult) error {
-		reports[w].Add(r, 1)
-		minutes[w].Add(r)
+	err := e.eachTrace(ctx, false, func(w int, spans []graph.Span) error {
+		t := asm[w].AssembleTransient(spans)
+		// The same names as the first time: a window's admitted names
+		// only grew since, and a name refused was refused for a full set.
+		e.adm.Fold(t)
+		r := evs[w].Evaluate(t, e.windows.State(e.windows.Of(t)))
+		if !e.cfg.Range.Contains(r.Start) {
+			return nil
+		}
+		reports[w].Add(&r, 1)
+		minutes[w].Add(&r)
 		if len(sums[w]) < maxMinuteResults || sums[w].Has(analysis.MinuteOf(r.Start)) {
-			sums[w].Add(r)
+			sums[w].Add(&r)
 			return nil
 		}
 		if results[w] == nil {
 			var err error
-			if results[w], err = openSpill(b.cfg.TempDir); err != nil {
+			if results[w], err = openSpill(e.cfg.TempDir); err != nil {
 				return err
 			}
 		}
-		return results[w].writeResult(r)
+		return results[w].writeResult(&r)
 	})
 	if err != nil {
 		return nil, err
@@ -443,16 +287,16 @@ func (b *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 		rep.Merge(reports[w], 1)
 		minutes[0].Merge(minutes[w])
 	}
-	lo, hi := store.WindowRange(b.cfg.Range, b.cfg.Analysis.Window)
-	windows := b.windows.Summaries(b.cfg.Analysis)
+	lo, hi := store.WindowRange(e.cfg.Range, e.cfg.Analysis.Window)
+	windows := e.windows.Summaries(e.cfg.Analysis)
 	out := windows[:0]
 	for _, s := range windows {
 		if s.Window >= lo && s.Window <= hi {
 			out = append(out, s)
 		}
 	}
-	doc := rep.Document(out, b.cfg.Analysis)
-	spans := analysis.DetectIncidentsIn(minutes[0], b.cfg.Analysis.Incidents)
+	doc := rep.Document(out, e.cfg.Analysis)
+	spans := analysis.DetectIncidentsIn(minutes[0], e.cfg.Analysis.Incidents)
 	if len(spans) == 0 {
 		return doc, nil
 	}
@@ -478,106 +322,8 @@ func (b *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for w := 1; w < workers; w++ {
 		cols[0].Merge(cols[w])
 	}
-	doc.Incidents = cols[0].Docs(analysis.SummaryGraphs(out, b.cfg.Analysis.Window), b.cfg.Analysis.Incidents)
+	doc.Incidents = cols[0].Docs(analysis.SummaryGraphs(out, e.cfg.Analysis.Window), e.cfg.Analysis.Incidents)
 	return doc, nil
-}
-
-// scan evaluates the current facts of every trace in range: one goroutine
-// reads the spill file and hands the records, undecoded, to workers that
-// decode and evaluate them, each with its own evaluator and names; fn(w,
-// r) gets worker w's results (sums do not care about order).
-func (b *engine) scan(ctx context.Context, current []map[int64]bool, workers int, fn func(w int, r *analysis.TraceResult) error) error {
-	type group struct {
-		data []byte
-		ends []int
-	}
-	work := make(chan group, 2*workers)
-	// Groups go back for reuse: as many as can be in flight.
-	free := make(chan group, 3*workers+len(b.shards))
-	for range cap(free) {
-		free <- group{}
-	}
-	errs := make([]error, workers)
-	failed := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			ev := analysis.NewEvaluator(b.cfg.Analysis)
-			dec := graph.TraceDecoder{Intern: graph.Interner{}.Intern}
-			for g := range work {
-				if errs[w] != nil {
-					free <- g
-					continue // drain
-				}
-				lo := 0
-				for _, end := range g.ends {
-					t, err := dec.Decode(g.data[lo:end])
-					lo = end
-					if err == nil {
-						r := ev.Evaluate(t, b.windows.State(b.windows.Of(t)))
-						if b.cfg.Range.Contains(r.Start) {
-							err = fn(w, &r)
-						}
-					} else {
-						err = fmt.Errorf("analyze: spill file: %w", err)
-					}
-					if err != nil {
-						errs[w] = err
-						once.Do(func() { close(failed) })
-						break
-					}
-				}
-				free <- g
-			}
-		}(w)
-	}
-	// One reader per shard's spill file.
-	readErrs := make([]error, len(b.shards))
-	var readers sync.WaitGroup
-	for i, sh := range b.shards {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			g := <-free
-			err := sh.spill.scanRecords(recFacts, func(off int64, rec []byte) error {
-				if !current[i][off] {
-					return nil // superseded by a re-open
-				}
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				g.data = append(g.data, rec...)
-				g.ends = append(g.ends, len(g.data))
-				if len(g.ends) == 256 {
-					select {
-					case work <- g:
-					case <-failed:
-						return errStopScan
-					}
-					g = <-free
-					g.data, g.ends = g.data[:0], g.ends[:0]
-				}
-				return nil
-			})
-			if len(g.ends) > 0 && err == nil {
-				select {
-				case work <- g:
-				case <-failed:
-				}
-			}
-			if errors.Is(err, errStopScan) {
-				err = nil
-			}
-			readErrs[i] = err
-		}()
-	}
-	readers.Wait()
-	close(work)
-	wg.Wait()
-	return errors.Join(errors.Join(readErrs...), errors.Join(errs...))
 }
 
 // maxMinuteResults bounds the minutes whose sums a worker keeps for the
@@ -585,13 +331,492 @@ func (b *engine) scan(ctx context.Context, current []map[int64]bool, workers int
 // its APIs, services and nodes); later minutes' results go to a spill file.
 var maxMinuteResults = 360
 
-// errStopScan stops a spill scan once a worker failed.
-var errStopScan = errors.New("stop")
+// batchSpans is about how many spans a batch of traces handed to a worker
+// holds.
+const batchSpans = 8192
 
-// spillRef locates a record in the spill file.
-type spillRef struct {
-	off int64
-	n   int32
+// eachTrace calls fn(w, spans) with the spans of every trace, the runs
+// merged with the store, in trace id order on one core (fn may keep or
+// modify spans until it returns). On several, one goroutine merges and
+// hands batches of traces to e.workers workers, fn(w, …) being called by
+// worker w only. count says to count the traces found in several runs.
+func (e *engine) eachTrace(ctx context.Context, count bool, fn func(w int, spans []graph.Span) error) error {
+	m, err := e.merger()
+	if err != nil {
+		return err
+	}
+	if e.workers == 1 {
+		var buf []graph.Span
+		for i := 0; ; i++ {
+			if i&255 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			var parts int
+			var ok bool
+			buf, parts, ok, err = m.next(buf[:0])
+			if err != nil || !ok {
+				return err
+			}
+			if count && parts > 1 {
+				e.stats.Reopened++
+			}
+			if err := fn(0, buf); err != nil {
+				return err
+			}
+		}
+	}
+	type batch struct {
+		spans []graph.Span
+		ends  []int
+	}
+	work := make(chan *batch, 2*e.workers)
+	free := make(chan *batch, 3*e.workers)
+	for range cap(free) {
+		free <- &batch{}
+	}
+	errs := make([]error, e.workers)
+	failed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := range e.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				lo := 0
+				for _, end := range b.ends {
+					if errs[w] != nil {
+						break // drain
+					}
+					if errs[w] = fn(w, b.spans[lo:end]); errs[w] != nil {
+						once.Do(func() { close(failed) })
+					}
+					lo = end
+				}
+				free <- b
+			}
+		}()
+	}
+	b := <-free
+	b.spans, b.ends = b.spans[:0], b.ends[:0]
+	for i := 0; ; i++ {
+		if i&255 == 0 {
+			if err = ctx.Err(); err != nil {
+				break
+			}
+		}
+		var parts int
+		var ok bool
+		b.spans, parts, ok, err = m.next(b.spans)
+		if err != nil || !ok {
+			break
+		}
+		if count && parts > 1 {
+			e.stats.Reopened++
+		}
+		b.ends = append(b.ends, len(b.spans))
+		if len(b.spans) >= batchSpans {
+			select {
+			case work <- b:
+			case <-failed:
+			}
+			b = <-free
+			b.spans, b.ends = b.spans[:0], b.ends[:0]
+		}
+	}
+	if err == nil && len(b.ends) > 0 {
+		select {
+		case work <- b:
+		case <-failed:
+		}
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(err, errors.Join(errs...))
+}
+
+// merger returns a merger of the runs and the store, each positioned at
+// its first trace.
+func (e *engine) merger() (*merger, error) {
+	m := &merger{s: &e.spans, in: graph.Interner{}}
+	for _, r := range e.runs {
+		c, err := newCursor(r)
+		if err != nil {
+			return nil, err
+		}
+		m.cursors = append(m.cursors, c)
+		if c.ok {
+			m.push(len(m.cursors) - 1)
+		}
+	}
+	return m, nil
+}
+
+// merger visits the traces of the runs and of the store in trace id
+// order, a trace's spans from every one of them together, in the order
+// of the runs (the input's).
+type merger struct {
+	s       *spanStore
+	rank    int // the store's next trace
+	cursors []*cursor
+	heap    []int // the cursors not at their end, by their trace id
+	same    []int // scratch: the cursors at the trace being merged
+	in      graph.Interner
+}
+
+// next appends the spans of the next trace to dst and says from how many
+// runs (the store included) they came; ok is false once every trace was
+// visited.
+func (m *merger) next(dst []graph.Span) (_ []graph.Span, parts int, ok bool, err error) {
+	var id graph.TraceID
+	have := false
+	if m.rank < len(m.s.order) {
+		id, have = m.s.ids[m.s.order[m.rank]], true
+	}
+	if len(m.heap) > 0 {
+		if c := m.cursors[m.heap[0]]; !have || idLess(c.id, id) {
+			id, have = c.id, true
+		}
+	}
+	if !have {
+		return dst, 0, false, nil
+	}
+	m.same = m.same[:0]
+	for len(m.heap) > 0 && m.cursors[m.heap[0]].id == id {
+		m.same = append(m.same, m.pop())
+	}
+	slices.Sort(m.same)
+	for _, i := range m.same {
+		c := m.cursors[i]
+		if dst, err = graph.DecodeSpans(c.rec, dst, m.in.Intern); err != nil {
+			return dst, 0, false, fmt.Errorf("analyze: spill file: %w", err)
+		}
+		parts++
+		if err := c.advance(); err != nil {
+			return dst, 0, false, err
+		}
+		if c.ok {
+			m.push(i)
+		}
+	}
+	if m.rank < len(m.s.order) && m.s.ids[m.s.order[m.rank]] == id {
+		dst = m.s.gather(m.rank, dst)
+		m.rank++
+		parts++
+	}
+	return dst, parts, true, nil
+}
+
+// before orders the heap: by trace id, then by run.
+func (m *merger) before(i, j int) bool {
+	a, b := m.cursors[m.heap[i]], m.cursors[m.heap[j]]
+	if c := compareIDs(a.id, b.id); c != 0 {
+		return c < 0
+	}
+	return m.heap[i] < m.heap[j]
+}
+
+// push adds cursor i to the heap.
+func (m *merger) push(i int) {
+	m.heap = append(m.heap, i)
+	for k := len(m.heap) - 1; k > 0; {
+		p := (k - 1) / 2
+		if !m.before(k, p) {
+			break
+		}
+		m.heap[k], m.heap[p] = m.heap[p], m.heap[k]
+		k = p
+	}
+}
+
+// pop removes the heap's first cursor and returns it.
+func (m *merger) pop() int {
+	top := m.heap[0]
+	last := len(m.heap) - 1
+	m.heap[0] = m.heap[last]
+	m.heap = m.heap[:last]
+	for k := 0; ; {
+		l, r, least := 2*k+1, 2*k+2, k
+		if l < len(m.heap) && m.before(l, least) {
+			least = l
+		}
+		if r < len(m.heap) && m.before(r, least) {
+			least = r
+		}
+		if least == k {
+			break
+		}
+		m.heap[k], m.heap[least] = m.heap[least], m.heap[k]
+		k = least
+	}
+	return top
+}
+
+// idLess orders trace ids as bytes.Compare does.
+func idLess(a, b graph.TraceID) bool { return compareIDs(a, b) < 0 }
+
+func compareIDs(a, b graph.TraceID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
+}
+
+// cursor reads a run's records in order: a trace id, then its spans
+// (graph.TraceEncoder.AppendSpans).
+type cursor struct {
+	r    *bufio.Reader
+	left int64
+	ok   bool
+	id   graph.TraceID
+	rec  []byte // the spans of id
+	buf  []byte
+}
+
+// cursorBuffer is a cursor's read buffer: a few dozen runs, each read at
+// once, stay a few MiB.
+const cursorBuffer = 64 << 10
+
+func newCursor(s *spill) (*cursor, error) {
+	c := &cursor{r: bufio.NewReaderSize(io.NewSectionReader(s.f, 0, s.size), cursorBuffer), left: s.size}
+	return c, c.advance()
+}
+
+// advance reads the next record; c.ok is false at the end of the run.
+func (c *cursor) advance() error {
+	if c.left == 0 {
+		c.ok = false
+		return nil
+	}
+	var hdr [5]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return fmt.Errorf("analyze: spill file: %w", err)
+	}
+	n := int64(binary.LittleEndian.Uint32(hdr[1:]))
+	if hdr[0] != recSpans || n < 16 || n > c.left-5 {
+		return fmt.Errorf("analyze: spill file: a bad record (kind %d, %d bytes)", hdr[0], n)
+	}
+	if int64(cap(c.buf)) < n {
+		c.buf = make([]byte, n)
+	}
+	b := c.buf[:n]
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		return fmt.Errorf("analyze: spill file: %w", err)
+	}
+	c.left -= 5 + n
+	copy(c.id[:], b)
+	c.rec, c.ok = b[16:], true
+	return nil
+}
+
+// chunkSpans is how many spans a chunk of the store holds: chunks are
+// never regrown, so adding spans copies each span once.
+const chunkSpans = 1 << 14
+
+// packedSpan is a graph.Span without pointers, its trace an index in the
+// store's ids and its names indexes in the store's names: chunks of them
+// are memory the garbage collector does not scan.
+type packedSpan struct {
+	SpanID, ParentID                        graph.SpanID
+	Start, End                              int64
+	Target                                  uint64
+	trace                                   int32
+	service, version, name, operation, peer uint32
+	Resend, StatusCode                      int32
+	Kind                                    graph.Kind
+	Claim                                   graph.Claim
+	FailOpen                                graph.Tri
+	flags                                   uint8
+}
+
+// Span flags.
+const (
+	fFailed uint8 = 1 << iota
+	fHasResend
+	fCriteria
+	fSuppressed
+)
+
+// Memory accounted per span (packed, plus its place in the grouping) and
+// per trace (id, count, order, offset, index entry).
+const (
+	spanCost  = int64(unsafe.Sizeof(packedSpan{})) + 4
+	traceCost = 16 + 4 + 4 + 4 + 48
+	nameCost  = 16 + 16 + 8 // the string header, its index entry
+)
+
+// spanStore holds spans in chunks, by trace.
+type spanStore struct {
+	chunks [][]packedSpan // kept when the store is emptied
+	n      int
+	index  map[graph.TraceID]int32
+	ids    []graph.TraceID
+	counts []int32
+	last   int32 // the trace of the last span added, -1 when none
+	lastID graph.TraceID
+
+	names     map[string]uint32
+	table     []string
+	nameBytes int64
+	cache     []nameSlot
+
+	// By group: the traces in id order, where each one's spans start in
+	// perm, and the spans (their places in the chunks) by trace.
+	order []int32
+	off   []int32
+	perm  []int32
+	next  []int32 // scratch
+}
+
+type nameSlot struct {
+	p   *byte
+	n   int
+	idx uint32
+}
+
+// reset empties the store.
+func (s *spanStore) reset() {
+	s.n, s.last = 0, -1
+	for i := range s.chunks {
+		s.chunks[i] = s.chunks[i][:0]
+	}
+	s.index = make(map[graph.TraceID]int32, 1024)
+	s.ids, s.counts = s.ids[:0], s.counts[:0]
+	s.names = make(map[string]uint32, 256)
+	s.table, s.nameBytes = s.table[:0], 0
+	if s.cache == nil {
+		s.cache = make([]nameSlot, 4096)
+	} else {
+		clear(s.cache)
+	}
+	s.order, s.off, s.perm = s.order[:0], s.off[:0], s.perm[:0]
+}
+
+// size returns the bytes the store accounts for.
+func (s *spanStore) size() int64 {
+	return int64(s.n)*spanCost + int64(len(s.ids))*traceCost + s.nameBytes
+}
+
+// name returns the number of name n. Decoders intern names: a cache keyed
+// by where a string's bytes are answers most lookups without hashing.
+func (s *spanStore) name(n string) uint32 {
+	p := unsafe.StringData(n)
+	c := &s.cache[(uintptr(unsafe.Pointer(p))>>4^uintptr(len(n)))&uintptr(len(s.cache)-1)]
+	if c.p == p && c.n == len(n) && p != nil {
+		return c.idx
+	}
+	i, ok := s.names[n]
+	if !ok {
+		i = uint32(len(s.table))
+		s.names[n] = i
+		s.table = append(s.table, n)
+		s.nameBytes += int64(len(n)) + nameCost
+	}
+	*c = nameSlot{p: p, n: len(n), idx: i}
+	return i
+}
+
+// add copies sp into the store.
+func (s *spanStore) add(sp *graph.Span) {
+	t := s.last
+	if t < 0 || sp.TraceID != s.lastID {
+		var ok bool
+		if t, ok = s.index[sp.TraceID]; !ok {
+			t = int32(len(s.ids))
+			s.index[sp.TraceID] = t
+			s.ids = append(s.ids, sp.TraceID)
+			s.counts = append(s.counts, 0)
+		}
+		s.last, s.lastID = t, sp.TraceID
+	}
+	s.counts[t]++
+	c := s.n / chunkSpans
+	if c == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]packedSpan, 0, chunkSpans))
+	}
+	var f uint8
+	if sp.Failed {
+		f |= fFailed
+	}
+	if sp.HasResend {
+		f |= fHasResend
+	}
+	if sp.CriteriaSatisfied {
+		f |= fCriteria
+	}
+	if sp.Suppressed {
+		f |= fSuppressed
+	}
+	chunk := s.chunks[c]
+	chunk = chunk[:len(chunk)+1]
+	p := &chunk[len(chunk)-1]
+	*p = packedSpan{
+		SpanID: sp.SpanID, ParentID: sp.ParentID, Start: sp.Start, End: sp.End, Target: sp.Target, trace: t,
+		service: s.name(sp.Service), version: s.name(sp.Version), name: s.name(sp.Name),
+		operation: s.name(sp.Operation), peer: s.name(sp.Peer),
+		Resend: sp.Resend, StatusCode: sp.StatusCode, Kind: sp.Kind, Claim: sp.Claim, FailOpen: sp.FailOpen, flags: f,
+	}
+	s.chunks[c] = chunk
+	s.n++
+}
+
+// group orders the store's traces by id and their spans by trace (each
+// trace's in input order), without moving them.
+func (s *spanStore) group() {
+	s.order = s.order[:0]
+	for i := range s.ids {
+		s.order = append(s.order, int32(i))
+	}
+	slices.SortFunc(s.order, func(x, y int32) int { return compareIDs(s.ids[x], s.ids[y]) })
+	// next[t]: where trace t's next span goes in perm.
+	next := slices.Grow(s.next[:0], len(s.ids))[:len(s.ids)]
+	s.next = next
+	pos := int32(0)
+	for _, t := range s.order {
+		next[t] = pos
+		pos += s.counts[t]
+	}
+	s.perm = slices.Grow(s.perm[:0], s.n)[:s.n]
+	for c, chunk := range s.chunks {
+		base := int32(c * chunkSpans)
+		for i := range chunk {
+			t := chunk[i].trace
+			s.perm[next[t]] = base + int32(i)
+			next[t]++
+		}
+	}
+	// next[t] is now where trace t ends; off[r] where the trace of rank r
+	// starts.
+	ends := next
+	s.off = slices.Grow(s.off[:0], len(s.order)+1)[:len(s.order)+1]
+	s.off[0] = 0
+	for r, t := range s.order {
+		s.off[r+1] = ends[t]
+	}
+}
+
+// gather appends the spans of the trace of rank r (after group) to dst.
+func (s *spanStore) gather(r int, dst []graph.Span) []graph.Span {
+	id := s.ids[s.order[r]]
+	idx := s.perm[s.off[r]:s.off[r+1]]
+	n := len(dst)
+	dst = slices.Grow(dst, len(idx))[:n+len(idx)]
+	for j, k := range idx {
+		p := &s.chunks[k/chunkSpans][k%chunkSpans]
+		d := &dst[n+j]
+		// Written in place (a literal appended is built, then copied).
+		*d = graph.Span{
+			TraceID: id, SpanID: p.SpanID, ParentID: p.ParentID, Kind: p.Kind,
+			Service: s.table[p.service], Version: s.table[p.version], Name: s.table[p.name],
+			Operation: s.table[p.operation], Peer: s.table[p.peer],
+			Start: p.Start, End: p.End, Failed: p.flags&fFailed != 0, Claim: p.Claim,
+			HasResend: p.flags&fHasResend != 0, Resend: p.Resend, CriteriaSatisfied: p.flags&fCriteria != 0,
+			Suppressed: p.flags&fSuppressed != 0, FailOpen: p.FailOpen, Target: p.Target, StatusCode: p.StatusCode,
+		}
+	}
+	return dst
 }
 
 // spill is an append-only temporary file of records: a kind byte, a
@@ -600,7 +825,6 @@ type spill struct {
 	f       *os.File
 	w       *bufio.Writer
 	size    int64
-	rbuf    []byte
 	enc     []byte
 	coder   graph.TraceEncoder
 	results analysis.ResultEncoder
@@ -608,8 +832,7 @@ type spill struct {
 }
 
 const (
-	recSpans  byte = 1
-	recFacts  byte = 2
+	recSpans  byte = 1 // a trace id, then its spans (graph.TraceEncoder.AppendSpans)
 	recResult byte = 3 // the start minute (8 bytes), then the result
 )
 
@@ -633,24 +856,19 @@ func newSpill(f *os.File) *spill {
 	return &spill{f: f, w: bufio.NewWriterSize(f, 1<<20), in: graph.Interner{}}
 }
 
-func (s *spill) write(kind byte, payload []byte) (spillRef, error) {
+func (s *spill) write(kind byte, payload []byte) (int64, error) {
 	var hdr [5]byte
 	hdr[0] = kind
 	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	ref := spillRef{off: s.size, n: int32(len(payload))}
+	off := s.size
 	if _, err := s.w.Write(hdr[:]); err != nil {
-		return ref, fmt.Errorf("analyze: spill file: %w", err)
+		return off, fmt.Errorf("analyze: spill file: %w", err)
 	}
 	if _, err := s.w.Write(payload); err != nil {
-		return ref, fmt.Errorf("analyze: spill file: %w", err)
+		return off, fmt.Errorf("analyze: spill file: %w", err)
 	}
 	s.size += int64(len(hdr) + len(payload))
-	return ref, nil
-}
-
-func (s *spill) writeSpans(spans []graph.Span) (spillRef, error) {
-	s.enc = s.coder.AppendSpans(s.enc[:0], spans)
-	return s.write(recSpans, s.enc)
+	return off, nil
 }
 
 func (s *spill) writeResult(r *analysis.TraceResult) error {
@@ -683,50 +901,6 @@ func (s *spill) eachResult(ctx context.Context, want func(minute int64) bool, fn
 		fn(res)
 		return nil
 	})
-}
-
-func (s *spill) writeFacts(t *graph.Trace) (spillRef, error) {
-	s.enc = s.coder.Append(s.enc[:0], t)
-	return s.write(recFacts, s.enc)
-}
-
-// read returns the payload of ref (valid until the next read).
-func (s *spill) read(ref spillRef) ([]byte, error) {
-	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	if cap(s.rbuf) < int(ref.n) {
-		s.rbuf = make([]byte, ref.n)
-	}
-	b := s.rbuf[:ref.n]
-	if _, err := s.f.ReadAt(b, ref.off+5); err != nil {
-		return nil, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	return b, nil
-}
-
-func (s *spill) readSpans(ref spillRef, dst []graph.Span) ([]graph.Span, error) {
-	b, err := s.read(ref)
-	if err != nil {
-		return dst, err
-	}
-	dst, err = graph.DecodeSpans(b, dst, s.in.Intern)
-	if err != nil {
-		return dst, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	return dst, nil
-}
-
-func (s *spill) readFacts(ref spillRef) (*graph.Trace, error) {
-	b, err := s.read(ref)
-	if err != nil {
-		return nil, err
-	}
-	t, err := graph.DecodeTraceInterned(b, s.in.Intern)
-	if err != nil {
-		return nil, fmt.Errorf("analyze: spill file: %w", err)
-	}
-	return t, nil
 }
 
 // scanRecords calls fn with every record of kind, in file order (rec is

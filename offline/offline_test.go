@@ -3,6 +3,7 @@ package offline_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +30,16 @@ func TestAnalyzeEqualsInMemory(t *testing.T) {
 		t.Fatal("the corpus has no incident: the incidents' figures are not compared")
 	}
 	// With the incidents' figures from per-minute sums (the default), and
-	// from the workers' result files (one minute kept per worker).
-	for _, tc := range []struct{ pending, minutes int }{{50, 360}, {1 << 20, 360}, {50, 1}, {1 << 20, 1}} {
+	// from the workers' result files (one minute kept per worker); with a
+	// budget of one byte (spilling every 1,024 spans); on one core and on
+	// two.
+	for _, tc := range []struct {
+		pending, minutes, procs int
+		budget                  int64
+	}{{50, 360, 2, 0}, {1 << 20, 360, 2, 0}, {50, 1, 2, 0}, {1 << 20, 1, 2, 0},
+		{50, 360, 1, 0}, {1 << 20, 1, 1, 0}, {0, 360, 1, 1}, {0, 1, 2, 1}} {
 		pending := tc.pending
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 		defer offline.SetMaxMinuteResults(offline.SetMaxMinuteResults(tc.minutes))
 		read := func(emit func([]graph.Span) error) error {
 			for lo := 0; lo < len(all); lo += 37 {
@@ -41,15 +49,16 @@ func TestAnalyzeEqualsInMemory(t *testing.T) {
 			}
 			return nil
 		}
-		doc, _, st, err := offline.Analyze(context.Background(), read, offline.Config{Analysis: acfg, MaxPendingSpans: pending, TempDir: t.TempDir()})
+		doc, _, st, err := offline.Analyze(context.Background(), read, offline.Config{Analysis: acfg, MaxPendingSpans: pending,
+			MemoryBudget: tc.budget, TempDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pending == 50 && (st.Reopened == 0 || st.FlushedEarly == 0) {
-			t.Fatalf("buffer of 50: %+v, want early flushes and re-opens", st)
+		if (pending == 50 || tc.budget == 1) && (st.Reopened == 0 || st.FlushedEarly == 0) {
+			t.Fatalf("%+v: %+v, want early flushes and re-opens", tc, st)
 		}
 		if got := storetest.DocJSON(t, doc); got != want {
-			t.Fatalf("buffer %d, %d minutes' sums: offline document differs:\n got %s\nwant %s", pending, tc.minutes, got, want)
+			t.Fatalf("%+v: offline document differs:\n got %s\nwant %s", tc, got, want)
 		}
 	}
 }

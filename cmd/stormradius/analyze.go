@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/stormradius/stormradius/analysis"
@@ -20,7 +22,8 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	window := fs.Duration("window", analysis.DefaultWindow, "analysis window (docs/SPEC.md §4.3): multi-trace figures are taken over the epoch-aligned window of each trace")
 	from := fs.String("from", "", "count only traces whose start minute is at or after this (RFC 3339, unix seconds or now-DURATION), as `report` does")
 	to := fs.String("to", "", "count only traces whose start minute is before this")
-	tmp := fs.String("tmp", "", "directory of the spill file (default: the system's temporary directory)")
+	tmp := fs.String("tmp", "", "directory of the spill files (default: the system's temporary directory)")
+	memory := fs.Int("memory-mib", defaultMemoryMiB, "memory (MiB) analyze aims to stay within, whatever the input's size: spans past what it leaves go to spill files (an input that fits never touches the disk)")
 	limits := app.LimitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
@@ -62,11 +65,17 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
 		return exitUsage
 	}
+	if *memory < minMemoryMiB {
+		fmt.Fprintf(stderr, "stormradius analyze: --memory-mib %d: want at least %d\n", *memory, minMemoryMiB)
+		return exitUsage
+	}
+	defer limitMemory(*memory)()
 	var in *loaded
 	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
 		in = readInputs(ctx, files, *claimHeader, stdin, stderr, emit)
 		return nil
-	}, offline.Config{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp})
+	}, offline.Config{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp,
+		MemoryBudget: spanBudget(*memory)})
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "stormradius analyze: interrupted")
 		return exitFail
@@ -91,6 +100,43 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return exitFail
 	}
 	return exitOK
+}
+
+// The memory analyze aims to stay within (--memory-mib): the default, and
+// the least that leaves room for the runtime, the decoder and the window
+// states besides the spans.
+const (
+	defaultMemoryMiB = 256
+	minMemoryMiB     = 64
+)
+
+// spanBudget is what of mib MiB the spans held in memory may take
+// (offline.Config.MemoryBudget): three eighths (96 MiB of the default
+// 256). The rest is the collector's headroom over the live heap, the
+// decoder's buffers, the window states and the program itself.
+func spanBudget(mib int) int64 { return int64(mib) << 20 * 3 / 8 }
+
+// limitMemory sets the Go runtime's soft memory limit to three quarters
+// of mib MiB (unless GOMEMLIMIT sets one), so that the collector works
+// harder rather than let the heap grow past it, and, the limit bounding
+// the heap, lets the heap grow to 5 × what is live between collections
+// (GOGC=400, unless GOGC is set): an input whose spans fit then costs a
+// few collections, not a dozen. It returns what restores both.
+func limitMemory(mib int) func() {
+	var restore []func()
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+		old := debug.SetMemoryLimit(int64(mib) << 20 * 3 / 4)
+		restore = append(restore, func() { debug.SetMemoryLimit(old) })
+		if _, ok := os.LookupEnv("GOGC"); !ok {
+			old := debug.SetGCPercent(400)
+			restore = append(restore, func() { debug.SetGCPercent(old) })
+		}
+	}
+	return func() {
+		for _, f := range restore {
+			f()
+		}
+	}
 }
 
 // capped says what the caps on names changed (a note, not a failure: the

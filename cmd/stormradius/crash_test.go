@@ -34,7 +34,7 @@ var (
 
 // commandBinary builds the stormradius command once per test run: crash tests
 // need a real process to kill.
-func commandBinary(t *testing.T) string {
+func commandBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and kills real processes")

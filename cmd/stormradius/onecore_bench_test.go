@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/stormradius/stormradius/sim"
+)
+
+// refEnv makes the test binary a reference process (TestMain): pdata's
+// bare unmarshal of every request of the file it names, then exit.
+const refEnv = "STORMRADIUS_BENCH_PDATA"
+
+// TestMain runs the reference process of BenchmarkAnalyzeOneCore when
+// refEnv is set, the tests otherwise (and then deletes the binary
+// commandBinary built, if any).
+func TestMain(m *testing.M) {
+	if p := os.Getenv(refEnv); p != "" {
+		n, err := pdataUnmarshal(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(n)
+		os.Exit(0)
+	}
+	code := m.Run()
+	if binPath != "" { // commandBinary's build, once per test process
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// pdataUnmarshal unmarshals every request of the file with pdata
+// (length-prefixed protobuf, or OTLP JSON lines when the first byte is
+// '{') and returns the spans.
+func pdataUnmarshal(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	spans := 0
+	if len(data) > 0 && data[0] == '{' {
+		var u ptrace.JSONUnmarshaler
+		for len(data) > 0 {
+			line := data
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				data = nil
+			}
+			if len(line) == 0 {
+				continue
+			}
+			td, err := u.UnmarshalTraces(line)
+			if err != nil {
+				return spans, err
+			}
+			spans += td.SpanCount()
+		}
+		return spans, nil
+	}
+	var u ptrace.ProtoUnmarshaler
+	for len(data) >= 4 {
+		n := binary.BigEndian.Uint32(data)
+		if uint64(n) > uint64(len(data)-4) {
+			return spans, fmt.Errorf("%s: truncated message", path)
+		}
+		td, err := u.UnmarshalTraces(data[4 : 4+n])
+		if err != nil {
+			return spans, err
+		}
+		spans += td.SpanCount()
+		data = data[4+n:]
+	}
+	return spans, nil
+}
+
+// oneCoreScenario is the analysis corpus's mesh (analysis/bench_test.go)
+// with traces traces: 2,400 are about 366,000 spans.
+func oneCoreScenario(traces int) sim.Scenario {
+	sc := sim.Mesh(sim.MeshConfig{Seed: 7, APIs: 4, Depth: 25, Fanout: 3, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.002,
+		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
+	sc.Traces = traces
+	sc.Faults = []sim.Fault{
+		{Service: "svc-20-1", Rate: 0.2, Persistent: true},
+		{Service: "svc-12-2", Rate: 0.1, Persistent: true},
+		{Service: "svc-6-0", Rate: 0.05, Persistent: true},
+	}
+	return sc
+}
+
+// writeCorpus writes the scenario to a file in format f and returns its
+// path and span count.
+func writeCorpus(b *testing.B, dir string, sc sim.Scenario, f sim.Format) (string, int) {
+	b.Helper()
+	name := "corpus.pb"
+	if f == sim.JSONLines {
+		name = "corpus.jsonl"
+	}
+	p := filepath.Join(dir, name)
+	out, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := sim.Write(sc, out, f)
+	if err == nil {
+		err = out.Close()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, st.Spans
+}
+
+// run1 runs the command with GOMAXPROCS=1 and returns its wall time,
+// peak RSS (bytes) and CPU time (user + system).
+func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64, time.Duration) {
+	return runProcs(b, cmd, "1")
+}
+
+// runProcs is run1 with GOMAXPROCS=procs (every core when "").
+func runProcs(b *testing.B, cmd *exec.Cmd, procs string) (time.Duration, int64, time.Duration) {
+	b.Helper()
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	if procs != "" {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v: %v\n%s", cmd.Args, err, errb.String())
+	}
+	d := time.Since(t0)
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return d, ru.Maxrss << 10, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAnalyzeOneCore is `stormradius analyze FILE` (output to
+// /dev/null) against pdata's bare unmarshal of every request of the same
+// file, each a whole process on one core (GOMAXPROCS=1), alternating in
+// every iteration: ~366,000 spans of the analysis corpus's mesh, as
+// length-prefixed protobuf and as OTLP JSON lines. The reference is this
+// test binary re-executed (TestMain, refEnv). Metrics: the median of the
+// iterations' ratios (reference time / analyze time; ≥ 1 means analyze is
+// at least as fast), the same ratio in CPU time (user + system), the
+// spans/s of both, analyze's peak RSS. analyze's document is checked once
+// (its span count), untimed.
+//
+// With STORMRADIUS_BIG_INPUT=MiB set, the sub-benchmark "big" writes a
+// protobuf file of about that size to the temporary directory, runs
+// analyze on it once and reports its peak RSS (the memory bound), then
+// deletes it.
+func BenchmarkAnalyzeOneCore(b *testing.B) {
+	bin := commandBinary(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    sim.Format
+	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
+		b.Run(tc.name, func(b *testing.B) {
+			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			// Once, untimed: analyze's document counts every span.
+			var doc bytes.Buffer
+			c := exec.Command(bin, "analyze", path)
+			c.Stdout = &doc
+			run1(b, c)
+			var got struct{ Spans int }
+			if err := json.Unmarshal(doc.Bytes(), &got); err != nil || got.Spans != spans {
+				b.Fatalf("analyze: %v, %d spans, want %d", err, got.Spans, spans)
+			}
+			var ratios, cpuRatios []float64
+			var ref, ana time.Duration
+			var rss int64
+			for i := 0; i < b.N; i++ {
+				c := exec.Command(self, "-test.run=^$")
+				var out bytes.Buffer
+				c.Stdout = &out
+				c.Env = append(os.Environ(), refEnv+"="+path)
+				dr, _, cr := run1(b, c)
+				if got, _ := strconv.Atoi(string(bytes.TrimSpace(out.Bytes()))); got != spans {
+					b.Fatalf("reference unmarshalled %q spans, want %d", out.String(), spans)
+				}
+				c = exec.Command(bin, "analyze", path)
+				c.Stdout = io.Discard
+				da, r, ca := run1(b, c)
+				ratios = append(ratios, dr.Seconds()/da.Seconds())
+				cpuRatios = append(cpuRatios, cr.Seconds()/ca.Seconds())
+				ref += dr
+				ana += da
+				rss = max(rss, r)
+			}
+			n := float64(spans) * float64(b.N)
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+			// CPU time (user + system) drifts less than wall time on a
+			// loaded machine: the same ratio in CPU time.
+			slices.Sort(cpuRatios)
+			b.ReportMetric(cpuRatios[len(cpuRatios)/2], "median-cpu-ratio")
+			b.ReportMetric(n/ana.Seconds(), "spans/s")
+			b.ReportMetric(n/ref.Seconds(), "ref-spans/s")
+			b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+	if os.Getenv("STORMRADIUS_BIG_INPUT") == "" {
+		return
+	}
+	b.Run("big", func(b *testing.B) {
+		mib, err := strconv.Atoi(os.Getenv("STORMRADIUS_BIG_INPUT"))
+		if err != nil || mib <= 0 {
+			b.Fatalf("STORMRADIUS_BIG_INPUT=%q: want a size in MiB", os.Getenv("STORMRADIUS_BIG_INPUT"))
+		}
+		dir := b.TempDir()
+		df, _ := exec.Command("df", "-h", dir).CombinedOutput()
+		b.Logf("disk before writing %d MiB:\n%s", mib, df)
+		// ~213 bytes a span, ~153 spans a trace.
+		path, spans := writeCorpus(b, dir, oneCoreScenario(mib<<20/(213*153)), sim.Proto)
+		st, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		df, _ = exec.Command("df", "-h", dir).CombinedOutput()
+		defer os.Remove(path)
+		b.Logf("disk with the file:\n%s", df)
+		// On one core, and on every core (more decoding goroutines and
+		// workers, more memory).
+		var peak int64
+		for i := 0; i < b.N; i++ {
+			for _, procs := range []string{"1", ""} {
+				c := exec.Command(bin, "analyze", "--tmp", dir, path)
+				c.Stdout = io.Discard
+				d, rss, cpu := runProcs(b, c, procs)
+				b.Logf("GOMAXPROCS=%q: %d MiB, %d spans: %v (CPU %v), peak RSS %d MiB", procs, st.Size()>>20, spans, d, cpu, rss>>20)
+				peak = max(peak, rss)
+			}
+		}
+		b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// BenchmarkAnalyzeInProcess is BenchmarkAnalyzeOneCore's `analyze` of the
+// protobuf corpus run in the test process, for profiles:
+//
+//	go test -run XXX -bench AnalyzeInProcess -cpu 1 -cpuprofile cpu.out ./cmd/stormradius/
+func BenchmarkAnalyzeInProcess(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		f    sim.Format
+	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
+		b.Run(tc.name, func(b *testing.B) {
+			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if code := run(context.Background(), []string{"analyze", path}, strings.NewReader(""), io.Discard, io.Discard); code != 0 {
+					b.Fatalf("exit %d", code)
+				}
+			}
+			b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+		})
+	}
+}
