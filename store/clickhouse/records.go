@@ -117,6 +117,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkWrite("apply"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	if err := s.ensureProgress(ctx); err != nil {
 		return err
 	}

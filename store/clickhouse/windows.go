@@ -88,6 +88,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.checkWrite("put summaries"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	if len(sums) == 0 {
 		return nil
 	}
@@ -174,6 +175,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkWrite("delete"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	cutoff := floorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)

@@ -197,6 +197,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.fence("apply"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "apply", err)
@@ -370,6 +371,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.fence("put summaries"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "put summaries", err)
@@ -449,6 +451,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.fence("delete"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx)
 	day := int64(24 * time.Hour)
 	cutoff := floorDiv(t, day) * day
 	minute := floorDiv(cutoff, int64(time.Minute))
