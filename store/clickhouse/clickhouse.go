@@ -248,7 +248,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
 		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
-	s.pos.Read = s.readPosition
+	// Its own inserts make parts too: each write reads the fingerprint
+	// after it (a write another process makes at the same moment is then
+	// taken for this one's: positions do not order processes' writes
+	// finer than that).
+	s.pos.Read, s.pos.Absorb = s.readPosition, true
 	if s.log == nil {
 		s.log = slog.Default()
 	}

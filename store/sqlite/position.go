@@ -8,12 +8,15 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// The write position (store.Store.Position) follows results.db's PRAGMA
-// data_version, read on a connection of its own: SQLite changes it on that
-// connection whenever another connection — this process's writer, or
-// another process's — commits to the file, and only then. Spans (spans.db)
-// are not covered, as the contract says. Lease renewals move it too, which
-// only costs readers a cache miss.
+// The write position (store.Store.Position) follows PRAGMA data_version
+// of results.db, which SQLite changes on a connection whenever another
+// connection commits to the file, and only then. A writable store reads it
+// on its writer's connection (the pool of one): it then moves for other
+// processes' commits only, this process's writes reporting themselves,
+// with the minutes they touched (Wrote), so that the tier cache keeps the
+// rest. A read-only store, which never commits, reads it on a reader
+// connection of its own. Spans (spans.db) are not covered, as the
+// contract says.
 
 // positionConn pins the connection data_version is read on (under the
 // tracker's lock): a value is only comparable with another read on the same
@@ -25,6 +28,13 @@ type positionConn struct {
 
 // readPosition returns results.db's fingerprint for the position tracker.
 func (s *shared) readPosition(ctx context.Context) (uint64, error) {
+	if !s.readOnly {
+		var v int64
+		if err := s.resW.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+			return 0, unavailable(ctx, "read write position", err)
+		}
+		return uint64(v), nil
+	}
 	pc := &s.posConn
 	if pc.conn == nil {
 		c, err := s.resR.Conn(ctx)

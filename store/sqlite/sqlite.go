@@ -108,6 +108,7 @@ type shared struct {
 
 	pos     position.Tracker // the write position (position.go)
 	posConn positionConn     // under pos's lock
+	tiers   *tierCache       // reports of bucket ranges (tiers.go)
 
 	viewsMu sync.Mutex
 	views   map[*Store]struct{} // the open views, whose leases Close releases
@@ -146,7 +147,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if sh.log == nil {
 		sh.log = slog.Default()
 	}
-	sh.pos.Read = sh.readPosition
+	sh.tiers = newTierCache(defaultTierBytes)
+	sh.pos.Read, sh.pos.OnMove = sh.readPosition, sh.tiers.invalidate
 	s := handle(sh, "", false)
 	defer func() {
 		if err != nil {

@@ -1,11 +1,12 @@
 // Package position keeps a store's write position (store.Store.Position):
 // a counter of this process that moves on the process's own writes at once
-// and on anyone's writes when a cheap fingerprint of the database, read at
+// and on anyone else's when a cheap fingerprint of the database, read at
 // most every Every, differs from the last one read.
 package position
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,13 +16,30 @@ import (
 // another process's writes become visible within it.
 const DefaultEvery = 250 * time.Millisecond
 
-// Tracker keeps a write position. The zero value is not usable: set Read.
-// It is safe for concurrent use.
+// All is the range of minutes a write of unknown extent touched.
+const (
+	AllLo = math.MinInt64
+	AllHi = math.MaxInt64
+)
+
+// Tracker keeps a write position. Set Read before use; it is safe for
+// concurrent use.
 type Tracker struct {
 	// Read returns the database's fingerprint: it differs whenever a
-	// write (this process's or another's) changed what a read returns. A
-	// fingerprint that changes for nothing only costs a cache miss.
+	// write the process did not report by Wrote changed what a read
+	// returns (and, with Absorb, also for those it reported). A
+	// fingerprint that changes for nothing only costs readers a miss.
 	Read func(ctx context.Context) (uint64, error)
+	// Absorb: the process's own writes change the fingerprint too, and
+	// Wrote reads it after each so that the next poll does not take the
+	// write for another's. Without it the fingerprint must move for other
+	// writers only (SQLite's data_version on the writer's connection).
+	Absorb bool
+	// OnMove, when set, is called with the minutes [lo, hi) a move of the
+	// position may have changed (AllLo, AllHi for a write of unknown
+	// extent: another process's), before the position moves, under the
+	// tracker's lock: a store drops what it kept of those minutes.
+	OnMove func(lo, hi int64)
 	// Every bounds how often Read runs (DefaultEvery when zero); a
 	// negative Every reads on every Position.
 	Every time.Duration
@@ -35,20 +53,59 @@ type Tracker struct {
 }
 
 // Position returns the write position: positive, never decreasing, moved
-// by every write seen (Wrote, or a fingerprint that changed).
+// by every write seen (Wrote, or a fingerprint that changed). While one
+// caller reads the fingerprint the others take the position as it is.
 func (t *Tracker) Position(ctx context.Context) (uint64, error) {
-	if now := time.Now().UnixNano(); t.known0() && now < t.due.Load() {
+	if due := t.due.Load(); due != 0 && time.Now().UnixNano() < due {
 		return t.pos.Load() + 1, nil
 	}
-	t.mu.Lock()
+	if t.due.Load() != 0 {
+		if !t.mu.TryLock() {
+			return t.pos.Load() + 1, nil // another caller is reading it
+		}
+	} else {
+		t.mu.Lock() // the first read: every caller waits for it
+	}
 	defer t.mu.Unlock()
-	if t.known && time.Now().UnixNano() < t.due.Load() {
+	if due := t.due.Load(); due != 0 && time.Now().UnixNano() < due {
 		return t.pos.Load() + 1, nil // another caller polled while this one waited
 	}
-	if err := t.poll(ctx); err != nil {
+	fp, err := t.Read(ctx)
+	if err != nil {
 		return 0, err
 	}
+	if t.known && fp != t.last {
+		t.move(AllLo, AllHi)
+	}
+	t.last, t.known = fp, true
+	every := t.Every
+	if every == 0 {
+		every = DefaultEvery
+	}
+	t.due.Store(max(1, time.Now().UnixNano()+int64(every)))
 	return t.pos.Load() + 1, nil
+}
+
+// move moves the position for a write of minutes [lo, hi); under t.mu.
+func (t *Tracker) move(lo, hi int64) {
+	if t.OnMove != nil {
+		t.OnMove(lo, hi)
+	}
+	t.pos.Add(1)
+}
+
+// Wrote moves the position after a write of this process that touched
+// minutes [lo, hi) (AllLo, AllHi: unknown) returned, or failed: part of it
+// may be stored. A write that changed nothing moves it too.
+func (t *Tracker) Wrote(ctx context.Context, lo, hi int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.move(lo, hi)
+	if t.Absorb {
+		if fp, err := t.Read(context.WithoutCancel(ctx)); err == nil {
+			t.last, t.known = fp, true
+		}
+	}
 }
 
 // Do runs fn under the lock Read runs under (a store closing what Read
@@ -57,41 +114,4 @@ func (t *Tracker) Do(fn func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fn()
-}
-
-// known0 reports, without the lock, whether a fingerprint was read.
-func (t *Tracker) known0() bool { return t.due.Load() != 0 }
-
-// poll reads the fingerprint and moves the position when it changed;
-// under t.mu.
-func (t *Tracker) poll(ctx context.Context) error {
-	fp, err := t.Read(ctx)
-	if err != nil {
-		return err
-	}
-	if t.known && fp != t.last {
-		t.pos.Add(1)
-	}
-	t.last, t.known = fp, true
-	every := t.Every
-	if every == 0 {
-		every = DefaultEvery
-	}
-	t.due.Store(max(1, time.Now().UnixNano()+int64(every)))
-	return nil
-}
-
-// Wrote moves the position after a write of this process returned (or
-// failed: part of it may be stored), and takes the fingerprint that write
-// left as the last one read, so that the next poll does not move the
-// position for it again. A write that changed nothing moves it too.
-func (t *Tracker) Wrote(ctx context.Context) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	// The position moves first: a reader that sees the new position reads
-	// after the write.
-	t.pos.Add(1)
-	if fp, err := t.Read(context.WithoutCancel(ctx)); err == nil {
-		t.last, t.known = fp, true
-	}
 }
