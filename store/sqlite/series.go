@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
@@ -34,6 +35,15 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		}
 		return out[i]
 	}
+	if level == 0 && hi-lo > step {
+		// Steps that no tier tiles whole (a range of "now-7d" starts
+		// mid-hour): each step from the coarsest buckets inside it, rather
+		// than every minute of the range.
+		if err := s.tiledSeries(ctx, q.API, lo, hi, step, at); err != nil {
+			return nil, err
+		}
+		return prune(out), nil
+	}
 	// i = (bucket·size − lo) / step: the step a bucket falls in.
 	args := []any{size, lo, step, tier, lo / size, hi / size, q.API}
 	var i int64
@@ -49,12 +59,94 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 			return nil, err
 		}
 	}
+	return prune(out), nil
+}
+
+// prune drops the steps that hold nothing.
+func prune(out []*analysis.APIAgg) []*analysis.APIAgg {
 	for i, a := range out {
 		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
 			out[i] = nil
 		}
 	}
-	return out, nil
+	return out
+}
+
+// tiledSeries adds api's figures of each step of minutes [lo, hi) to
+// at(step): each step tiled by the whole buckets of the coarsest tiers
+// inside it (days, then hours, ten minutes and minutes at its edges),
+// read per tier and table by the runs of buckets used, grouped by bucket.
+func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64, at func(int64) *analysis.APIAgg) error {
+	runs := make([][]bucketRun, len(tiers)) // by level
+	for sLo := lo; sLo < hi; sLo += step {
+		tile(sLo, min(sLo+step, hi), len(tiers)-1, func(level int, bLo, bHi int64) {
+			rs := runs[level]
+			if n := len(rs); n > 0 && rs[n-1].hi == bLo {
+				rs[n-1].hi = bHi
+			} else {
+				rs = append(rs, bucketRun{bLo, bHi})
+			}
+			runs[level] = rs
+		})
+	}
+	const perQuery = 200 // runs a query's condition lists
+	for level, rs := range runs {
+		size, id := tiers[level].minutes, tiers[level].id
+		for len(rs) > 0 {
+			chunk := rs[:min(len(rs), perQuery)]
+			rs = rs[len(chunk):]
+			var cond strings.Builder
+			args := []any{id, api}
+			cond.WriteString(`tier = ? AND api = ? AND (`)
+			for i, r := range chunk {
+				if i > 0 {
+					cond.WriteString(` OR `)
+				}
+				cond.WriteString(`bucket >= ? AND bucket < ?`)
+				args = append(args, r.lo, r.hi)
+			}
+			cond.WriteString(`)`)
+			var b int64
+			for _, t := range rollupTables {
+				if t.scope.Aggregate() != analysis.ScopeAPI {
+					continue
+				}
+				err := s.scanTable(ctx, t, t.selectSQL([]string{"bucket"}, cond.String()), args, []any{&b}, func(value float64, sums []int64) error {
+					t.add(analysis.Agg{API: at((b*size - lo) / step)}, value, sums)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// bucketRun is buckets [lo, hi) of one tier.
+type bucketRun struct{ lo, hi int64 }
+
+// tile covers minutes [lo, hi) with the whole buckets of tiers[level] inside
+// it and, at its edges, of the tiers below: emit gets runs of buckets
+// [bLo, bHi) by level.
+func tile(lo, hi int64, level int, emit func(level int, bLo, bHi int64)) {
+	if lo >= hi {
+		return
+	}
+	if level == 0 {
+		emit(0, lo, hi)
+		return
+	}
+	size := tiers[level].minutes
+	bLo, bHi := floorDiv(lo+size-1, size), floorDiv(hi, size)
+	if bLo >= bHi {
+		tile(lo, hi, level-1, emit)
+		return
+	}
+	tile(lo, bLo*size, level-1, emit)
+	emit(level, bLo, bHi)
+	tile(bHi*size, hi, level-1, emit)
 }
 
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
