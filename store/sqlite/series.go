@@ -75,7 +75,7 @@ func prune(out []*analysis.APIAgg) []*analysis.APIAgg {
 // tiledSeries adds api's figures of each step of minutes [lo, hi) to
 // at(step): each step tiled by the whole buckets of the coarsest tiers
 // inside it (days, then hours, ten minutes and minutes at its edges),
-// read per tier and table by the runs of buckets used, grouped by bucket.
+// read per tier and table by the buckets used, grouped by bucket.
 func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64, at func(int64) *analysis.APIAgg) error {
 	runs := make([][]bucketRun, len(tiers)) // by level
 	for sLo := lo; sLo < hi; sLo += step {
@@ -89,29 +89,43 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 			runs[level] = rs
 		})
 	}
-	const perQuery = 200 // runs a query's condition lists
+	// Short runs (the edges' minutes, ten minutes, hours) by their
+	// buckets, an IN list the primary key answers; long ones (days) by
+	// range, through the (tier, api, bucket) index. An OR of ranges would
+	// scan the tier.
+	const inList, longRun = 500, 64
 	for level, rs := range runs {
 		size, id := tiers[level].minutes, tiers[level].id
-		for len(rs) > 0 {
-			chunk := rs[:min(len(rs), perQuery)]
-			rs = rs[len(chunk):]
-			var cond strings.Builder
-			args := []any{id, api}
-			cond.WriteString(`tier = ? AND api = ? AND (`)
-			for i, r := range chunk {
-				if i > 0 {
-					cond.WriteString(` OR `)
-				}
-				cond.WriteString(`bucket >= ? AND bucket < ?`)
-				args = append(args, r.lo, r.hi)
+		var conds []string
+		var argss [][]any
+		var list []any
+		flush := func() {
+			if len(list) > 0 {
+				conds = append(conds, `tier = ? AND api = ? AND bucket IN (?`+strings.Repeat(",?", len(list)-1)+`)`)
+				argss = append(argss, append([]any{id, api}, list...))
+				list = nil
 			}
-			cond.WriteString(`)`)
-			var b int64
+		}
+		for _, r := range rs {
+			if r.hi-r.lo >= longRun {
+				conds = append(conds, `tier = ? AND api = ? AND bucket >= ? AND bucket < ?`)
+				argss = append(argss, []any{id, api, r.lo, r.hi})
+				continue
+			}
+			for b := r.lo; b < r.hi; b++ {
+				if list = append(list, b); len(list) == inList {
+					flush()
+				}
+			}
+		}
+		flush()
+		var b int64
+		for i, cond := range conds {
 			for _, t := range rollupTables {
 				if t.scope.Aggregate() != analysis.ScopeAPI {
 					continue
 				}
-				err := s.scanTable(ctx, t, t.selectSQL([]string{"bucket"}, cond.String()), args, []any{&b}, func(value float64, sums []int64) error {
+				err := s.scanTable(ctx, t, t.selectSQL([]string{"bucket"}, cond), argss[i], []any{&b}, func(value float64, sums []int64) error {
 					t.add(analysis.Agg{API: at((b*size - lo) / step)}, value, sums)
 					return nil
 				})
