@@ -74,19 +74,36 @@ func prune(out []*analysis.APIAgg) []*analysis.APIAgg {
 
 // tiledSeries adds api's figures of each step of minutes [lo, hi) to
 // at(step): each step tiled by the whole buckets of the coarsest tiers
-// inside it (days, then hours, ten minutes and minutes at its edges),
-// read per tier and table by the buckets used, grouped by bucket.
+// inside it (days, then hours, ten minutes and minutes at its edges).
+// Each run of buckets is kept in the tier cache (tiers.go): after a write
+// only the runs holding its minutes are read again, per tier and table,
+// grouped by bucket.
 func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64, at func(int64) *analysis.APIAgg) error {
-	runs := make([][]bucketRun, len(tiers)) // by level
-	for sLo := lo; sLo < hi; sLo += step {
+	type run struct {
+		level  int
+		lo, hi int64 // buckets
+		step   int64
+		gen    uint64
+		rep    *analysis.Report // read from the database
+	}
+	var miss []*run
+	key := func(level int, bLo, bHi int64) tierKey {
+		return tierKey{tiers[level].id, bLo, bHi, "\x00series\x00" + api}
+	}
+	add := func(i int64, part *analysis.Report) {
+		into := analysis.NewReport()
+		into.APIs[api] = at(i)
+		into.Merge(part, 1)
+	}
+	_, perr := s.pos.Position(ctx) // another process's writes drop what is kept
+	for i, sLo := int64(0), lo; sLo < hi; i, sLo = i+1, sLo+step {
 		tile(sLo, min(sLo+step, hi), len(tiers)-1, func(level int, bLo, bHi int64) {
-			rs := runs[level]
-			if n := len(rs); n > 0 && rs[n-1].hi == bLo {
-				rs[n-1].hi = bHi
-			} else {
-				rs = append(rs, bucketRun{bLo, bHi})
+			rep, gen := s.tiers.lookup(key(level, bLo, bHi))
+			if rep != nil && perr == nil {
+				add(i, rep)
+				return
 			}
-			runs[level] = rs
+			miss = append(miss, &run{level: level, lo: bLo, hi: bHi, step: i, gen: gen, rep: analysis.NewReport()})
 		})
 	}
 	// Short runs (the edges' minutes, ten minutes, hours) by their
@@ -94,11 +111,12 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 	// range, through the (tier, api, bucket) index. An OR of ranges would
 	// scan the tier.
 	const inList, longRun = 500, 64
-	for level, rs := range runs {
-		size, id := tiers[level].minutes, tiers[level].id
+	for level := range tiers {
+		id := tiers[level].id
 		var conds []string
 		var argss [][]any
 		var list []any
+		byBucket := map[int64]*run{}
 		flush := func() {
 			if len(list) > 0 {
 				conds = append(conds, `tier = ? AND api = ? AND bucket IN (?`+strings.Repeat(",?", len(list)-1)+`)`)
@@ -106,7 +124,14 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 				list = nil
 			}
 		}
-		for _, r := range rs {
+		for _, r := range miss {
+			if r.level != level {
+				continue
+			}
+			s.tiers.reads.Add(1)
+			for b := r.lo; b < r.hi; b++ {
+				byBucket[b] = r
+			}
 			if r.hi-r.lo >= longRun {
 				conds = append(conds, `tier = ? AND api = ? AND bucket >= ? AND bucket < ?`)
 				argss = append(argss, []any{id, api, r.lo, r.hi})
@@ -126,7 +151,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 					continue
 				}
 				err := s.scanTable(ctx, t, t.selectSQL([]string{"bucket"}, cond), argss[i], []any{&b}, func(value float64, sums []int64) error {
-					t.add(analysis.Agg{API: at((b*size - lo) / step)}, value, sums)
+					t.add(analysis.Agg{API: byBucket[b].rep.API(api)}, value, sums)
 					return nil
 				})
 				if err != nil {
@@ -134,6 +159,12 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 				}
 			}
 		}
+	}
+	for _, r := range miss {
+		if perr == nil {
+			s.tiers.put(key(r.level, r.lo, r.hi), r.rep, r.gen)
+		}
+		add(r.step, r.rep)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,40 @@ func TestTierCache(t *testing.T) {
 				t.Fatalf("%s, query %+v:\n cached %s\n direct %s", when, q, got, want)
 			}
 		}
+		// A series in steps no tier tiles, each step against a report of
+		// its minutes read whole.
+		const step = 97 // minutes
+		q := store.Query{From: day.Add(3*time.Hour + 7*time.Minute).UnixNano(), To: end.UnixNano(), API: "a GET /"}
+		got, err := s.APISeries(x, q, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for from := q.From; from < q.To; from += step * int64(time.Minute) {
+			want := direct(t, s, store.Query{From: from, To: min(from+step*int64(time.Minute), q.To), API: q.API})
+			var g *analysis.APIAgg
+			if i < len(got) {
+				g = got[i]
+			}
+			rep := analysis.NewReport()
+			if g != nil {
+				*rep.API(q.API) = *g
+				rep.API(q.API).Owners = map[graph.Node]*analysis.OwnerAgg{}
+			}
+			gotDoc := seriesFigures(rep, q.API)
+			var wrep analysis.Document
+			json.Unmarshal([]byte(want), &wrep)
+			wantDoc := "null"
+			for _, a := range wrep.APIs {
+				if a.API == q.API {
+					wantDoc = fmt.Sprint(a.Traces, a.FailedTraces, a.MaxRadius, a.RadiusHistogram, a.MaxAmplification, a.SuppressedRetries, a.Requests)
+				}
+			}
+			if gotDoc != wantDoc {
+				t.Fatalf("%s, series step %d: %s, want %s", when, i, gotDoc, wantDoc)
+			}
+			i++
+		}
 	}
 	check("first reads")
 	reads := s.tiers.reads.Load()
@@ -151,6 +186,18 @@ func TestTierCache(t *testing.T) {
 	}
 	wg.Wait()
 	check("after concurrent writes and reads")
+}
+
+// seriesFigures is the figures of api in rep a series point shows.
+func seriesFigures(rep *analysis.Report, api string) string {
+	rep.Prune()
+	d := rep.Document(nil, analysis.Config{Window: time.Hour})
+	for _, a := range d.APIs {
+		if a.API == api {
+			return fmt.Sprint(a.Traces, a.FailedTraces, a.MaxRadius, a.RadiusHistogram, a.MaxAmplification, a.SuppressedRetries, a.Requests)
+		}
+	}
+	return "null"
 }
 
 // TestTierCacheBound: the kept reports stay within the bound.
