@@ -157,24 +157,22 @@ func loadStore(t *testing.T, st store.Store, fill bool, end time.Time, d time.Du
 		if r.write {
 			stopWriter = loadWriter(t, st, end, &nextID)
 		}
-		lat, notModified, status := loadRun(t, srv, reqs, clients, d, r.revalidate)
+		lat, notModified, unavailable, status := loadRun(t, srv, reqs, clients, d, r.revalidate)
 		applies, sums := stopWriter()
 		srv.Close()
 		fmt.Fprintf(&out, "\n%s", r.name)
 		if r.write {
 			fmt.Fprintf(&out, " (%d applies, %d summary puts)", applies, sums)
 		}
-		fmt.Fprintf(&out, "\n%-22s %8s %6s %9s %9s %9s\n", "endpoint", "requests", "304s", "p50", "p99", "max")
+		fmt.Fprintf(&out, "\n%-22s %8s %6s %6s %9s %9s %9s\n", "endpoint", "requests", "304s", "503s", "p50", "p99", "max")
 		var all []time.Duration
+		nm, un := 0, 0
 		for k, l := range lat {
 			all = append(all, l...)
-			out.WriteString(loadRow(reqs[k].name, l, notModified[k]))
+			out.WriteString(loadRow(reqs[k].name, l, notModified[k], unavailable[k]))
+			nm, un = nm+notModified[k], un+unavailable[k]
 		}
-		nm := 0
-		for _, n := range notModified {
-			nm += n
-		}
-		out.WriteString(loadRow("all", all, nm))
+		out.WriteString(loadRow("all", all, nm, un))
 		fmt.Fprintf(&out, "throughput %.0f requests/s\n", float64(len(all))/d.Seconds())
 		if status != "" {
 			t.Error(status)
@@ -187,15 +185,16 @@ func loadStore(t *testing.T, st store.Store, fill bool, end time.Time, d time.Du
 
 // loadRun runs clients for d and returns each request's latencies, how
 // many were answered 304, and the first unexpected status.
-func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int, d time.Duration, revalidate bool) ([][]time.Duration, []int, string) {
+func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int, d time.Duration, revalidate bool) (lat [][]time.Duration, notModified, unavailable []int, bad string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	lat := make([][]time.Duration, len(reqs))
-	notModified := make([]int, len(reqs))
+	lat = make([][]time.Duration, len(reqs))
+	notModified = make([]int, len(reqs))
+	unavailable = make([]int, len(reqs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var bad atomic.Value
+	var badOnce atomic.Value
 	stop := time.Now().Add(d)
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
@@ -203,6 +202,7 @@ func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int
 			defer wg.Done()
 			mine := make([][]time.Duration, len(reqs))
 			mineNM := make([]int, len(reqs))
+			mineUnavail := make([]int, len(reqs))
 			etags := make([]string, len(reqs))
 			for i := c; time.Now().Before(stop); i++ {
 				k := i % len(reqs)
@@ -218,7 +218,7 @@ func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int
 				t1 := time.Now()
 				resp, err := client.Do(req)
 				if err != nil {
-					bad.CompareAndSwap(nil, err.Error())
+					badOnce.CompareAndSwap(nil, err.Error())
 					return
 				}
 				io.Copy(io.Discard, resp.Body)
@@ -229,8 +229,13 @@ func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int
 					etags[k] = resp.Header.Get("ETag")
 				case http.StatusNotModified:
 					mineNM[k]++
+				case http.StatusServiceUnavailable:
+					// The store did not answer within the request timeout:
+					// counted (an overloaded store) with its latency, not a
+					// failure.
+					mineUnavail[k]++
 				default:
-					bad.CompareAndSwap(nil, fmt.Sprintf("%s %s: %d", rq.method, rq.path, resp.StatusCode))
+					badOnce.CompareAndSwap(nil, fmt.Sprintf("%s %s: %d", rq.method, rq.path, resp.StatusCode))
 					return
 				}
 				mine[k] = append(mine[k], el)
@@ -239,13 +244,14 @@ func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int
 			for k := range mine {
 				lat[k] = append(lat[k], mine[k]...)
 				notModified[k] += mineNM[k]
+				unavailable[k] += mineUnavail[k]
 			}
 			mu.Unlock()
 		}(c)
 	}
 	wg.Wait()
-	s, _ := bad.Load().(string)
-	return lat, notModified, s
+	bad, _ = badOnce.Load().(string)
+	return lat, notModified, unavailable, bad
 }
 
 // loadWriter applies a batch of 4 records in the open minute (the minute
@@ -325,13 +331,13 @@ func loadWriter(t *testing.T, st store.Store, end time.Time, nextID *atomic.Uint
 	}
 }
 
-func loadRow(name string, l []time.Duration, notModified int) string {
+func loadRow(name string, l []time.Duration, notModified, unavailable int) string {
 	if len(l) == 0 {
-		return fmt.Sprintf("%-22s %8d\n", name, 0)
+		return fmt.Sprintf("%-22s %8d %6d %6d\n", name, 0, notModified, unavailable)
 	}
 	slices.Sort(l)
 	p := func(f float64) time.Duration {
 		return l[min(len(l)-1, int(f*float64(len(l))))].Round(10 * time.Microsecond)
 	}
-	return fmt.Sprintf("%-22s %8d %6d %9v %9v %9v\n", name, len(l), notModified, p(0.5), p(0.99), l[len(l)-1].Round(10*time.Microsecond))
+	return fmt.Sprintf("%-22s %8d %6d %6d %9v %9v %9v\n", name, len(l), notModified, unavailable, p(0.5), p(0.99), l[len(l)-1].Round(10*time.Microsecond))
 }
