@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -121,6 +122,11 @@ func (c *answers) share(ctx context.Context, key string, timeout time.Duration, 
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			defer cancel()
 			defer func() {
+				// A panic fails the requests waiting, as the handler
+				// stack's recoverer would have failed the one request.
+				if p := recover(); p != nil {
+					f.val, f.err = nil, fmt.Errorf("web: computing an answer: panic: %v", p)
+				}
 				c.mu.Lock()
 				delete(c.flights, key)
 				c.mu.Unlock()

@@ -86,3 +86,17 @@ func TestAssemble(t *testing.T) {
 		t.Error("two echoes, one ETag")
 	}
 }
+
+// TestAnswersPanic: a computation that panics fails its requests with an
+// error (the process goes on) and is not kept.
+func TestAnswersPanic(t *testing.T) {
+	c := newAnswers(1 << 20)
+	_, err := c.get(context.Background(), "k", time.Second, func(context.Context) (*answer, error) { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("a panicking computation: %v, want its error", err)
+	}
+	a, err := c.get(context.Background(), "k", time.Second, func(context.Context) (*answer, error) { return newAnswer(200, 1) })
+	if err != nil || string(a.body) != "1\n" {
+		t.Fatalf("asked again: %v %q", err, a.body)
+	}
+}

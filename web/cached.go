@@ -97,7 +97,7 @@ func (s *server) document(ctx context.Context, q store.Query) (*analysis.Documen
 		return nil, err
 	}
 	lo, hi := q.MinuteRange()
-	v, err := s.cache.shared(ctx, fmt.Sprint("document", lo, hi, pos), s.cfg.Timeout, func(ctx context.Context) (any, error) {
+	v, err := s.cache.shared(ctx, fmt.Sprintf("document %d %d %d", lo, hi, pos), s.cfg.Timeout, func(ctx context.Context) (any, error) {
 		return s.svc.Figures(ctx, q)
 	})
 	if err != nil {
