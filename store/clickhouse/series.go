@@ -43,27 +43,73 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	lo, hi := s.minuteRange(ctx, q)
 	// The buckets of each tier the steps' tiles use, as IN lists the
 	// primary key (tier, bucket, …) answers: ClickHouse 18.16 analyses an
-	// OR of a hundred ranges no better than a scan.
-	var buckets [3][]int64
+	// OR of a hundred ranges no better than a scan. Long runs (the days of
+	// long steps) as ranges; queries of at most maxValues buckets each, as
+	// a query's size is bounded (max_query_size, 256 KiB).
+	const longRun, maxValues = 64, 2500
+	var runs [3][]bucketRange
 	for sLo := qlo; sLo < qhi; sLo += step {
 		tileBuckets(max(sLo, lo), min(sLo+step, qhi, hi), tierDay, func(tier uint8, bLo, bHi int64) {
-			for b := bLo; b < bHi; b++ {
-				buckets[tier] = append(buckets[tier], b)
+			rs := runs[tier]
+			if n := len(rs); n > 0 && rs[n-1].hi == bLo {
+				rs[n-1].hi = bHi // a bucket's step is found by the bucket: runs may cross steps
+			} else {
+				rs = append(rs, bucketRange{tier, bLo, bHi})
 			}
+			runs[tier] = rs
 		})
 	}
+	var queries [][]string
 	var terms []string
-	for tier, bs := range buckets {
-		if len(bs) > 0 {
-			terms = append(terms, fmt.Sprintf("(tier = %d AND bucket IN (%s))", tier, intList(bs)))
+	values := 0
+	add := func(term string, n int) {
+		if values+n > maxValues && len(terms) > 0 {
+			queries, terms, values = append(queries, terms), nil, 0
+		}
+		terms, values = append(terms, term), values+n
+	}
+	for tier, rs := range runs {
+		var list []int64
+		flush := func() {
+			if len(list) > 0 {
+				add(fmt.Sprintf("(tier = %d AND bucket IN (%s))", tier, intList(list)), len(list))
+				list = nil
+			}
+		}
+		for _, r := range rs {
+			if r.hi-r.lo >= longRun {
+				add(fmt.Sprintf("(tier = %d AND bucket >= %d AND bucket < %d)", tier, r.lo, r.hi), 2)
+				continue
+			}
+			for b := r.lo; b < r.hi; b++ {
+				if list = append(list, b); len(list) == maxValues {
+					flush()
+				}
+			}
+		}
+		flush()
+	}
+	if len(terms) > 0 {
+		queries = append(queries, terms)
+	}
+	for _, terms := range queries {
+		if err := s.seriesRows(ctx, "("+strings.Join(terms, " OR ")+")", q.API, qlo, step, out); err != nil {
+			return nil, err
 		}
 	}
-	if len(terms) == 0 {
-		return out, nil
+	for i, a := range out {
+		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
+			out[i] = nil
+		}
 	}
-	cond := "(" + strings.Join(terms, " OR ") + ")"
-	err := s.query(ctx, "read series", `SELECT tier, bucket, toInt8(stat), value, sum(n) FROM rollups WHERE `+cond+` AND `+s.current(cond)+
-		` AND api = `+quote(q.API)+` AND toInt8(stat) IN (`+apiStats+`) GROUP BY tier, bucket, stat, value`, func(r driver.Rows) error {
+	return out, nil
+}
+
+// seriesRows adds the rows of api's own figures cond selects to the steps
+// of out holding their buckets (steps of step minutes from minute qlo).
+func (s *Store) seriesRows(ctx context.Context, cond, api string, qlo, step int64, out []*analysis.APIAgg) error {
+	return s.query(ctx, "read series", `SELECT tier, bucket, toInt8(stat), value, sum(n) FROM rollups WHERE `+cond+` AND `+s.current(cond)+
+		` AND api = `+quote(api)+` AND toInt8(stat) IN (`+apiStats+`) GROUP BY tier, bucket, stat, value`, func(r driver.Rows) error {
 		var tier uint8
 		var bucket, n int64
 		var stat int8
@@ -85,15 +131,6 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		f.Add(analysis.Agg{API: out[i]}, value, n)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	for i, a := range out {
-		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
-			out[i] = nil
-		}
-	}
-	return out, nil
 }
 
 // tileBuckets covers minutes [lo, hi) with the whole buckets of tier
