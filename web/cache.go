@@ -60,6 +60,11 @@ type answer struct {
 	last   *assembled
 }
 
+// maxLastBody bounds the assembled body an answer keeps (last): a larger
+// one (thousands of root APIs) is assembled for each request rather than
+// held twice.
+const maxLastBody = 1 << 20
+
 // member is one member of a JSON object: its name and encoded value.
 type member struct {
 	name  string
@@ -276,7 +281,9 @@ func (a *answer) assemble(echo []member) *assembled {
 	as := &assembled{echo: key.String(), body: b.Bytes()}
 	as.gz = gzipped(as.body)
 	as.tag = tagOf([]byte(a.tag), []byte(as.echo))
-	a.last = as
+	if len(as.body) <= maxLastBody {
+		a.last = as
+	}
 	return as
 }
 

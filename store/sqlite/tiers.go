@@ -74,8 +74,13 @@ type tierDrop struct {
 // before the oldest one is not kept.
 const tierLog = 64
 
-// defaultTierBytes bounds the tier cache's memory (estimated).
-const defaultTierBytes = 64 << 20
+// defaultTierBytes bounds the tier cache's memory (estimated), and
+// maxTierEntry one report's: a range of thousands of root APIs (a
+// cardinality attack's) is read each time rather than kept.
+const (
+	defaultTierBytes = 32 << 20
+	maxTierEntry     = 1 << 20
+)
 
 func newTierCache(max int64) *tierCache {
 	return &tierCache{max: max, m: map[tierKey]tierEntry{}}
@@ -108,7 +113,7 @@ func (c *tierCache) put(k tierKey, rep *analysis.Report, gen uint64) {
 		}
 	}
 	size := reportSize(rep)
-	if size > c.max {
+	if size > c.max || size > maxTierEntry {
 		return
 	}
 	if old, ok := c.m[k]; ok {
