@@ -138,7 +138,7 @@ func (s *server) routes() []route {
 		// not follow: one trace's read, not cached.
 		{"GET", "/traces/{traceID}", s.h(s.trace), opTrace},
 		{"GET", "/services", s.cached("services", s.figuresKey, s.figures(services)), opServices},
-		{"POST", "/whatif", s.h(s.whatif), opWhatIf},
+		{"POST", "/whatif", s.cached("whatif", s.whatifKey, s.whatif), opWhatIf},
 		{"GET", "/gate", s.cached("gate", s.gateKey, s.gate), opGate},
 		{"POST", "/gate", s.h(s.gate), opGateHook},
 		{"GET", "/openapi.json", http.HandlerFunc(s.openapi), opOpenAPI},

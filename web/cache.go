@@ -312,8 +312,9 @@ func serveAnswer(w http.ResponseWriter, r *http.Request, a *answer, echo []membe
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if a.status != http.StatusOK {
-		// Only a 200 has a representation to revalidate.
+	if a.status != http.StatusOK || r.Method != http.MethodGet {
+		// Only a 200 of a GET has a representation to revalidate. (A
+		// POST's gzip goes through the handler stack's compressor.)
 		w.WriteHeader(a.status)
 		w.Write(body)
 		return

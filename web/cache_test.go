@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,18 @@ func fetch(t *testing.T, srv *httptest.Server, path string, hdr ...string) respo
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return response{resp.StatusCode, resp.Header, b}
+}
+
+// post returns the status and body of POST path with body.
+func post(t *testing.T, srv *httptest.Server, path, body string) (int, []byte) {
+	t.Helper()
+	resp, err := srv.Client().Post(srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 // extraRecord is a record of a new root API starting at start: a write
@@ -125,6 +138,20 @@ func TestCacheSameAnswers(t *testing.T) {
 					}
 				}
 				bodies[p] = want.body
+			}
+			// What-ifs (POST): the same answer for the same question.
+			for _, wi := range []string{
+				`{"api":"` + api + `","fail":["driver"],"policy":"budget"}`, `{"api":"` + api + `","fail":["driver"],"policy":"naive"}`,
+				`{"chain":["A","B","C"],"fail":["C"]}`, `{"api":"` + api + `","fail":[]}`, `{"nope":1}`, `not json`,
+			} {
+				p := "/api/v1/whatif?from=now-1h"
+				wc, wb := post(t, direct, p, wi)
+				for i := 0; i < 2; i++ {
+					if gc, gb := post(t, cached, p, wi); gc != wc || !bytes.Equal(gb, wb) {
+						t.Fatalf("%s, POST %s %s (asked %d times): cached %d %s\nwant %d %s", when, p, wi, i+1, gc, gb, wc, wb)
+					}
+				}
+				bodies["whatif "+wi] = wb
 			}
 			return bodies
 		}

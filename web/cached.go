@@ -1,10 +1,12 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -150,6 +152,23 @@ func (s *server) incidentsKey(r *http.Request) (string, []member, bool) {
 
 func (s *server) incidentKey(r *http.Request) (string, []member, bool) {
 	return strconv.Quote(chi.URLParam(r, "id")), nil, true
+}
+
+// whatifKey: a what-if depends on its question (the body, as sent) and,
+// for an API, the windows of its range's minutes. The body is read here
+// and given back to the request for the answer (or, too large, for the
+// direct path's 413).
+func (s *server) whatifKey(r *http.Request) (string, []member, bool) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBodyBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
+	if err != nil || int64(len(b)) > s.cfg.MaxBodyBytes {
+		return "", nil, false
+	}
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return "", nil, false
+	}
+	return minutes(q) + " " + tagOf(b), nil, true
 }
 
 // gateKey: the decision's request as parsed, its windows to the
