@@ -273,6 +273,19 @@ type Store interface {
 	// whole days, so that no rollup keeps deleted data, without a full
 	// scan. Spans are dropped by the time they were written.
 	DeleteBefore(ctx context.Context, t int64) error
+	// Position returns the store's write position: a positive number that
+	// grows whenever what a read other than a span read (TraceSpans,
+	// SpansAfter) could return changes — records applied, summaries put,
+	// retention (compaction changes no answer) — and never moves for a read. This process's
+	// writes move it before they return; another process's writes to the
+	// same database within a short interval (store/internal/position's
+	// DefaultEvery). It may also move for nothing (a lease renewal, a
+	// background merge). Positions compare only with positions the same
+	// store returned: a reader keys what it derived from the store with
+	// it, and reads again when it moves. Span writes do not move it (they
+	// have their own sequence), so that ingestion does not invalidate the
+	// readers' caches of rollups.
+	Position(ctx context.Context) (uint64, error)
 	// Window returns the length of the analysis windows the stored data
 	// was analysed with: window indexes in records, states and summaries
 	// count in it.

@@ -46,6 +46,9 @@ type Config struct {
 	// TraceLinkTemplate links a trace to the user's own trace viewer:
 	// "{trace_id}" is replaced (e.g. https://jaeger.example/trace/{trace_id}).
 	TraceLinkTemplate string
+	// CacheBytes bounds the memory of the answer cache (default
+	// DefaultCacheBytes; negative: no cache, every request computed).
+	CacheBytes int64
 	// MetricsMaxAPIs bounds the root APIs with /metrics series of their
 	// own (Collector.MaxAPIs; default DefaultMetricsMaxAPIs).
 	MetricsMaxAPIs int
@@ -62,6 +65,9 @@ func (c *Config) defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -75,19 +81,23 @@ type server struct {
 	svc    *query.Service
 	cfg    Config
 	tokens *bearer.Tokens
+	cache  *answers // nil: no cache
 }
 
 // Handler returns the REST API under /api/v1 and the UI under /.
 func Handler(svc *query.Service, cfg Config) http.Handler {
 	cfg.defaults()
 	s := &server{svc: svc, cfg: cfg, tokens: bearer.New(cfg.Tokens)}
+	if cfg.CacheBytes > 0 {
+		s.cache = newAnswers(cfg.CacheBytes)
+	}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.cors)
 		r.Use(s.auth)
 		r.Use(middleware.Timeout(cfg.Timeout))
-		r.Use(middleware.Compress(5, "application/json"))
+		r.Use(middleware.Compress(compressLevel, "application/json"))
 		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (see /api/v1/openapi.json)")
 		})
@@ -110,21 +120,26 @@ type route struct {
 }
 
 func (s *server) routes() []route {
+	apis := func(d *analysis.Document) map[string]any { return map[string]any{"apis": d.APIs} }
+	fleet := func(d *analysis.Document) map[string]any {
+		return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments}
+	}
+	services := func(d *analysis.Document) map[string]any {
+		return map[string]any{"services": d.Services, "edges": d.Edges}
+	}
 	return []route{
-		{"GET", "/apis", s.h(s.figures(func(d *analysis.Document) map[string]any { return map[string]any{"apis": d.APIs} })), opAPIs},
-		{"GET", "/radius", s.h(s.radius), opRadius},
-		{"GET", "/graph", s.h(s.graph), opGraph},
-		{"GET", "/fleet", s.h(s.figures(func(d *analysis.Document) map[string]any {
-			return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments}
-		})), opFleet},
-		{"GET", "/incidents", s.h(s.incidents), opIncidents},
-		{"GET", "/incidents/{id}", s.h(s.incident), opIncident},
+		{"GET", "/apis", s.cached("apis", s.figuresKey, s.figures(apis)), opAPIs},
+		{"GET", "/radius", s.cached("radius", s.radiusKey, s.radius), opRadius},
+		{"GET", "/graph", s.cached("graph", s.graphKey, s.graph), opGraph},
+		{"GET", "/fleet", s.cached("fleet", s.figuresKey, s.figures(fleet)), opFleet},
+		{"GET", "/incidents", s.cached("incidents", s.incidentsKey, s.incidents), opIncidents},
+		{"GET", "/incidents/{id}", s.cached("incident", s.incidentKey, s.incident), opIncident},
+		// A trace is read from its spans, which the write position does
+		// not follow: one trace's read, not cached.
 		{"GET", "/traces/{traceID}", s.h(s.trace), opTrace},
-		{"GET", "/services", s.h(s.figures(func(d *analysis.Document) map[string]any {
-			return map[string]any{"services": d.Services, "edges": d.Edges}
-		})), opServices},
-		{"POST", "/whatif", s.h(s.whatif), opWhatIf},
-		{"GET", "/gate", s.h(s.gate), opGate},
+		{"GET", "/services", s.cached("services", s.figuresKey, s.figures(services)), opServices},
+		{"POST", "/whatif", s.cached("whatif", s.whatifKey, s.whatif), opWhatIf},
+		{"GET", "/gate", s.cached("gate", s.gateKey, s.gate), opGate},
 		{"POST", "/gate", s.h(s.gate), opGateHook},
 		{"GET", "/openapi.json", http.HandlerFunc(s.openapi), opOpenAPI},
 	}
@@ -239,7 +254,7 @@ func badParam(name, format string, a ...any) error {
 
 // rangeOf reads from and to, default the last hour.
 func (s *server) rangeOf(r *http.Request) (store.Query, error) {
-	return query.ParseRange(r.URL.Query(), s.cfg.Now())
+	return query.ParseRange(r.URL.Query(), s.now(r))
 }
 
 // apiRange reads the root API (required) and the range of a per-API
@@ -261,7 +276,7 @@ func (s *server) figures(pick func(d *analysis.Document) map[string]any) func(r 
 		if err != nil {
 			return nil, err
 		}
-		d, err := s.svc.Figures(r.Context(), q)
+		d, err := s.document(r.Context(), q)
 		if err != nil {
 			return nil, err
 		}
@@ -272,20 +287,27 @@ func (s *server) figures(pick func(d *analysis.Document) map[string]any) func(r 
 }
 
 func (s *server) radius(r *http.Request) (any, error) {
-	api, q, err := s.apiRange(r)
+	api, q, step, err := s.radiusArgs(r)
 	if err != nil {
 		return nil, err
 	}
-	step := time.Duration(0)
+	return s.svc.Series(r.Context(), api, q, step)
+}
+
+// radiusArgs reads a series' API, range and step.
+func (s *server) radiusArgs(r *http.Request) (api string, q store.Query, step time.Duration, err error) {
+	if api, q, err = s.apiRange(r); err != nil {
+		return "", q, 0, err
+	}
 	if v := r.URL.Query().Get("step"); v != "" {
 		if step, err = parseStep(v); err != nil {
-			return nil, badParam("step", "%v", err)
+			return "", q, 0, badParam("step", "%v", err)
 		}
 	} else {
 		// About 60 points, whole minutes.
 		step = max(time.Minute, time.Duration(query.Span(q)/60)/time.Minute*time.Minute)
 	}
-	return s.svc.Series(r.Context(), api, q, step)
+	return api, q, step, nil
 }
 
 // parseStep reads a duration ("5m") or a number of seconds ("300").
@@ -370,22 +392,29 @@ func (s *server) whatif(r *http.Request) (any, error) {
 }
 
 func (s *server) incidents(r *http.Request) (any, error) {
-	q, err := s.rangeOf(r)
+	q, limit, err := s.incidentsArgs(r)
 	if err != nil {
 		return nil, err
 	}
-	limit := 0
-	if v := r.URL.Query().Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit <= 0 {
-			return nil, badParam("limit", "%q is not a positive whole number", v)
-		}
-	}
-	q.API = r.URL.Query().Get("api")
 	list, err := s.svc.Incidents(r.Context(), q, limit)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"incidents": list}, nil
+}
+
+// incidentsArgs reads the range, API and limit of an incident list.
+func (s *server) incidentsArgs(r *http.Request) (q store.Query, limit int, err error) {
+	if q, err = s.rangeOf(r); err != nil {
+		return q, 0, err
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit <= 0 {
+			return q, 0, badParam("limit", "%q is not a positive whole number", v)
+		}
+	}
+	q.API = r.URL.Query().Get("api")
+	return q, limit, nil
 }
 
 func (s *server) incident(r *http.Request) (any, error) {
@@ -420,7 +449,7 @@ func (s *server) gate(r *http.Request) (any, error) {
 		}
 	}
 	always200 := v.Get("always_200") == "true"
-	req, err := query.ParseGate(v, s.cfg.Now())
+	req, err := query.ParseGate(v, s.now(r))
 	if err != nil {
 		return nil, err
 	}

@@ -212,8 +212,16 @@ func WebFlags(fs *flag.FlagSet) func() (web.Config, error) {
 	timeout := fs.Duration("request-timeout", 30*time.Second, "longest an API request may take")
 	link := fs.String("trace-link-template", "", "link from a trace to your trace viewer, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})")
 	metricsAPIs := fs.Int("metrics-max-apis", web.DefaultMetricsMaxAPIs, "root APIs with /metrics series of their own; the others are summed in the series labelled api=\""+graph.OtherAPI+"\"")
+	cacheBytes := fs.Int64("api-cache-bytes", web.DefaultCacheBytes, "memory the REST API's cache of answers may hold, in bytes (0: no cache)")
 	return func() (web.Config, error) {
-		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link, MetricsMaxAPIs: *metricsAPIs}
+		c := web.Config{Tokens: tokens, CORSOrigins: origins, Timeout: *timeout, TraceLinkTemplate: *link, MetricsMaxAPIs: *metricsAPIs,
+			CacheBytes: *cacheBytes}
+		if *cacheBytes < 0 {
+			return c, fmt.Errorf("--api-cache-bytes %d must not be negative", *cacheBytes)
+		}
+		if *cacheBytes == 0 {
+			c.CacheBytes = -1 // web.Config's "no cache"
+		}
 		if *timeout <= 0 {
 			return c, fmt.Errorf("--request-timeout %v must be positive", *timeout)
 		}

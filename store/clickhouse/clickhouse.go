@@ -72,6 +72,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
+	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/summarycache"
 )
 
@@ -148,6 +149,8 @@ type core struct {
 	window time.Duration
 	log    *slog.Logger
 	sums   summarycache.Cache
+	// pos is the write position (position.go).
+	pos position.Tracker
 	// cluster is the cluster the store is sharded over ("" on one
 	// server); hasSchema: the database had a schema at Open.
 	cluster   string
@@ -245,6 +248,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
 		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
+	// Its own inserts make parts too: each write reads the fingerprint
+	// after it (a write another process makes at the same moment is then
+	// taken for this one's: positions do not order processes' writes
+	// finer than that).
+	s.pos.Read, s.pos.Absorb = s.readPosition, true
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -59,7 +59,7 @@ func TestConformance(t *testing.T) {
 		}
 		mu.Unlock()
 		return open(t, dsn, time.Hour)
-	}, storetest.Optional{IncidentReader: true, Compactor: true, Partitioned: true}) // no SeriesReader: series read a Report per step
+	}, storetest.Optional{IncidentReader: true, SeriesReader: true, Compactor: true, Partitioned: true})
 }
 
 func TestLeaseConformance(t *testing.T) {

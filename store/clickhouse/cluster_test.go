@@ -50,7 +50,7 @@ func TestCluster(t *testing.T) {
 			}
 			mu.Unlock()
 			return open(t, dsn, time.Hour)
-		}, storetest.Optional{IncidentReader: true, Compactor: true, Partitioned: true})
+		}, storetest.Optional{IncidentReader: true, SeriesReader: true, Compactor: true, Partitioned: true})
 	})
 	t.Run("Lease", func(t *testing.T) {
 		t.Parallel()

@@ -15,6 +15,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
@@ -117,6 +118,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkWrite("apply"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	if err := s.ensureProgress(ctx); err != nil {
 		return err
 	}

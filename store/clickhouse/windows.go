@@ -12,6 +12,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/position"
 )
 
 // State returns the store's partition's stored state of window w, and
@@ -88,6 +89,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.checkWrite("put summaries"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	if len(sums) == 0 {
 		return nil
 	}
@@ -174,6 +176,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkWrite("delete"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	cutoff := floorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)

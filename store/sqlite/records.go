@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
@@ -197,6 +199,8 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.fence("apply"); err != nil {
 		return err
 	}
+	mlo, mhi := changedMinutes(b.Changes)
+	defer s.pos.Wrote(ctx, mlo, mhi)
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "apply", err)
@@ -223,6 +227,24 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return unavailable(ctx, "commit", err)
 	}
 	return nil
+}
+
+// changedMinutes returns the minutes [lo, hi) holding the records a batch
+// replaces (lo = hi when none): its rollup changes.
+func changedMinutes(changes []store.Change) (lo, hi int64) {
+	lo, hi = math.MaxInt64, math.MinInt64
+	for _, c := range changes {
+		for _, r := range []*store.Record{c.Old, c.New} {
+			if r != nil {
+				m := r.Minute()
+				lo, hi = min(lo, m), max(hi, m+1)
+			}
+		}
+	}
+	if lo >= hi {
+		return 0, 0
+	}
+	return lo, hi
 }
 
 // putRecords replaces the records of a batch, as partition part's (a
@@ -370,6 +392,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.fence("put summaries"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx, 0, 0) // no rollup changes
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "put summaries", err)
@@ -449,6 +472,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.fence("delete"); err != nil {
 		return err
 	}
+	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	day := int64(24 * time.Hour)
 	cutoff := floorDiv(t, day) * day
 	minute := floorDiv(cutoff, int64(time.Minute))

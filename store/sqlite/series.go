@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
@@ -34,6 +35,15 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		}
 		return out[i]
 	}
+	if level == 0 && hi-lo > step {
+		// Steps that no tier tiles whole (a range of "now-7d" starts
+		// mid-hour): each step from the coarsest buckets inside it, rather
+		// than every minute of the range.
+		if err := s.tiledSeries(ctx, q.API, lo, hi, step, at); err != nil {
+			return nil, err
+		}
+		return prune(out), nil
+	}
 	// i = (bucket·size − lo) / step: the step a bucket falls in.
 	args := []any{size, lo, step, tier, lo / size, hi / size, q.API}
 	var i int64
@@ -49,12 +59,139 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 			return nil, err
 		}
 	}
+	return prune(out), nil
+}
+
+// prune drops the steps that hold nothing.
+func prune(out []*analysis.APIAgg) []*analysis.APIAgg {
 	for i, a := range out {
 		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
 			out[i] = nil
 		}
 	}
-	return out, nil
+	return out
+}
+
+// tiledSeries adds api's figures of each step of minutes [lo, hi) to
+// at(step): each step tiled by the whole buckets of the coarsest tiers
+// inside it (days, then hours, ten minutes and minutes at its edges).
+// Each run of buckets is kept in the tier cache (tiers.go): after a write
+// only the runs holding its minutes are read again, per tier and table,
+// grouped by bucket.
+func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64, at func(int64) *analysis.APIAgg) error {
+	type run struct {
+		level  int
+		lo, hi int64 // buckets
+		step   int64
+		gen    uint64
+		rep    *analysis.Report // read from the database
+	}
+	var miss []*run
+	key := func(level int, bLo, bHi int64) tierKey {
+		return tierKey{tiers[level].id, bLo, bHi, "\x00series\x00" + api}
+	}
+	add := func(i int64, part *analysis.Report) {
+		into := analysis.NewReport()
+		into.APIs[api] = at(i)
+		into.Merge(part, 1)
+	}
+	_, perr := s.pos.Position(ctx) // another process's writes drop what is kept
+	for i, sLo := int64(0), lo; sLo < hi; i, sLo = i+1, sLo+step {
+		tile(sLo, min(sLo+step, hi), len(tiers)-1, func(level int, bLo, bHi int64) {
+			rep, gen := s.tiers.lookup(key(level, bLo, bHi))
+			if rep != nil && perr == nil {
+				add(i, rep)
+				return
+			}
+			miss = append(miss, &run{level: level, lo: bLo, hi: bHi, step: i, gen: gen, rep: analysis.NewReport()})
+		})
+	}
+	// Short runs (the edges' minutes, ten minutes, hours) by their
+	// buckets, an IN list the primary key answers; long ones (days) by
+	// range, through the (tier, api, bucket) index. An OR of ranges would
+	// scan the tier.
+	const inList, longRun = 500, 64
+	for level := range tiers {
+		id := tiers[level].id
+		var conds []string
+		var argss [][]any
+		var list []any
+		byBucket := map[int64]*run{}
+		flush := func() {
+			if len(list) > 0 {
+				conds = append(conds, `tier = ? AND api = ? AND bucket IN (?`+strings.Repeat(",?", len(list)-1)+`)`)
+				argss = append(argss, append([]any{id, api}, list...))
+				list = nil
+			}
+		}
+		for _, r := range miss {
+			if r.level != level {
+				continue
+			}
+			s.tiers.reads.Add(1)
+			for b := r.lo; b < r.hi; b++ {
+				byBucket[b] = r
+			}
+			if r.hi-r.lo >= longRun {
+				conds = append(conds, `tier = ? AND api = ? AND bucket >= ? AND bucket < ?`)
+				argss = append(argss, []any{id, api, r.lo, r.hi})
+				continue
+			}
+			for b := r.lo; b < r.hi; b++ {
+				if list = append(list, b); len(list) == inList {
+					flush()
+				}
+			}
+		}
+		flush()
+		var b int64
+		for i, cond := range conds {
+			for _, t := range rollupTables {
+				if t.scope.Aggregate() != analysis.ScopeAPI {
+					continue
+				}
+				err := s.scanTable(ctx, t, t.selectSQL([]string{"bucket"}, cond), argss[i], []any{&b}, func(value float64, sums []int64) error {
+					t.add(analysis.Agg{API: byBucket[b].rep.API(api)}, value, sums)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, r := range miss {
+		if perr == nil {
+			s.tiers.put(key(r.level, r.lo, r.hi), r.rep, r.gen)
+		}
+		add(r.step, r.rep)
+	}
+	return nil
+}
+
+// bucketRun is buckets [lo, hi) of one tier.
+type bucketRun struct{ lo, hi int64 }
+
+// tile covers minutes [lo, hi) with the whole buckets of tiers[level] inside
+// it and, at its edges, of the tiers below: emit gets runs of buckets
+// [bLo, bHi) by level.
+func tile(lo, hi int64, level int, emit func(level int, bLo, bHi int64)) {
+	if lo >= hi {
+		return
+	}
+	if level == 0 {
+		emit(0, lo, hi)
+		return
+	}
+	size := tiers[level].minutes
+	bLo, bHi := floorDiv(lo+size-1, size), floorDiv(hi, size)
+	if bLo >= bHi {
+		tile(lo, hi, level-1, emit)
+		return
+	}
+	tile(lo, bLo*size, level-1, emit)
+	emit(level, bLo, bHi)
+	tile(bHi*size, hi, level-1, emit)
 }
 
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }

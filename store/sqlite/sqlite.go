@@ -38,6 +38,7 @@ import (
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
+	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/summarycache"
 )
 
@@ -105,6 +106,10 @@ type shared struct {
 
 	sums summarycache.Cache
 
+	pos     position.Tracker // the write position (position.go)
+	posConn positionConn     // under pos's lock
+	tiers   *tierCache       // reports of bucket ranges (tiers.go)
+
 	viewsMu sync.Mutex
 	views   map[*Store]struct{} // the open views, whose leases Close releases
 	closed  bool
@@ -142,6 +147,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if sh.log == nil {
 		sh.log = slog.Default()
 	}
+	sh.tiers = newTierCache(defaultTierBytes)
+	sh.pos.Read, sh.pos.OnMove = sh.readPosition, sh.tiers.invalidate
 	s := handle(sh, "", false)
 	defer func() {
 		if err != nil {
@@ -496,6 +503,7 @@ func (s *Store) Close() error {
 		s.spanMu.Lock()
 		defer s.spanMu.Unlock()
 		s.spanSQL.close()
+		s.closePosition()
 		for _, db := range []*sql.DB{s.spansR, s.resR} {
 			if db != nil {
 				errs = append(errs, db.Close())

@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener, opt Optional) {
 	t.Run("StaleSummaries", func(t *testing.T) { testStaleSummaries(t, open) })
 	t.Run("Optional", func(t *testing.T) { testOptional(t, open, opt) })
 	t.Run("Figures", func(t *testing.T) { testFigures(t, open) })
+	t.Run("Position", func(t *testing.T) { testPosition(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
