@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
 )
 
 // writeReq is one Consume call waiting for its spans to be durable.
@@ -14,68 +15,144 @@ type writeReq struct {
 	done  chan error
 }
 
+// spanWrite is one group-committed span write: the requests it holds,
+// their spans, its sequence and its outcome. The writer keeps
+// Config.SpanWritesInFlight of them and reuses each once its callers are
+// answered.
+type spanWrite struct {
+	batch []*writeReq
+	spans []graph.Span
+	seq   uint64
+	start time.Time
+	done  chan error // the commit's outcome (buffered: one)
+}
+
 // writer group-commits span writes: it takes every request waiting, up to
-// MaxWriteSpans spans, writes them in one store write (one transaction,
-// one fsync), queues them for analysis and only then answers the callers.
-// On ctx's end it writes what was already queued and answers later callers
-// with ErrClosed.
+// MaxWriteSpans spans, and writes them in one store write (one
+// transaction, one fsync; one ClickHouse part). Up to SpanWritesInFlight
+// writes overlap when the store can (store.SpanWriteStarter): while one
+// is being made durable, the requests that arrive meanwhile form the next,
+// which starts at once. Sequences are taken in the order the writes start,
+// and the writes are finished — their spans queued for analysis, then
+// their callers answered — in that order, each only once it and every
+// earlier write are done: the pending buffer, hence the checkpoint, never
+// holds a write while an earlier one may still become durable, and a
+// caller answered has its spans queued (Flush sees them). On ctx's end it
+// writes what was already queued and answers later callers with
+// ErrClosed.
 func (p *Pipeline) writer(ctx context.Context) {
-	var batch []*writeReq
-	var spans []graph.Span
+	n := p.cfg.SpanWritesInFlight
+	starter, _ := p.st.(store.SpanWriteStarter)
+	if starter == nil {
+		n = 1
+	}
+	// free holds the writes not in flight; started the writes in flight,
+	// in the order they started.
+	free := make(chan *spanWrite, n)
+	started := make(chan *spanWrite, n)
+	for range n {
+		free <- &spanWrite{done: make(chan error, 1)}
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for w := range started {
+			p.finish(w, <-w.done)
+			free <- w
+		}
+	}()
+	defer func() {
+		close(started)
+		<-finished
+	}()
 	for {
-		batch = batch[:0]
+		var first *writeReq
 		select {
-		case r := <-p.writes:
-			batch = append(batch, r)
+		case first = <-p.writes:
 		case <-ctx.Done():
 			// Drain: what was accepted before the end is written.
 			for {
 				select {
 				case r := <-p.writes:
-					p.write([]*writeReq{r}, nil)
+					w := <-free
+					w.batch = append(w.batch[:0], r)
+					p.start(w, starter)
+					started <- w
 				default:
 					return
 				}
 			}
 		}
-		n := len(batch[0].spans)
+		// Requests arriving while every write is in flight join the next.
+		w := <-free
+		w.batch = append(w.batch[:0], first)
+		spans := len(first.spans)
 	more:
-		for n < p.cfg.MaxWriteSpans {
+		for spans < p.cfg.MaxWriteSpans {
 			select {
 			case r := <-p.writes:
-				batch = append(batch, r)
-				n += len(r.spans)
+				w.batch = append(w.batch, r)
+				spans += len(r.spans)
 			default:
 				break more
 			}
 		}
-		spans = p.write(batch, spans)
+		p.start(w, starter)
+		started <- w
 	}
 }
 
-// write stores the spans of batch and answers each request.
-func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
-	spans = spans[:0]
-	for _, r := range batch {
-		spans = append(spans, r.spans...)
+// start starts write w: it takes its sequence, and its commit runs on a
+// goroutine of its own when the store's writes can overlap (starter not
+// nil); otherwise the write is made durable before start returns.
+func (p *Pipeline) start(w *spanWrite, starter store.SpanWriteStarter) {
+	w.spans = w.spans[:0]
+	for _, r := range w.batch {
+		w.spans = append(w.spans, r.spans...)
 	}
-	start := time.Now()
+	w.start = time.Now()
 	// The write must not be abandoned half-way because one caller gave up:
 	// the others are waiting for it. A bounded context of its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	seq, err := p.st.WriteSpans(ctx, spans)
-	cancel()
-	p.m.writeSeconds.Observe(time.Since(start).Seconds())
+	if starter == nil {
+		var err error
+		w.seq, err = p.st.WriteSpans(ctx, w.spans)
+		cancel()
+		w.done <- err
+		return
+	}
+	seq, commit, err := starter.StartSpans(ctx, w.spans)
 	if err != nil {
+		cancel()
+		w.done <- err
+		return
+	}
+	w.seq = seq
+	go func() {
+		defer cancel()
+		w.done <- commit(ctx)
+	}()
+}
+
+// finish ends write w, whose outcome is err, once every earlier write is
+// finished: its spans are queued for analysis with its sequence, then its
+// callers are answered.
+func (p *Pipeline) finish(w *spanWrite, err error) {
+	p.m.writeSeconds.Observe(time.Since(w.start).Seconds())
+	spans := w.spans
+	if err != nil {
+		// Its spans are not acknowledged (their senders retry): the
+		// checkpoint may pass its sequence once a later write is queued.
 		p.inflight.Add(-int64(len(spans)))
 		p.m.rejected.WithLabelValues("store").Add(float64(len(spans)))
 		p.m.storeErrors.WithLabelValues("write_spans").Inc()
 		p.log.Warn("span write failed", "spans", len(spans), "err", err)
 		err = fmt.Errorf("pipeline: %w", err)
-		for _, r := range batch {
+		for _, r := range w.batch {
 			r.done <- err
 		}
-		return spans
+		p.release(w)
+		return
 	}
 	p.m.stored.Add(float64(len(spans)))
 	now := p.cfg.Now()
@@ -91,17 +168,24 @@ func (p *Pipeline) write(batch []*writeReq, spans []graph.Span) []graph.Span {
 	p.m.skewed.Add(float64(skewed))
 	p.m.truncated.Add(float64(truncated))
 	p.mu.Lock()
-	p.pending.add(spans, seq, now)
+	p.pending.add(spans, w.seq, now)
 	p.setPendingGauges()
 	p.mu.Unlock()
-	for _, r := range batch {
+	for _, r := range w.batch {
 		r.done <- nil
 	}
+	p.release(w)
+}
+
+// release forgets w's requests and spans before w is reused.
+func (p *Pipeline) release(w *spanWrite) {
+	clear(w.batch)
+	w.batch = w.batch[:0]
 	// Don't keep a huge buffer alive between bursts.
-	if cap(spans) > 4*p.cfg.MaxWriteSpans {
-		return nil
+	if cap(w.spans) > 4*p.cfg.MaxWriteSpans {
+		w.spans = nil
 	}
-	return spans
+	w.spans = w.spans[:0]
 }
 
 var (
