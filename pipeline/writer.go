@@ -22,83 +22,124 @@ type writeReq struct {
 type spanWrite struct {
 	batch []*writeReq
 	spans []graph.Span
+	reqs  int // len(batch) while in flight
 	seq   uint64
 	start time.Time
 	done  chan error // the commit's outcome (buffered: one)
 }
 
-// writer group-commits span writes: it takes every request waiting, up to
+// writer group-commits span writes: it takes the requests waiting, up to
 // MaxWriteSpans spans, and writes them in one store write (one
 // transaction, one fsync; one ClickHouse part). Up to SpanWritesInFlight
-// writes overlap when the store can (store.SpanWriteStarter): while one
-// is being made durable, the requests that arrive meanwhile form the next,
-// which starts at once. Sequences are taken in the order the writes start,
-// and the writes are finished — their spans queued for analysis, then
-// their callers answered — in that order, each only once it and every
-// earlier write are done: the pending buffer, hence the checkpoint, never
-// holds a write while an earlier one may still become durable, and a
-// caller answered has its spans queued (Flush sees them). On ctx's end it
-// writes what was already queued and answers later callers with
-// ErrClosed.
+// writes overlap when the store can (store.SpanWriteStarter).
+//
+// Sequences are taken in the order the writes start, and the writes are
+// finished — their spans queued for analysis, then their callers
+// answered — in that order, each only once it and every earlier write are
+// done: the pending buffer, hence the checkpoint, never holds a write
+// while an earlier one may still become durable, and a caller answered
+// has its spans queued (Flush sees them).
+//
+// A write starts when none is in flight, when the requests waiting reach
+// MaxWriteSpans, or when they are as many as their share of the requests
+// being written and waiting (with two writes: as many as the write in
+// flight holds). Each write costs the store about the same whatever its
+// size (a ClickHouse part, an fsync), so a write started for the first
+// request to come back would split the clients into ever smaller groups,
+// more writes for the same spans; a group waits at most until the writes
+// in flight, started before it, are done — what it waited with one write
+// at a time — and otherwise overlaps them.
+//
+// On ctx's end it writes what was already queued and answers later
+// callers with ErrClosed.
 func (p *Pipeline) writer(ctx context.Context) {
 	n := p.cfg.SpanWritesInFlight
 	starter, _ := p.st.(store.SpanWriteStarter)
 	if starter == nil {
 		n = 1
 	}
-	// free holds the writes not in flight; started the writes in flight,
-	// in the order they started.
-	free := make(chan *spanWrite, n)
-	started := make(chan *spanWrite, n)
+	// idle holds the writes not in flight; started the writes in flight,
+	// in the order they started; back the writes finished.
+	idle := make([]*spanWrite, 0, n)
 	for range n {
-		free <- &spanWrite{done: make(chan error, 1)}
+		idle = append(idle, &spanWrite{done: make(chan error, 1)})
 	}
-	finished := make(chan struct{})
+	started := make(chan *spanWrite, n)
+	back := make(chan *spanWrite, n)
 	go func() {
-		defer close(finished)
+		defer close(back)
 		for w := range started {
 			p.finish(w, <-w.done)
-			free <- w
+			back <- w
 		}
 	}()
-	defer func() {
-		close(started)
-		<-finished
-	}()
+	var waiting []*writeReq
+	waitingSpans, inflight, inflightReqs := 0, 0, 0
+	returned := func(w *spanWrite) {
+		idle = append(idle, w)
+		inflight--
+		inflightReqs -= w.reqs
+	}
+	// take moves the requests queued to waiting, without blocking, up to
+	// MaxWriteSpans.
+	take := func() {
+		for waitingSpans < p.cfg.MaxWriteSpans {
+			select {
+			case r := <-p.writes:
+				waiting = append(waiting, r)
+				waitingSpans += len(r.spans)
+			default:
+				return
+			}
+		}
+	}
+	// launch starts a write of the requests waiting.
+	launch := func() {
+		w := idle[len(idle)-1]
+		idle = idle[:len(idle)-1]
+		w.batch = append(w.batch[:0], waiting...)
+		w.reqs = len(waiting)
+		clear(waiting)
+		waiting, waitingSpans = waiting[:0], 0
+		p.start(w, starter)
+		inflight++
+		inflightReqs += w.reqs
+		started <- w
+	}
 	for {
-		var first *writeReq
+		take()
+		if len(waiting) > 0 && len(idle) > 0 &&
+			(inflight == 0 || waitingSpans >= p.cfg.MaxWriteSpans || len(waiting)*(n-1) >= inflightReqs) {
+			launch()
+			continue
+		}
+		in := p.writes
+		if waitingSpans >= p.cfg.MaxWriteSpans {
+			in = nil // full: the next write takes them once one is done
+		}
 		select {
-		case first = <-p.writes:
+		case r := <-in:
+			waiting = append(waiting, r)
+			waitingSpans += len(r.spans)
+		case w := <-back:
+			returned(w)
 		case <-ctx.Done():
 			// Drain: what was accepted before the end is written.
 			for {
-				select {
-				case r := <-p.writes:
-					w := <-free
-					w.batch = append(w.batch[:0], r)
-					p.start(w, starter)
-					started <- w
-				default:
-					return
+				take()
+				if len(waiting) == 0 {
+					break
 				}
+				if len(idle) == 0 {
+					returned(<-back)
+				}
+				launch()
 			}
-		}
-		// Requests arriving while every write is in flight join the next.
-		w := <-free
-		w.batch = append(w.batch[:0], first)
-		spans := len(first.spans)
-	more:
-		for spans < p.cfg.MaxWriteSpans {
-			select {
-			case r := <-p.writes:
-				w.batch = append(w.batch, r)
-				spans += len(r.spans)
-			default:
-				break more
+			close(started)
+			for range back {
 			}
+			return
 		}
-		p.start(w, starter)
-		started <- w
 	}
 }
 
