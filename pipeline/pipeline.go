@@ -9,8 +9,11 @@
 // Three goroutines do the work: the writer (span writes), the analyser
 // (flushes, evaluation, store batches: it alone owns the window states) and
 // a retention loop; each store batch is applied on a goroutine of its own
-// while the analyser computes the next (one in flight). Receivers call
-// Consume from any number of goroutines.
+// while the analyser computes the next (one in flight), and on a store
+// whose span writes can overlap each is committed on a goroutine of its
+// own while the writer starts the next (SpanWritesInFlight), and finished
+// in order by a goroutine of the writer's. Receivers call Consume from any
+// number of goroutines.
 package pipeline
 
 import (
