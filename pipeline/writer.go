@@ -20,12 +20,13 @@ type writeReq struct {
 // Config.SpanWritesInFlight of them and reuses each once its callers are
 // answered.
 type spanWrite struct {
-	batch []*writeReq
-	spans []graph.Span
-	reqs  int // len(batch) while in flight
-	seq   uint64
-	start time.Time
-	done  chan error // the commit's outcome (buffered: one)
+	batch    []*writeReq
+	spans    []graph.Span
+	reqs     int // len(batch) while in flight
+	seq      uint64
+	start    time.Time
+	finished time.Time  // when its callers were answered
+	done     chan error // the commit's outcome (buffered: one)
 }
 
 // writer group-commits span writes: it takes the requests waiting, up to
@@ -40,15 +41,20 @@ type spanWrite struct {
 // while an earlier one may still become durable, and a caller answered
 // has its spans queued (Flush sees them).
 //
-// A write starts when none is in flight, when the requests waiting reach
-// MaxWriteSpans, or when they are as many as their share of the requests
-// being written and waiting (with two writes: as many as the write in
-// flight holds). Each write costs the store about the same whatever its
-// size (a ClickHouse part, an fsync), so a write started for the first
-// request to come back would split the clients into ever smaller groups,
-// more writes for the same spans; a group waits at most until the writes
-// in flight, started before it, are done — what it waited with one write
-// at a time — and otherwise overlaps them.
+// A write starts when the requests waiting reach MaxWriteSpans, or (a
+// write being free) when they are their share of the callers: those being
+// written plus those answered lately — clients that wait for their answer
+// before sending again (SDKs, a collector's exporter) come back — or, if
+// more, those waiting; with two writes, half. Callers answered are counted
+// until they sent again, or for the last write's latency. Each write costs
+// the store about the same whatever its size (a ClickHouse part, an
+// fsync): a write started for every free slot split 8 clients into writes
+// of 2–3 requests, and one that waited for all the callers answered kept
+// them in unequal groups (7 and 1); shares settle into equal groups that
+// overlap. A group waits at most until the writes in flight, started
+// before it, are done, or, none being in flight, one write's latency for
+// its share to come back. With one write at a time (a store whose writes
+// cannot overlap) a write starts as soon as the previous one is done.
 //
 // On ctx's end it writes what was already queued and answers later
 // callers with ErrClosed.
@@ -75,10 +81,35 @@ func (p *Pipeline) writer(ctx context.Context) {
 	}()
 	var waiting []*writeReq
 	waitingSpans, inflight, inflightReqs := 0, 0, 0
+	// expect is how many callers answered lately are to send again (see
+	// due): those of the writes finished, less the requests written
+	// since; it lapses after expectFor, the last write's latency, since
+	// expectAt, its end.
+	expect := 0
+	var expectAt time.Time
+	var expectFor time.Duration
 	returned := func(w *spanWrite) {
 		idle = append(idle, w)
 		inflight--
 		inflightReqs -= w.reqs
+		expect += w.reqs
+		expectAt, expectFor = w.finished, w.finished.Sub(w.start)
+	}
+	// due reports whether the requests waiting are to be written now.
+	due := func() bool {
+		switch {
+		case len(waiting) == 0 || len(idle) == 0:
+			return false
+		case n == 1 || waitingSpans >= p.cfg.MaxWriteSpans:
+			return true
+		}
+		if expect > 0 && time.Since(expectAt) >= expectFor {
+			expect = 0
+		}
+		// The callers: those being written, and those answered (or, if
+		// more, waiting). The waiting are a group once their share.
+		callers := inflightReqs + max(expect, len(waiting))
+		return len(waiting)*n >= callers
 	}
 	// take moves the requests queued to waiting, without blocking, up to
 	// MaxWriteSpans.
@@ -99,6 +130,7 @@ func (p *Pipeline) writer(ctx context.Context) {
 		idle = idle[:len(idle)-1]
 		w.batch = append(w.batch[:0], waiting...)
 		w.reqs = len(waiting)
+		expect = max(0, expect-len(waiting))
 		clear(waiting)
 		waiting, waitingSpans = waiting[:0], 0
 		p.start(w, starter)
@@ -106,10 +138,11 @@ func (p *Pipeline) writer(ctx context.Context) {
 		inflightReqs += w.reqs
 		started <- w
 	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		take()
-		if len(waiting) > 0 && len(idle) > 0 &&
-			(inflight == 0 || waitingSpans >= p.cfg.MaxWriteSpans || len(waiting)*(n-1) >= inflightReqs) {
+		if due() {
 			launch()
 			continue
 		}
@@ -117,12 +150,20 @@ func (p *Pipeline) writer(ctx context.Context) {
 		if waitingSpans >= p.cfg.MaxWriteSpans {
 			in = nil // full: the next write takes them once one is done
 		}
+		// Waiting for callers to come back: until they lapse at the
+		// latest.
+		var lapse <-chan time.Time
+		if len(waiting) > 0 && len(idle) > 0 && expect > 0 {
+			timer.Reset(time.Until(expectAt.Add(expectFor)))
+			lapse = timer.C
+		}
 		select {
 		case r := <-in:
 			waiting = append(waiting, r)
 			waitingSpans += len(r.spans)
 		case w := <-back:
 			returned(w)
+		case <-lapse:
 		case <-ctx.Done():
 			// Drain: what was accepted before the end is written.
 			for {
@@ -192,6 +233,7 @@ func (p *Pipeline) finish(w *spanWrite, err error) {
 		for _, r := range w.batch {
 			r.done <- err
 		}
+		w.finished = time.Now()
 		p.release(w)
 		return
 	}
@@ -215,6 +257,7 @@ func (p *Pipeline) finish(w *spanWrite, err error) {
 	for _, r := range w.batch {
 		r.done <- nil
 	}
+	w.finished = time.Now()
 	p.release(w)
 }
 
