@@ -32,6 +32,9 @@ type gatedStore struct {
 	crashed   bool         // Apply and PutSummaries refuse (a dead process stores nothing more)
 	violation string       // the first checkpoint past a write in flight
 	event     chan string  // "start i", "done i" (when not nil)
+	delay     time.Duration
+	inflight  int // writes started and not committed, and the most at once
+	most      int
 }
 
 type gatedWrite struct {
@@ -62,9 +65,12 @@ func (g *gatedStore) StartSpans(ctx context.Context, spans []graph.Span) (uint64
 	g.writes = append(g.writes, gatedWrite{seq: seq})
 	i := len(g.writes)
 	h := g.hold[i]
+	g.inflight++
+	g.most = max(g.most, g.inflight)
 	g.mu.Unlock()
 	g.note(fmt.Sprint("start ", i))
 	return seq, func(ctx context.Context) error {
+		time.Sleep(g.delay)
 		err := error(nil)
 		if h != nil {
 			err = <-h
@@ -78,6 +84,7 @@ func (g *gatedStore) StartSpans(ctx context.Context, spans []graph.Span) (uint64
 		}
 		g.mu.Lock()
 		g.writes[i-1].done = true
+		g.inflight--
 		g.mu.Unlock()
 		g.note(fmt.Sprint("done ", i))
 		return err
@@ -284,4 +291,74 @@ func overlappingWrites(t *testing.T, open func() store.Store, outcome string) {
 	if g.violation != "" {
 		t.Fatal(g.violation)
 	}
+}
+
+// plainStore is a real store whose writes cannot overlap (not a
+// store.SpanWriteStarter), counting the writes in progress at once.
+type plainStore struct {
+	store.Store
+	mu             sync.Mutex
+	inflight, most int
+}
+
+func (s *plainStore) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
+	s.mu.Lock()
+	s.inflight++
+	s.most = max(s.most, s.inflight)
+	s.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	seq, err := s.Store.WriteSpans(ctx, spans)
+	s.mu.Lock()
+	s.inflight--
+	s.mu.Unlock()
+	return seq, err
+}
+
+// SpanWritesInFlight bounds the writes in flight, and writes overlap up
+// to it on a store that can overlap them; a store that cannot has one at
+// a time, whatever it says. 8 callers, each sending again once answered
+// (as SDKs do); the report then equals analyze's.
+func TestSpanWritesInFlight(t *testing.T) {
+	c := storetest.NewCorpus(t, 160, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Second)
+	c2 := cfg()
+	c2.SpanWritesInFlight = 2
+	want := reference(t, c, c2.Analysis)
+	run := func(t *testing.T, st store.Store) {
+		p, stop := start(t, st, c2)
+		defer stop()
+		var wg sync.WaitGroup
+		for k := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := k; i < len(c.Spans); i += 8 {
+					if err := p.Consume(context.Background(), c.Spans[i]); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		flushWithin(t, p, 10*time.Second)
+	}
+	t.Run("overlapping", func(t *testing.T) {
+		inner := openStore(t, t.TempDir())
+		defer inner.Close()
+		g := &gatedStore{Store: inner, delay: 10 * time.Millisecond}
+		run(t, g)
+		checkReport(t, inner, c, c2.Analysis, want, "report")
+		if g.most != 2 {
+			t.Errorf("at most %d writes in flight at once, want 2", g.most)
+		}
+	})
+	t.Run("one at a time", func(t *testing.T) {
+		inner := openStore(t, t.TempDir())
+		defer inner.Close()
+		s := &plainStore{Store: inner}
+		run(t, s)
+		checkReport(t, inner, c, c2.Analysis, want, "report")
+		if s.most != 1 {
+			t.Errorf("at most %d writes in progress at once, want 1", s.most)
+		}
+	})
 }
