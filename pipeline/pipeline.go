@@ -9,8 +9,11 @@
 // Three goroutines do the work: the writer (span writes), the analyser
 // (flushes, evaluation, store batches: it alone owns the window states) and
 // a retention loop; each store batch is applied on a goroutine of its own
-// while the analyser computes the next (one in flight). Receivers call
-// Consume from any number of goroutines.
+// while the analyser computes the next (one in flight), and on a store
+// whose span writes can overlap each is committed on a goroutine of its
+// own while the writer starts the next (SpanWritesInFlight), and finished
+// in order by a goroutine of the writer's. Receivers call Consume from any
+// number of goroutines.
 package pipeline
 
 import (
@@ -47,6 +50,12 @@ type Config struct {
 	MaxInflightSpans int
 	// MaxWriteSpans bounds one group-committed span write (default 50,000).
 	MaxWriteSpans int
+	// SpanWritesInFlight is how many group-committed span writes may be
+	// in flight at once (default 2): requests arriving while they are
+	// being made durable form the next. A store whose writes cannot
+	// overlap (not a store.SpanWriteStarter: the embedded store, one
+	// writer connection) writes one at a time whatever it says.
+	SpanWritesInFlight int
 	// Tick is how often idle traces are looked for (default TraceIdle/10,
 	// at least 10 ms, at most 1 s).
 	Tick time.Duration
@@ -87,6 +96,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxWriteSpans <= 0 {
 		c.MaxWriteSpans = 50_000
+	}
+	if c.SpanWritesInFlight <= 0 {
+		c.SpanWritesInFlight = 2
 	}
 	if c.Tick <= 0 {
 		c.Tick = min(max(c.TraceIdle/10, 10*time.Millisecond), time.Second)

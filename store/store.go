@@ -192,6 +192,25 @@ type SpanWriter interface {
 	WriteSpans(ctx context.Context, spans []graph.Span) (seq uint64, err error)
 }
 
+// SpanWriteStarter is a SpanWriter whose writes may overlap: the pipeline
+// starts a write while earlier ones are still being made durable, so that
+// the clients of each wait for one write's latency, not for the writes
+// queued before theirs (docs/ARCHITECTURE.md, "Durable write"). A store
+// whose writes cannot overlap (one writer connection) does not implement
+// it; the pipeline then writes one at a time.
+type SpanWriteStarter interface {
+	SpanWriter
+	// StartSpans takes the write's sequence number and prepares the
+	// write of spans; commit makes it durable, as WriteSpans does, and
+	// may run while later writes are started and committed. A write
+	// started later gets a higher sequence, whichever is committed
+	// first; a sequence is not reused, even when its commit fails. The
+	// caller must call commit exactly once (the store's Close waits for
+	// the commits of the writes started), and must not change spans
+	// until commit returns. WriteSpans is StartSpans then commit.
+	StartSpans(ctx context.Context, spans []graph.Span) (seq uint64, commit func(context.Context) error, err error)
+}
+
 // SpanReader reads stored spans.
 type SpanReader interface {
 	// TraceSpans appends the stored spans of a trace to dst.

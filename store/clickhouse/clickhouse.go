@@ -194,9 +194,10 @@ type part struct {
 	// progress: what the partition continues from was read (readProgress).
 	progress atomic.Bool
 
-	spanMu sync.Mutex // orders span writes: sequence numbers follow writes
-	seq    uint64
-	spanW  spanWriter // under spanMu
+	spanMu  sync.Mutex // orders span writes: sequence numbers follow StartSpans calls
+	seq     uint64
+	spanW   spanWriter     // under spanMu
+	inserts sync.WaitGroup // span inserts started and not yet committed
 
 	applyMu sync.Mutex // one Apply at a time
 	// repair holds minutes whose rollups must be recomputed by the next
@@ -589,6 +590,7 @@ func (s *Store) Close() error {
 // in flight are done, and releases p's lease.
 func (s *Store) finish(p *part) {
 	p.spanMu.Lock()
+	p.inserts.Wait() // no write starts meanwhile: spanMu
 	p.applyMu.Lock()
 	defer p.spanMu.Unlock()
 	defer p.applyMu.Unlock()

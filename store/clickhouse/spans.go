@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -38,24 +40,41 @@ const logMarker = 0xff
 var logID [16]byte
 
 // WriteSpans stores spans; they are durable (acknowledged by the server)
-// when it returns. One insert, in one day partition (the write's): a
-// row per trace, holding the trace's spans of the write with their names
-// once (graph.TraceEncoder.AppendSpans), and the write's log row (its
-// sequence and traces, for recovery). A sequence number is never reused,
-// even when the write fails: its rows may be stored, and a retry gets a
-// new number. Its rows carry the store's partition, whose sequences they
-// follow.
+// when it returns: StartSpans, then its commit.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
+	seq, commit, err := s.StartSpans(ctx, spans)
+	if err != nil {
+		return 0, err
+	}
+	if err := commit(ctx); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// StartSpans takes the next sequence of the store's partition and encodes
+// spans for one insert, in one day partition (the write's): a row per
+// trace, holding the trace's spans of the write with their names once
+// (graph.TraceEncoder.AppendSpans), and the write's log row (its sequence
+// and traces, for recovery). commit sends the insert: its spans are
+// durable (acknowledged by the server) when it returns nil. Sequences are
+// taken in the order of the calls (under spanMu); inserts are not ordered,
+// each is a part of its own, and several may be in flight on the
+// connection pool (store.SpanWriteStarter). A sequence number is never
+// reused, even when the write fails: its rows may be stored, and a retry
+// gets a new number. Its rows carry the store's partition, whose
+// sequences they follow.
+func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, func(context.Context) error, error) {
 	if err := s.checkWrite("write spans"); err != nil {
-		return 0, fence.Retryable(err)
+		return 0, nil, fence.Retryable(err)
 	}
 	if err := s.ensureProgress(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
 	if err := s.checkWrite("write spans"); err != nil {
-		return 0, fence.Retryable(err)
+		return 0, nil, fence.Retryable(err)
 	}
 	s.seq++
 	seq := s.seq
@@ -81,7 +100,8 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 		ends = append(ends, len(buf))
 	}
 	// The data column takes substrings of one string, without an
-	// allocation per row.
+	// allocation per row. The string is a copy: the buffer serves the
+	// next write while this one is in flight.
 	all := string(buf)
 	if cap(buf) <= 16<<20 {
 		w.buf = buf[:0]
@@ -93,12 +113,24 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	for i, e := range ends {
 		data[i], from = all[from:e], e
 	}
-	if err := s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
-		slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n)); err != nil {
-		return 0, err
+	// Close (finish) waits for the inserts started: the lease is
+	// released and the connections closed after them.
+	s.inserts.Add(1)
+	var once sync.Once
+	commit := func(ctx context.Context) error {
+		err := errCommitted
+		once.Do(func() {
+			defer s.inserts.Done()
+			err = s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
+				slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n))
+		})
+		return err
 	}
-	return seq, nil
+	return seq, commit, nil
 }
+
+// errCommitted: a write's commit was called again.
+var errCommitted = errors.New("clickhouse: write spans: committed twice")
 
 // spanRow is one stored row of trace_spans: a trace's spans of one write,
 // or a write's log row.
