@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // The write position (store.Store.Position) follows the database's active
@@ -13,22 +12,20 @@ import (
 // numbers. So the partitions of each table with their block number ranges,
 // hashed and summed, move with every write that changes what a read
 // returns and not with merges. The span tables are left out, as the
-// contract says: ingestion does not move it. On a cluster, whose other
-// shards' parts this server does not list, every read of the fingerprint
-// moves the position: answers are then reused within
-// position.DefaultEvery only.
-const positionQuery = `SELECT toUInt64(sum(cityHash64(table, partition_id, lo, hi))) FROM (
-	SELECT table, partition_id, min(min_block_number) AS lo, max(max_block_number) AS hi FROM system.parts
-	WHERE database = %s AND active AND table NOT IN ('trace_spans', 'spans', 'writes') GROUP BY table, partition_id)`
+// contract says: ingestion does not move it. On a cluster the parts are
+// listed on every shard (partsSource: one replica of each) and kept apart
+// by server, for block numbers are the shard's own: a write to a shard
+// whose numbers are below another's must still move the sum.
+const positionQuery = `SELECT toUInt64(sum(cityHash64(host, table, partition_id, lo, hi))) FROM (
+	SELECT hostName() AS host, table, partition_id, min(min_block_number) AS lo, max(max_block_number) AS hi FROM %s
+	WHERE database = %s AND active AND table NOT IN ('trace_spans', 'spans', 'writes', 'trace_spans_local', 'spans_local', 'writes_local')
+	GROUP BY host, table, partition_id)`
 
 // readPosition returns the database's fingerprint for the position
 // tracker.
 func (s *Store) readPosition(ctx context.Context) (uint64, error) {
-	if s.cluster != "" {
-		return uint64(time.Now().UnixNano()), nil
-	}
 	var fp uint64
-	if err := s.queryRow(ctx, "read write position", fmt.Sprintf(positionQuery, quote(s.db)), &fp); err != nil {
+	if err := s.queryRow(ctx, "read write position", fmt.Sprintf(positionQuery, s.partsSource(), quote(s.db)), &fp); err != nil {
 		return 0, err
 	}
 	return fp, nil
