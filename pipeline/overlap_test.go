@@ -344,7 +344,7 @@ func TestSpanWritesInFlight(t *testing.T) {
 	t.Run("overlapping", func(t *testing.T) {
 		inner := openStore(t, t.TempDir())
 		defer inner.Close()
-		g := &gatedStore{Store: inner, delay: 10 * time.Millisecond}
+		g := &gatedStore{Store: inner, delay: 50 * time.Millisecond}
 		run(t, g)
 		checkReport(t, inner, c, c2.Analysis, want, "report")
 		if g.most != 2 {
