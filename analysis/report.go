@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"unsafe"
 
 	"github.com/stormradius/stormradius/attribution"
 	"github.com/stormradius/stormradius/graph"
@@ -36,50 +35,10 @@ type Report struct {
 }
 
 // reportCache is a Report's cache of aggregates by where their names'
-// bytes are: direct-mapped, each a power of two long, grown with its map
-// (cacheFor).
+// bytes are (graph.AddrCache).
 type reportCache struct {
-	services []serviceSlot
-	nodes    []nodeAggSlot
-}
-
-type serviceSlot struct {
-	p   *byte
-	n   int
-	agg *ServiceResult
-}
-
-type nodeAggSlot struct {
-	s, o   *byte
-	sN, oN int
-	agg    *NodeAgg
-}
-
-// Sizes of a direct-mapped cache of map entries: it starts at
-// minCacheSlots and grows (emptied) to hold twice the map's entries, up
-// to maxCacheSlots.
-const (
-	minCacheSlots = 64
-	maxCacheSlots = 4096
-)
-
-// cacheFor returns c, or a new empty cache when c is empty or too small
-// for a map of n entries.
-func cacheFor[T any](c []T, n int) []T {
-	switch {
-	case len(c) == 0:
-		return make([]T, minCacheSlots)
-	case 2*n > len(c) && len(c) < maxCacheSlots:
-		return make([]T, 4*len(c))
-	}
-	return c
-}
-
-// slotOf returns the slot of hash h in a cache of n slots (a power of two).
-func slotOf(h uint64, n int) int {
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	return int(h>>32) & (n - 1)
+	services graph.AddrCache[*ServiceResult]
+	nodes    graph.AddrCache[*NodeAgg]
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -163,20 +122,16 @@ func (r *Report) Service(name string) *ServiceResult {
 	if r.cache == nil {
 		r.cache = &reportCache{}
 	}
-	p := unsafe.StringData(name)
-	h := uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15 ^ uint64(len(name))
-	if cs := r.cache.services; len(cs) > 0 {
-		if c := &cs[slotOf(h, len(cs))]; c.p == p && c.n == len(name) && c.agg != nil && p != nil {
-			return c.agg
-		}
+	k := graph.AddrOf(name, "", "", "")
+	if s, ok := r.cache.services.Get(&k); ok {
+		return s
 	}
 	s := r.Services[name]
 	if s == nil {
 		s = &ServiceResult{Service: name}
 		r.Services[name] = s
 	}
-	r.cache.services = cacheFor(r.cache.services, len(r.Services))
-	r.cache.services[slotOf(h, len(r.cache.services))] = serviceSlot{p: p, n: len(name), agg: s}
+	r.cache.services.Put(&k, s, len(r.Services))
 	return s
 }
 
@@ -195,22 +150,16 @@ func (r *Report) Node(n graph.Node) *NodeAgg {
 	if r.cache == nil {
 		r.cache = &reportCache{}
 	}
-	sp, op := unsafe.StringData(n.Service), unsafe.StringData(n.Operation)
-	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
-		uint64(len(n.Service))<<32 ^ uint64(len(n.Operation))
-	if cs := r.cache.nodes; len(cs) > 0 {
-		if c := &cs[slotOf(h, len(cs))]; c.s == sp && c.o == op && c.sN == len(n.Service) && c.oN == len(n.Operation) &&
-			c.agg != nil && (sp != nil || op != nil) {
-			return c.agg
-		}
+	k := graph.AddrOf(n.Service, n.Operation, "", "")
+	if a, ok := r.cache.nodes.Get(&k); ok {
+		return a
 	}
 	a := r.Nodes[n]
 	if a == nil {
 		a = &NodeAgg{}
 		r.Nodes[n] = a
 	}
-	r.cache.nodes = cacheFor(r.cache.nodes, len(r.Nodes))
-	r.cache.nodes[slotOf(h, len(r.cache.nodes))] = nodeAggSlot{s: sp, o: op, sN: len(n.Service), oN: len(n.Operation), agg: a}
+	r.cache.nodes.Put(&k, a, len(r.Nodes))
 	return a
 }
 

@@ -13,8 +13,6 @@
 package analysis
 
 import (
-	"unsafe"
-
 	"github.com/stormradius/stormradius/graph"
 )
 
@@ -45,68 +43,25 @@ type State struct {
 }
 
 // stateCache is a State's cache of edge and node stats by where their
-// names' bytes are (names are interned: most lookups then cost no
-// hashing); direct-mapped, grown with its maps (cacheFor).
+// names' bytes are (graph.AddrCache).
 type stateCache struct {
-	edges []edgeSlot
-	nodes []nodeSlot
-}
-
-type edgeSlot struct {
-	caller, svc, op    *byte
-	callerN, svcN, opN int
-	es                 *graph.EdgeStats
-}
-
-type nodeSlot struct {
-	svc, op   *byte
-	svcN, opN int
-	ns        *graph.NodeStats
+	edges graph.AddrCache[*graph.EdgeStats]
+	nodes graph.NodeCache
 }
 
 // edge returns the stats of edge k in s, created when new.
 func (c *stateCache) edge(s *State, k graph.Edge) *graph.EdgeStats {
-	cp, sp, op := unsafe.StringData(k.Caller), unsafe.StringData(k.Callee.Service), unsafe.StringData(k.Callee.Operation)
-	h := uint64(uintptr(unsafe.Pointer(cp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(sp)))*0xc2b2ae3d27d4eb4f ^
-		uint64(uintptr(unsafe.Pointer(op)))*0x165667b19e3779f9 ^ uint64(len(k.Caller))<<40 ^ uint64(len(k.Callee.Service))<<20 ^
-		uint64(len(k.Callee.Operation))
-	if len(c.edges) > 0 {
-		e := &c.edges[slotOf(h, len(c.edges))]
-		if e.es != nil && e.caller == cp && e.svc == sp && e.op == op && e.callerN == len(k.Caller) &&
-			e.svcN == len(k.Callee.Service) && e.opN == len(k.Callee.Operation) {
-			return e.es
-		}
+	a := graph.AddrOf(k.Caller, k.Callee.Service, k.Callee.Operation, "")
+	if es, ok := c.edges.Get(&a); ok {
+		return es
 	}
 	es := s.Edges[k]
 	if es == nil {
 		es = &graph.EdgeStats{}
 		s.Edges[k] = es
 	}
-	c.edges = cacheFor(c.edges, len(s.Edges))
-	c.edges[slotOf(h, len(c.edges))] = edgeSlot{caller: cp, svc: sp, op: op, callerN: len(k.Caller), svcN: len(k.Callee.Service),
-		opN: len(k.Callee.Operation), es: es}
+	c.edges.Put(&a, es, len(s.Edges))
 	return es
-}
-
-// node returns the stats of node k in s, created when new.
-func (c *stateCache) node(s *State, k graph.Node) *graph.NodeStats {
-	sp, op := unsafe.StringData(k.Service), unsafe.StringData(k.Operation)
-	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
-		uint64(len(k.Service))<<32 ^ uint64(len(k.Operation))
-	if len(c.nodes) > 0 {
-		n := &c.nodes[slotOf(h, len(c.nodes))]
-		if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
-			return n.ns
-		}
-	}
-	ns := s.Nodes[k]
-	if ns == nil {
-		ns = &graph.NodeStats{}
-		s.Nodes[k] = ns
-	}
-	c.nodes = cacheFor(c.nodes, len(s.Nodes))
-	c.nodes[slotOf(h, len(c.nodes))] = nodeSlot{svc: sp, op: op, svcN: len(k.Service), opN: len(k.Operation), ns: ns}
-	return ns
 }
 
 // NewState returns an empty State.
@@ -139,7 +94,7 @@ func (s *State) Add(t *graph.Trace, sign int64) {
 		key := h.Key()
 		var ns *graph.NodeStats
 		if s.cache != nil && sign > 0 {
-			ns = s.cache.node(s, key)
+			ns = s.cache.nodes.Stats(s.Nodes, key)
 		} else if ns = s.Nodes[key]; ns == nil {
 			ns = &graph.NodeStats{}
 			s.Nodes[key] = ns

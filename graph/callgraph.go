@@ -1,7 +1,5 @@
 package graph
 
-import "unsafe"
-
 // MaxAttemptBuckets bounds the attempt-count histogram of an edge: calls
 // with more attempts are counted as having MaxAttemptBuckets.
 const MaxAttemptBuckets = 32
@@ -160,88 +158,43 @@ func (g *APIGraph) Growing() {
 }
 
 // graphCache is an APIGraph's cache of node and edge stats by where their
-// names' bytes are (names are interned: most lookups then cost no
-// hashing); direct-mapped, each a power of two long, grown with its map
-// to twice its entries (from 64 to 4,096 slots, emptied when it grows).
+// names' bytes are (AddrCache).
 type graphCache struct {
-	nodes []graphNodeSlot
-	edges []graphEdgeSlot
+	nodes NodeCache
+	edges AddrCache[*EdgeStats]
 }
 
-type graphNodeSlot struct {
-	svc, op   *byte
-	svcN, opN int
-	ns        *NodeStats
-}
+// NodeCache finds the stats of nodes in a map by where their names are
+// (AddrCache), creating the stats of a node new to the map.
+type NodeCache struct{ c AddrCache[*NodeStats] }
 
-type graphEdgeSlot struct {
-	from, to   [2]*byte
-	fromN, toN [2]int
-	es         *EdgeStats
-}
-
-// cacheFor returns c, or a new empty cache when c is empty or too small
-// for a map of n entries.
-func cacheFor[T any](c []T, n int) []T {
-	switch {
-	case len(c) == 0:
-		return make([]T, 64)
-	case 2*n > len(c) && len(c) < 4096:
-		return make([]T, 4*len(c))
+// Stats returns the stats of node k in m, created when new.
+func (c *NodeCache) Stats(m map[Node]*NodeStats, k Node) *NodeStats {
+	a := AddrOf(k.Service, k.Operation, "", "")
+	if ns, ok := c.c.Get(&a); ok {
+		return ns
 	}
-	return c
-}
-
-// cacheSlot returns the slot of hash h in a cache of n slots (a power of
-// two).
-func cacheSlot(h uint64, n int) int {
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	return int(h>>32) & (n - 1)
-}
-
-// node returns the stats of node k, created when new.
-func (c *graphCache) node(g *APIGraph, k Node) *NodeStats {
-	sp, op := unsafe.StringData(k.Service), unsafe.StringData(k.Operation)
-	h := uint64(uintptr(unsafe.Pointer(sp)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(op)))*0xc2b2ae3d27d4eb4f ^
-		uint64(len(k.Service))<<32 ^ uint64(len(k.Operation))
-	if len(c.nodes) > 0 {
-		n := &c.nodes[cacheSlot(h, len(c.nodes))]
-		if n.ns != nil && n.svc == sp && n.op == op && n.svcN == len(k.Service) && n.opN == len(k.Operation) {
-			return n.ns
-		}
-	}
-	ns := g.Nodes[k]
+	ns := m[k]
 	if ns == nil {
 		ns = &NodeStats{}
-		g.Nodes[k] = ns
+		m[k] = ns
 	}
-	c.nodes = cacheFor(c.nodes, len(g.Nodes))
-	c.nodes[cacheSlot(h, len(c.nodes))] = graphNodeSlot{svc: sp, op: op, svcN: len(k.Service), opN: len(k.Operation), ns: ns}
+	c.c.Put(&a, ns, len(m))
 	return ns
 }
 
 // edge returns the stats of edge p, created when new.
 func (c *graphCache) edge(g *APIGraph, p Pair) *EdgeStats {
-	from := [2]*byte{unsafe.StringData(p.From.Service), unsafe.StringData(p.From.Operation)}
-	to := [2]*byte{unsafe.StringData(p.To.Service), unsafe.StringData(p.To.Operation)}
-	fromN, toN := [2]int{len(p.From.Service), len(p.From.Operation)}, [2]int{len(p.To.Service), len(p.To.Operation)}
-	h := uint64(uintptr(unsafe.Pointer(from[0])))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(from[1])))*0xc2b2ae3d27d4eb4f ^
-		uint64(uintptr(unsafe.Pointer(to[0])))*0x165667b19e3779f9 ^ uint64(uintptr(unsafe.Pointer(to[1])))*0xbf58476d1ce4e5b9 ^
-		uint64(fromN[0])<<48 ^ uint64(fromN[1])<<32 ^ uint64(toN[0])<<16 ^ uint64(toN[1])
-	if len(c.edges) > 0 {
-		e := &c.edges[cacheSlot(h, len(c.edges))]
-		if e.es != nil && e.from == from && e.to == to && e.fromN == fromN && e.toN == toN {
-			return e.es
-		}
+	a := AddrOf(p.From.Service, p.From.Operation, p.To.Service, p.To.Operation)
+	if es, ok := c.edges.Get(&a); ok {
+		return es
 	}
 	es := g.Edges[p]
 	if es == nil {
 		es = &EdgeStats{}
 		g.Edges[p] = es
 	}
-	c.edges = cacheFor(c.edges, len(g.Edges))
-	c.edges[cacheSlot(h, len(c.edges))] = graphEdgeSlot{from: from, to: to, fromN: fromN, toN: toN, es: es}
+	c.edges.Put(&a, es, len(g.Edges))
 	return es
 }
 
@@ -262,7 +215,7 @@ func (g *APIGraph) Add(t *Trace, sign int64) {
 		h := &t.Hops[i]
 		var ns *NodeStats
 		if cache != nil {
-			ns = cache.node(g, h.Key())
+			ns = cache.nodes.Stats(g.Nodes, h.Key())
 		} else if ns = g.Nodes[h.Key()]; ns == nil {
 			ns = &NodeStats{}
 			g.Nodes[h.Key()] = ns

@@ -1,0 +1,72 @@
+package graph
+
+import "unsafe"
+
+// Addr identifies up to four strings by where their bytes are and their
+// lengths. Names are interned (Interner), so equal names share their
+// bytes: an Addr that matches is the same names, and finding one costs no
+// hashing of their contents. A cache holding an Addr keeps its bytes
+// alive, so they are never reused for another string.
+type Addr struct {
+	p [4]*byte
+	n [4]int
+}
+
+// AddrOf returns the Addr of a, b, c and d (unused ones empty).
+func AddrOf(a, b, c, d string) Addr {
+	return Addr{p: [4]*byte{unsafe.StringData(a), unsafe.StringData(b), unsafe.StringData(c), unsafe.StringData(d)},
+		n: [4]int{len(a), len(b), len(c), len(d)}}
+}
+
+func (k *Addr) hash() uint64 {
+	h := uint64(uintptr(unsafe.Pointer(k.p[0])))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(k.p[1])))*0xc2b2ae3d27d4eb4f ^
+		uint64(uintptr(unsafe.Pointer(k.p[2])))*0x165667b19e3779f9 ^ uint64(uintptr(unsafe.Pointer(k.p[3])))*0xbf58476d1ce4e5b9 ^
+		uint64(k.n[0])<<48 ^ uint64(k.n[1])<<32 ^ uint64(k.n[2])<<16 ^ uint64(k.n[3])
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return h >> 32
+}
+
+// Sizes of an AddrCache: it starts at minAddrSlots and grows (emptied) to
+// hold twice the entries of the map it stands before, up to maxAddrSlots.
+const (
+	minAddrSlots = 64
+	maxAddrSlots = 4096
+)
+
+// AddrCache is a direct-mapped cache of a map's values by the Addr of
+// their keys' names, standing before a map whose entries are only added
+// (whoever deletes from the map drops the cache). Its zero value is empty
+// and ready.
+type AddrCache[V any] struct {
+	slots []addrSlot[V]
+}
+
+type addrSlot[V any] struct {
+	k  Addr
+	v  V
+	ok bool
+}
+
+// Get returns the value cached for k.
+func (c *AddrCache[V]) Get(k *Addr) (V, bool) {
+	if len(c.slots) > 0 {
+		if s := &c.slots[k.hash()&uint64(len(c.slots)-1)]; s.ok && s.k == *k {
+			return s.v, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// Put caches v for k; entries is the size of the map cached (the cache
+// grows with it).
+func (c *AddrCache[V]) Put(k *Addr, v V, entries int) {
+	switch n := len(c.slots); {
+	case n == 0:
+		c.slots = make([]addrSlot[V], minAddrSlots)
+	case 2*entries > n && n < maxAddrSlots:
+		c.slots = make([]addrSlot[V], 4*n)
+	}
+	c.slots[k.hash()&uint64(len(c.slots)-1)] = addrSlot[V]{k: *k, v: v, ok: true}
+}
