@@ -13,6 +13,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 var _ store.IncidentReader = (*Store)(nil)
@@ -22,7 +23,7 @@ var _ store.IncidentReader = (*Store)(nil)
 func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 	lo, hi = q.MinuteRange()
 	if f := s.retentionFloor(ctx); f != 0 {
-		lo = max(lo, floorDiv(f, nsPerMinute))
+		lo = max(lo, rollup.FloorDiv(f, nsPerMinute))
 	}
 	return clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 }
@@ -215,7 +216,7 @@ func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64][]stri
 // has no rows in node_minutes either, unless it took records from another
 // partition there (record_moves): those days are shared too.
 func (s *Store) sharedDays(ctx context.Context, lo, hi int64, shared map[int64]bool) error {
-	d0, d1 := floorDiv(lo, 1440), floorDiv(hi-1, 1440)+1
+	d0, d1 := rollup.FloorDiv(lo, 1440), rollup.FloorDiv(hi-1, 1440)+1
 	cond := where([]bucketRange{{tierMinute, d0 * 1440, d1 * 1440}})
 	return s.query(ctx, "list shared days", `SELECT DISTINCT intDiv(bucket, 1440) FROM (SELECT bucket FROM trace_buckets
 		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket HAVING uniqExact(gen) > 1)
@@ -322,7 +323,7 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	// smaller), then its last minute with one; an hour whose minutes in
 	// the range hold none (the range ends inside it) sends the search to
 	// the hours before it.
-	hLo, hHi := floorDiv(lo, 60), floorDiv(hi-1, 60)+1
+	hLo, hHi := rollup.FloorDiv(lo, 60), rollup.FloorDiv(hi-1, 60)+1
 	for hHi > hLo {
 		cond := where([]bucketRange{{tierHour, hLo, hHi}})
 		var h int64

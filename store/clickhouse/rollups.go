@@ -13,6 +13,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 // Rollups (table rollups, see schema/clickhouse/0005_lean.sql) hold every
@@ -204,7 +205,7 @@ func up(tier uint8, buckets []int64) []int64 {
 	f := minutesPer[tier+1] / minutesPer[tier]
 	out := make([]int64, 0, len(buckets))
 	for _, b := range buckets {
-		out = append(out, floorDiv(b, f))
+		out = append(out, rollup.FloorDiv(b, f))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -217,7 +218,7 @@ func (s *Store) deltaRows(minutes map[int64]*analysis.Report) *rollupBlock {
 	reps := map[bucketKey]*analysis.Report{}
 	for m, rep := range minutes {
 		reps[bucketKey{tierMinute, m}] = rep
-		for _, k := range []bucketKey{{tierHour, floorDiv(m, 60)}, {tierDay, floorDiv(m, 1440)}} {
+		for _, k := range []bucketKey{{tierHour, rollup.FloorDiv(m, 60)}, {tierDay, rollup.FloorDiv(m, 1440)}} {
 			if reps[k] == nil {
 				reps[k] = analysis.NewReport()
 			}
@@ -412,12 +413,12 @@ func ranges(lo, hi int64) []bucketRange {
 	if lo >= hi {
 		return nil
 	}
-	hLo, hHi := floorDiv(lo+59, 60), floorDiv(hi, 60) // whole hours
+	hLo, hHi := rollup.FloorDiv(lo+59, 60), rollup.FloorDiv(hi, 60) // whole hours
 	if hLo >= hHi {
 		add(tierMinute, lo, hi)
 		return out
 	}
-	dLo, dHi := floorDiv(hLo+23, 24), floorDiv(hHi, 24) // whole days
+	dLo, dHi := rollup.FloorDiv(hLo+23, 24), rollup.FloorDiv(hHi, 24) // whole days
 	add(tierMinute, lo, hLo*60)
 	if dLo >= dHi {
 		add(tierHour, hLo, hHi)
@@ -468,7 +469,7 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	}
 	lo, hi := q.MinuteRange()
 	if f := s.retentionFloor(ctx); f != 0 {
-		lo = max(lo, floorDiv(f, nsPerMinute))
+		lo = max(lo, rollup.FloorDiv(f, nsPerMinute))
 	}
 	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 	rep := analysis.NewReport()

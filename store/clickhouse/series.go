@@ -10,6 +10,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 var _ store.SeriesReader = (*Store)(nil)
@@ -49,7 +50,8 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	const longRun, maxValues = 64, 2500
 	var runs [3][]bucketRange
 	for sLo := qlo; sLo < qhi; sLo += step {
-		tileBuckets(max(sLo, lo), min(sLo+step, qhi, hi), tierDay, func(tier uint8, bLo, bHi int64) {
+		rollup.Tile(max(sLo, lo), min(sLo+step, qhi, hi), int(tierDay), tierMinutes, func(level int, bLo, bHi int64) {
+			tier := uint8(level)
 			rs := runs[tier]
 			if n := len(rs); n > 0 && rs[n-1].hi == bLo {
 				rs[n-1].hi = bHi // a bucket's step is found by the bucket: runs may cross steps
@@ -133,24 +135,5 @@ func (s *Store) seriesRows(ctx context.Context, cond, api string, qlo, step int6
 	})
 }
 
-// tileBuckets covers minutes [lo, hi) with the whole buckets of tier
-// inside it and, at its edges, of the tiers below: emit gets runs of
-// buckets [bLo, bHi) of one tier.
-func tileBuckets(lo, hi int64, tier uint8, emit func(tier uint8, bLo, bHi int64)) {
-	if lo >= hi {
-		return
-	}
-	if tier == tierMinute {
-		emit(tierMinute, lo, hi)
-		return
-	}
-	size := minutesPer[tier]
-	bLo, bHi := floorDiv(lo+size-1, size), floorDiv(hi, size)
-	if bLo >= bHi {
-		tileBuckets(lo, hi, tier-1, emit)
-		return
-	}
-	tileBuckets(lo, bLo*size, tier-1, emit)
-	emit(tier, bLo, bHi)
-	tileBuckets(bHi*size, hi, tier-1, emit)
-}
+// tierMinutes returns the bucket size of a tier, in minutes.
+func tierMinutes(tier int) int64 { return minutesPer[tier] }

@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 // Values in SQL text are formatted here, never by the driver: integers by
@@ -119,14 +120,6 @@ const (
 
 func clamp(x, lo, hi int64) int64 { return min(max(x, lo), hi) }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
 const (
 	nsPerMinute = int64(time.Minute)
 	nsPerDay    = int64(24 * time.Hour)
@@ -137,10 +130,10 @@ const (
 
 // dayOf returns the partition day (days since the epoch) of an instant
 // in unix nanoseconds, clamped to what a Date holds.
-func dayOf(ns int64) int64 { return clamp(floorDiv(ns, nsPerDay), 0, maxDay) }
+func dayOf(ns int64) int64 { return clamp(rollup.FloorDiv(ns, nsPerDay), 0, maxDay) }
 
 // dayOfMinute returns the partition day of a unix minute.
-func dayOfMinute(m int64) int64 { return clamp(floorDiv(m, 24*60), 0, maxDay) }
+func dayOfMinute(m int64) int64 { return clamp(rollup.FloorDiv(m, 24*60), 0, maxDay) }
 
 // dayDate returns day as the time.Time a Date column takes.
 func dayDate(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }

@@ -13,6 +13,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/position"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 // State returns the store's partition's stored state of window w, and
@@ -177,7 +178,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return err
 	}
 	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
-	cutoff := floorDiv(t, nsPerDay) * nsPerDay
+	cutoff := rollup.FloorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)
 	s.floorMu.Unlock()

@@ -290,7 +290,7 @@ func putRollups(ctx context.Context, tx *sql.Tx, minutes map[int64]*analysis.Rep
 		if t.minutes > 1 {
 			buckets = map[int64]*analysis.Report{}
 			for m, d := range minutes {
-				k := floorDiv(m, t.minutes)
+				k := rollup.FloorDiv(m, t.minutes)
 				if buckets[k] == nil {
 					buckets[k] = analysis.NewReport()
 				}
@@ -330,14 +330,6 @@ func putStates(ctx context.Context, tx *sql.Tx, part string, states map[int64]*a
 		}
 	}
 	return nil
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // txStatements prepares each statement of a transaction once: SQLite
@@ -474,8 +466,8 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	}
 	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	day := int64(24 * time.Hour)
-	cutoff := floorDiv(t, day) * day
-	minute := floorDiv(cutoff, int64(time.Minute))
+	cutoff := rollup.FloorDiv(t, day) * day
+	minute := rollup.FloorDiv(cutoff, int64(time.Minute))
 	win := analysis.WindowOf(cutoff, s.window) // windows wholly before the cutoff
 	if err := s.deleteWrites(ctx, cutoff); err != nil {
 		return err
@@ -498,7 +490,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	for _, table := range rollupTables {
 		// Table names are our own constants.
 		for _, t := range tiers {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table.name+` WHERE tier = ? AND bucket < ?`, t.id, floorDiv(minute, t.minutes)); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table.name+` WHERE tier = ? AND bucket < ?`, t.id, rollup.FloorDiv(minute, t.minutes)); err != nil {
 				return unavailable(ctx, "delete rollups", err)
 			}
 		}

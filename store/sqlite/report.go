@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 // span of rollup buckets: tier 0 minutes, tier 1 hours, tier 2 days,
@@ -53,8 +54,8 @@ func split(lo, hi int64, level int, sign int64) []bucketRange {
 		return []bucketRange{{tiers[0].id, lo, hi, sign}}
 	}
 	size, id := tiers[level].minutes, tiers[level].id
-	bLo := floorDiv(lo+size-1, size) // first whole bucket
-	bHi := floorDiv(hi, size)        // end of the last whole bucket
+	bLo := rollup.FloorDiv(lo+size-1, size) // first whole bucket
+	bHi := rollup.FloorDiv(hi, size)        // end of the last whole bucket
 	if bLo > bHi {
 		// Inside one bucket: [lo, hi) below, or the bucket less the rest.
 		return part(lo, hi, bHi, level, sign)

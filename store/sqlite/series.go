@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
 var _ store.SeriesReader = (*Store)(nil)
@@ -97,7 +98,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 	}
 	_, perr := s.pos.Position(ctx) // another process's writes drop what is kept
 	for i, sLo := int64(0), lo; sLo < hi; i, sLo = i+1, sLo+step {
-		tile(sLo, min(sLo+step, hi), len(tiers)-1, func(level int, bLo, bHi int64) {
+		rollup.Tile(sLo, min(sLo+step, hi), len(tiers)-1, levelMinutes, func(level int, bLo, bHi int64) {
 			rep, gen := s.tiers.lookup(key(level, bLo, bHi))
 			if rep != nil && perr == nil {
 				add(i, rep)
@@ -172,26 +173,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 // bucketRun is buckets [lo, hi) of one tier.
 type bucketRun struct{ lo, hi int64 }
 
-// tile covers minutes [lo, hi) with the whole buckets of tiers[level] inside
-// it and, at its edges, of the tiers below: emit gets runs of buckets
-// [bLo, bHi) by level.
-func tile(lo, hi int64, level int, emit func(level int, bLo, bHi int64)) {
-	if lo >= hi {
-		return
-	}
-	if level == 0 {
-		emit(0, lo, hi)
-		return
-	}
-	size := tiers[level].minutes
-	bLo, bHi := floorDiv(lo+size-1, size), floorDiv(hi, size)
-	if bLo >= bHi {
-		tile(lo, hi, level-1, emit)
-		return
-	}
-	tile(lo, bLo*size, level-1, emit)
-	emit(level, bLo, bHi)
-	tile(bHi*size, hi, level-1, emit)
-}
+// levelMinutes returns the bucket size of tiers[level], in minutes.
+func levelMinutes(level int) int64 { return tiers[level].minutes }
 
-func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
+func floorMod(a, b int64) int64 { return a - rollup.FloorDiv(a, b)*b }
