@@ -918,17 +918,10 @@ func jBool(b []byte, i int) (bool, int, error) {
 // and all); "" is the zero id. rawKey says the field name had no escapes:
 // then base64 of the id's size is accepted too (see decodeBase64ID).
 func jID(dst []byte, b []byte, i int, rawKey bool) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return i, jErr(i, "want a hex string, found %s", found(b, i))
+	s, e, err := jRaw(b, i, "hex")
+	if err != nil {
+		return e, err
 	}
-	e := i + 1
-	for e < len(b) && b[e] != '"' {
-		e++
-	}
-	if e >= len(b) {
-		return e, jErr(e, "the request ends inside a string")
-	}
-	s := b[i+1 : e]
 	clear(dst)
 	if len(s) == 0 {
 		return e + 1, nil
@@ -960,30 +953,33 @@ func jID(dst []byte, b []byte, i int, rawKey bool) (int, error) {
 	return e + 1, &jsonError{msg: fmt.Sprintf("%q is not a %d-byte id", s, len(dst)), off: i, id: true}
 }
 
-func hasBackslash(s []byte) bool {
-	for _, c := range s {
-		if c == '\\' {
-			return true
-		}
+func hasBackslash(s []byte) bool { return bytes.IndexByte(s, '\\') >= 0 }
+
+// jRaw reads a string at b[i] raw, as pdata reads ids and bytes
+// (ReadStringAsSlice): up to the first quote, escapes and all. It returns
+// the string's bytes and the offset of its closing quote; what names the
+// string wanted (hex, base64) in the error when b[i] opens none.
+func jRaw(b []byte, i int, what string) ([]byte, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, jErr(i, "want a %s string, found %s", what, found(b, i))
 	}
-	return false
+	e := i + 1
+	if n := bytes.IndexByte(b[e:], '"'); n >= 0 {
+		e += n
+	} else {
+		return nil, len(b), jErr(len(b), "the request ends inside a string")
+	}
+	return b[i+1 : e], e, nil
 }
 
 // jBytes checks a bytesValue: standard padded base64, read raw as pdata
 // reads it (ReadStringAsSlice), that encoding/base64 decodes (it skips
 // newlines).
 func (d *Decoder) jBytes(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return i, jErr(i, "want a base64 string, found %s", found(b, i))
+	s, e, err := jRaw(b, i, "base64")
+	if err != nil {
+		return e, err
 	}
-	e := i + 1
-	for e < len(b) && b[e] != '"' {
-		e++
-	}
-	if e >= len(b) {
-		return e, jErr(e, "the request ends inside a string")
-	}
-	s := b[i+1 : e]
 	if len(s) == 0 {
 		return e + 1, nil
 	}
