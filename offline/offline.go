@@ -100,7 +100,7 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 	if cfg.Analysis.Window <= 0 {
 		cfg.Analysis.Window = analysis.DefaultWindow
 	}
-	e := &engine{cfg: cfg, windows: analysis.NewWindows(cfg.Analysis.Window), adm: analysis.NewAdmissions(cfg.Analysis),
+	e := &engine{cfg: cfg, adm: analysis.NewAdmissions(cfg.Analysis),
 		workers: max(1, min(runtime.GOMAXPROCS(0), maxWorkers))}
 	e.spans.reset()
 	defer func() {
@@ -401,6 +401,9 @@ func (e *engine) eachTrace(ctx context.Context, count bool, fn func(w int, spans
 	}
 	b := <-free
 	b.spans, b.ends = b.spans[:0], b.ends[:0]
+	// Once a worker failed, merging stops: a batch not handed over is not
+	// handed back either, and the free ones would run out.
+merge:
 	for i := 0; ; i++ {
 		if i&255 == 0 {
 			if err = ctx.Err(); err != nil {
@@ -421,6 +424,7 @@ func (e *engine) eachTrace(ctx context.Context, count bool, fn func(w int, spans
 			select {
 			case work <- b:
 			case <-failed:
+				break merge
 			}
 			b = <-free
 			b.spans, b.ends = b.spans[:0], b.ends[:0]
