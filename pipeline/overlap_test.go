@@ -342,10 +342,37 @@ func TestSpanWritesInFlight(t *testing.T) {
 		flushWithin(t, p, 10*time.Second)
 	}
 	t.Run("overlapping", func(t *testing.T) {
+		// Deterministic, whatever the machine's speed: the first request
+		// is written alone and its commit held; the other callers' requests
+		// then wait, more than their share, so a second write must start
+		// beside the first before it is released.
 		inner := openStore(t, t.TempDir())
 		defer inner.Close()
-		g := &gatedStore{Store: inner, delay: 50 * time.Millisecond}
-		run(t, g)
+		release := make(chan error, 1)
+		g := &gatedStore{Store: inner, hold: map[int]chan error{1: release}, event: make(chan string, 2*len(c.Spans)+16)}
+		p, stop := start(t, g, c2)
+		defer stop()
+		first := consumeAsync(p, c.Spans[0])
+		waitEvent(t, g, "start 1")
+		var wg sync.WaitGroup
+		for k := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 1 + k; i < len(c.Spans); i += 8 {
+					if err := p.Consume(context.Background(), c.Spans[i]); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		waitEvent(t, g, "start 2") // fails after 10 s: no write beside the held one
+		release <- nil
+		wg.Wait()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		flushWithin(t, p, 10*time.Second)
 		checkReport(t, inner, c, c2.Analysis, want, "report")
 		if g.most != 2 {
 			t.Errorf("at most %d writes in flight at once, want 2", g.most)
