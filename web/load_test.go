@@ -75,12 +75,30 @@ func TestLoad(t *testing.T) {
 		loadStore(t, st, fill, end, d, clients)
 	})
 	t.Run("clickhouse", func(t *testing.T) {
-		st, err := storeurl.Open(context.Background(), storeurl.Options{URL: chtest.FreshDSN(t), Window: time.Hour})
+		// STORMRADIUS_LOAD_CLICKHOUSE_DB names a database kept for the
+		// next run (filled when it holds nothing).
+		u := chtest.Server(t)
+		dsn, fill := "", true
+		if name := os.Getenv("STORMRADIUS_LOAD_CLICKHOUSE_DB"); name != "" {
+			d := *u
+			d.Path = "/" + name
+			dsn = d.String()
+		} else {
+			dsn = chtest.FreshDatabase(t, u)
+		}
+		st, err := storeurl.Open(context.Background(), storeurl.Options{URL: dsn, Window: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		loadStore(t, st, true, end, d, clients)
+		if os.Getenv("STORMRADIUS_LOAD_CLICKHOUSE_DB") != "" {
+			rep, err := st.Report(context.Background(), store.Query{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill = len(rep.APIs) == 0
+		}
+		loadStore(t, st, fill, end, d, clients)
 	})
 }
 

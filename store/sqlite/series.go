@@ -8,6 +8,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/rollup"
+	tiercache "github.com/stormradius/stormradius/store/internal/tiers"
 )
 
 var _ store.SeriesReader = (*Store)(nil)
@@ -88,8 +89,8 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 		rep    *analysis.Report // read from the database
 	}
 	var miss []*run
-	key := func(level int, bLo, bHi int64) tierKey {
-		return tierKey{tiers[level].id, bLo, bHi, "\x00series\x00" + api}
+	key := func(level int, bLo, bHi int64) tiercache.Key {
+		return tiercache.Key{Tier: tiers[level].id, Lo: bLo, Hi: bHi, Name: "\x00series\x00" + api}
 	}
 	add := func(i int64, part *analysis.Report) {
 		into := analysis.NewReport()
@@ -99,8 +100,8 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 	_, perr := s.pos.Position(ctx) // another process's writes drop what is kept
 	for i, sLo := int64(0), lo; sLo < hi; i, sLo = i+1, sLo+step {
 		rollup.Tile(sLo, min(sLo+step, hi), len(tiers)-1, levelMinutes, func(level int, bLo, bHi int64) {
-			rep, gen := s.tiers.lookup(key(level, bLo, bHi))
-			if rep != nil && perr == nil {
+			rep, ok, gen := s.tiers.Lookup(key(level, bLo, bHi))
+			if ok && perr == nil {
 				add(i, rep)
 				return
 			}
@@ -129,7 +130,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 			if r.level != level {
 				continue
 			}
-			s.tiers.reads.Add(1)
+			s.tiers.Reads.Add(1)
 			for b := r.lo; b < r.hi; b++ {
 				byBucket[b] = r
 			}
@@ -163,7 +164,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 	}
 	for _, r := range miss {
 		if perr == nil {
-			s.tiers.put(key(r.level, r.lo, r.hi), r.rep, r.gen)
+			s.tiers.Put(key(r.level, r.lo, r.hi), r.rep, r.gen)
 		}
 		add(r.step, r.rep)
 	}

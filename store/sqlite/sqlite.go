@@ -40,6 +40,7 @@ import (
 	"github.com/stormradius/stormradius/store/internal/fence"
 	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/summarycache"
+	tiercache "github.com/stormradius/stormradius/store/internal/tiers"
 )
 
 // Options configures a Store.
@@ -106,9 +107,9 @@ type shared struct {
 
 	sums summarycache.Cache
 
-	pos     position.Tracker // the write position (position.go)
-	posConn positionConn     // under pos's lock
-	tiers   *tierCache       // reports of bucket ranges (tiers.go)
+	pos     position.Tracker                   // the write position (position.go)
+	posConn positionConn                       // under pos's lock
+	tiers   *tiercache.Cache[*analysis.Report] // reports of bucket ranges (tiers.go)
 
 	viewsMu sync.Mutex
 	views   map[*Store]struct{} // the open views, whose leases Close releases
@@ -148,7 +149,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		sh.log = slog.Default()
 	}
 	sh.tiers = newTierCache(defaultTierBytes)
-	sh.pos.Read, sh.pos.OnMove = sh.readPosition, sh.tiers.invalidate
+	sh.pos.Read, sh.pos.OnMove = sh.readPosition, sh.tiers.Invalidate
 	s := handle(sh, "", false)
 	defer func() {
 		if err != nil {

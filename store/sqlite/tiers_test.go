@@ -124,9 +124,9 @@ func TestTierCache(t *testing.T) {
 		}
 	}
 	check("first reads")
-	reads := s.tiers.reads.Load()
+	reads := s.tiers.Reads.Load()
 	check("again")
-	if n := s.tiers.reads.Load() - reads; n != 0 {
+	if n := s.tiers.Reads.Load() - reads; n != 0 {
 		t.Fatalf("asked again, %d ranges read from the database: want all kept", n)
 	}
 	// A write in the open minute: only the ranges holding it are read
@@ -135,9 +135,9 @@ func TestTierCache(t *testing.T) {
 	if err := s.Apply(x, store.Batch{Changes: []store.Change{{New: tierRecord(id, "a GET /", end.Add(-30*time.Second))}}}); err != nil {
 		t.Fatal(err)
 	}
-	reads = s.tiers.reads.Load()
+	reads = s.tiers.Reads.Load()
 	check("after a write in the open minute")
-	if n := s.tiers.reads.Load() - reads; n == 0 || n > 12 {
+	if n := s.tiers.Reads.Load() - reads; n == 0 || n > 12 {
 		t.Fatalf("after a write in the open minute, %d ranges read again: want the few holding it", n)
 	}
 	// A late write into the first day: its ranges are dropped too.
@@ -198,39 +198,4 @@ func seriesFigures(rep *analysis.Report, api string) string {
 		}
 	}
 	return "null"
-}
-
-// TestTierCacheBound: the kept reports stay within the bound.
-func TestTierCacheBound(t *testing.T) {
-	c := newTierCache(5000)
-	rep := analysis.NewReport()
-	rep.API("x")
-	size := reportSize(rep)
-	dropped := int64(0)
-	c.drop = func(n int64) { dropped += n }
-	for i := int64(0); i < 100; i++ {
-		_, gen := c.lookup(tierKey{0, i, i + 1, ""})
-		c.put(tierKey{0, i, i + 1, ""}, rep, gen)
-		if c.used > 5000 || c.used != int64(len(c.m))*size {
-			t.Fatalf("after %d puts: %d bytes counted for %d reports of %d, bound 5000", i+1, c.used, len(c.m), size)
-		}
-	}
-	if dropped == 0 {
-		t.Error("never dropped at the bound")
-	}
-	// A read that began before an invalidation of its minutes is not kept.
-	k := tierKey{0, 1000, 1001, ""}
-	_, gen := c.lookup(k)
-	c.invalidate(1000, 1001)
-	c.put(k, rep, gen)
-	if got, _ := c.lookup(k); got != nil {
-		t.Error("a report read across an invalidation of its minutes was kept")
-	}
-	// One that began before an invalidation of other minutes is.
-	_, gen = c.lookup(k)
-	c.invalidate(5, 6)
-	c.put(k, rep, gen)
-	if got, _ := c.lookup(k); got == nil {
-		t.Error("a report read across an invalidation of other minutes was not kept")
-	}
 }
