@@ -74,6 +74,7 @@ import (
 	"github.com/stormradius/stormradius/store/internal/fence"
 	"github.com/stormradius/stormradius/store/internal/position"
 	"github.com/stormradius/stormradius/store/internal/summarycache"
+	"github.com/stormradius/stormradius/store/internal/tiers"
 )
 
 // Options configures a Store.
@@ -151,6 +152,10 @@ type core struct {
 	sums   summarycache.Cache
 	// pos is the write position (position.go).
 	pos position.Tracker
+	// tiers keeps reports of rollup ranges, marks what it knows of the
+	// minute markers (tiers.go); nil on a cluster.
+	tiers *tiers.Cache[*analysis.Report]
+	marks *marksSeen
 	// cluster is the cluster the store is sharded over ("" on one
 	// server); hasSchema: the database had a schema at Open.
 	cluster   string
@@ -254,6 +259,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// taken for this one's: positions do not order processes' writes
 	// finer than that).
 	s.pos.Read, s.pos.Absorb = s.readPosition, true
+	if cluster == "" {
+		// Another process's writes drop what they changed (readMarks),
+		// not everything.
+		s.newTiers()
+		s.pos.OnMove, s.pos.Precise = s.tiers.Invalidate, true
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -22,11 +22,19 @@ const positionQuery = `SELECT toUInt64(sum(cityHash64(host, table, partition_id,
 	GROUP BY host, table, partition_id)`
 
 // readPosition returns the database's fingerprint for the position
-// tracker.
+// tracker (under its lock), and reads the minute markers when it moved.
 func (s *Store) readPosition(ctx context.Context) (uint64, error) {
 	var fp uint64
 	if err := s.queryRow(ctx, "read write position", fmt.Sprintf(positionQuery, s.partsSource(), quote(s.db)), &fp); err != nil {
 		return 0, err
+	}
+	if s.marks != nil && (!s.marks.known || fp != s.marks.fp) {
+		// What moved it, for the tiers kept (tiers.go).
+		if err := s.readMarks(ctx); err != nil {
+			s.forgetMarks()
+			return 0, err
+		}
+		s.marks.fp = fp
 	}
 	return fp, nil
 }

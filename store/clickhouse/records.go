@@ -118,7 +118,10 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkWrite("apply"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
+	// The minutes it touches, once known (the tier cache drops their
+	// ranges).
+	lo, hi := int64(position.AllLo), int64(position.AllHi)
+	defer func() { s.pos.Wrote(ctx, lo, hi) }()
 	if err := s.ensureProgress(ctx); err != nil {
 		return err
 	}
@@ -140,6 +143,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		windows[w] = struct{}{}
 	}
 	repair := maps.Clone(s.repair)
+	lo, hi = extent(minutes, repair)
 	err := s.apply(ctx, b, minutes, repair, keys(windows))
 	if err != nil {
 		for m := range minutes {
@@ -246,6 +250,21 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	return nil
 }
 
+// extent returns the minutes [lo, hi) from the first to the last of two
+// sets; lo ≥ hi when both are empty.
+func extent(a, b map[int64]struct{}) (lo, hi int64) {
+	lo, hi = position.AllHi, position.AllLo
+	for _, set := range []map[int64]struct{}{a, b} {
+		for m := range set {
+			lo, hi = min(lo, m), max(hi, m+1)
+		}
+	}
+	if lo >= hi {
+		return 0, 0
+	}
+	return lo, hi
+}
+
 // encodeRecords encodes the records a batch replaces and stores, the
 // ith change at version v0+1+i: the old record is deleted (a tombstone)
 // where the new one does not take its key.
@@ -329,6 +348,9 @@ func (s *Store) mark(ctx context.Context, v uint64, m marks) error {
 	n := len(m.minutes) + len(m.windows) + len(m.summaries) + len(m.clean) + len(m.fresh) + len(m.others)
 	if n == 0 {
 		return nil
+	}
+	if s.marks != nil && len(m.minutes)+len(m.clean) > 0 {
+		s.marks.ownVersion(v) // not another process's (readMarks)
 	}
 	kinds, ids, days, flags := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n), make([]uint8, 0, n)
 	parts := make([]string, 0, n)

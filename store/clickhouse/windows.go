@@ -90,7 +90,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.checkWrite("put summaries"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
+	defer s.pos.Wrote(ctx, 0, 0) // no rollup changes
 	if len(sums) == 0 {
 		return nil
 	}

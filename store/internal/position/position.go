@@ -40,6 +40,11 @@ type Tracker struct {
 	// extent: another process's), before the position moves, under the
 	// tracker's lock: a store drops what it kept of those minutes.
 	OnMove func(lo, hi int64)
+	// Precise: Read itself tells the store what another process's writes
+	// changed (ClickHouse's minute markers); a changed fingerprint then
+	// moves the position without calling OnMove, which only hears of the
+	// process's own writes.
+	Precise bool
 	// Every bounds how often Read runs (DefaultEvery when zero); a
 	// negative Every reads on every Position.
 	Every time.Duration
@@ -75,7 +80,11 @@ func (t *Tracker) Position(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	if t.known && fp != t.last {
-		t.move(AllLo, AllHi)
+		if t.Precise {
+			t.pos.Add(1)
+		} else {
+			t.move(AllLo, AllHi)
+		}
 	}
 	t.last, t.known = fp, true
 	every := t.Every
@@ -96,16 +105,18 @@ func (t *Tracker) move(lo, hi int64) {
 
 // Wrote moves the position after a write of this process that touched
 // minutes [lo, hi) (AllLo, AllHi: unknown) returned, or failed: part of it
-// may be stored. A write that changed nothing moves it too.
+// may be stored. A write that changed nothing moves it too. With Absorb
+// the fingerprint is read first, so that what Read learns of other
+// writes meanwhile is known before the position moves.
 func (t *Tracker) Wrote(ctx context.Context, lo, hi int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.move(lo, hi)
 	if t.Absorb {
 		if fp, err := t.Read(context.WithoutCancel(ctx)); err == nil {
 			t.last, t.known = fp, true
 		}
 	}
+	t.move(lo, hi)
 }
 
 // Do runs fn under the lock Read runs under (a store closing what Read
