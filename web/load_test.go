@@ -166,6 +166,10 @@ func loadStore(t *testing.T, st store.Store, fill bool, end time.Time, d time.Du
 	var nextID atomic.Uint64
 	nextID.Store(uint64(time.Now().UnixNano())) // new trace ids, whatever a kept store holds
 	for _, r := range runs {
+		// STORMRADIUS_LOAD_RUNS=writing runs only the runs named so.
+		if only := os.Getenv("STORMRADIUS_LOAD_RUNS"); only != "" && !strings.Contains(r.name, only) {
+			continue
+		}
 		cfg := web.Config{Now: func() time.Time { return end }}
 		if !r.cache {
 			cfg.CacheBytes = -1

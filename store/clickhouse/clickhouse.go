@@ -155,7 +155,15 @@ type core struct {
 	// tiers keeps reports of rollup ranges, marks what it knows of the
 	// minute markers (tiers.go); nil on a cluster.
 	tiers *tiers.Cache[*analysis.Report]
+	hot   *tiers.Cache[analysis.MinuteNodes]
 	marks *marksSeen
+	// sumGen moves whenever summaries may have changed; sumsKept holds
+	// those read (tiers.go).
+	sumGen   atomic.Uint64
+	sumsKept sumsKept
+	// flights are the ranges being read for the tiers (cachedReport).
+	flightMu sync.Mutex
+	flights  map[flightKey]*flight
 	// cluster is the cluster the store is sharded over ("" on one
 	// server); hasSchema: the database had a schema at Open.
 	cluster   string
@@ -263,7 +271,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// Another process's writes drop what they changed (readMarks),
 		// not everything.
 		s.newTiers()
-		s.pos.OnMove, s.pos.Precise = s.tiers.Invalidate, true
+		s.pos.OnMove, s.pos.Precise = s.invalidate, true
 	}
 	if s.log == nil {
 		s.log = slog.Default()

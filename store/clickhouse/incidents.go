@@ -59,11 +59,21 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if err := s.checkOpen("read hot minutes"); err != nil {
 		return nil, err
 	}
-	out := analysis.MinuteNodes{}
 	lo, hi := s.minuteRange(ctx, q)
 	if lo >= hi {
-		return out, nil
+		return analysis.MinuteNodes{}, nil
 	}
+	if s.hot != nil {
+		if _, err := s.pos.Position(ctx); err == nil {
+			return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
+		}
+	}
+	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)
+}
+
+// readHotMinutes is HotMinutes of minutes [lo, hi), read from the server.
+func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
+	out := analysis.MinuteNodes{}
 	settled, err := s.settledDays(ctx, lo, hi)
 	if err != nil {
 		return nil, err

@@ -27,10 +27,11 @@ var apiStats = func() string {
 	return strings.Join(codes, ", ")
 }()
 
-// APISeries reads a root API's per-step figures in one query: each step
-// tiled by the whole days, hours and minutes inside it (from the retention
-// floor on), each bucket's current generation of every partition, the
-// rows grouped by bucket and added to the step holding it. A report per
+// APISeries reads a root API's per-step figures: each step tiled by the
+// whole days, hours and minutes inside it (from the retention floor on),
+// each tile kept in the tier cache (tiers.go) or read, the tiles missing
+// in one query (each bucket's current generation of every partition, the
+// rows grouped by bucket and added to the tile holding it). A report per
 // step cost a round trip each (60 for a default series).
 func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*analysis.APIAgg, error) {
 	if err := s.checkOpen("read series"); err != nil {
@@ -42,24 +43,77 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	}
 	out := make([]*analysis.APIAgg, (qhi-qlo+step-1)/step)
 	lo, hi := s.minuteRange(ctx, q)
-	// The buckets of each tier the steps' tiles use, as IN lists the
+	at := func(i int64) *analysis.APIAgg {
+		if out[i] == nil {
+			out[i] = &analysis.APIAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
+		}
+		return out[i]
+	}
+	// Each step's tiles: kept in the tier cache (tiers.go) or read.
+	type tile struct {
+		r    bucketRange
+		step int64
+		gen  uint64
+		rep  *analysis.Report // read from the server
+	}
+	name := "\x00series\x00" + q.API
+	cached := false
+	if s.tiers != nil {
+		_, err := s.pos.Position(ctx) // another process's writes drop what they changed
+		cached = err == nil
+	}
+	var miss []*tile
+	var edges []int64
+	if cached {
+		edges = s.hotEdges() // the minutes written lately, tiles of their own
+	}
+	for i, sLo := int64(0), qlo; sLo < qhi; i, sLo = i+1, sLo+step {
+		rollup.Tile(max(sLo, lo), min(sLo+step, qhi, hi), int(tierDay), tierMinutes, func(level int, bLo, bHi int64) {
+			for _, r := range cut([]bucketRange{{uint8(level), bLo, bHi}}, edges) {
+				t := &tile{r: r, step: i}
+				if cached {
+					v, ok, gen := s.tiers.Lookup(tierKey(r, name))
+					if ok {
+						mergeAPI(at(i), v, q.API)
+						continue
+					}
+					t.gen, t.rep = gen, analysis.NewReport()
+				}
+				miss = append(miss, t)
+			}
+		})
+	}
+	// The buckets of each tier the tiles missing use, as IN lists the
 	// primary key (tier, bucket, …) answers: ClickHouse 18.16 analyses an
 	// OR of a hundred ranges no better than a scan. Long runs (the days of
 	// long steps) as ranges; queries of at most maxValues buckets each, as
 	// a query's size is bounded (max_query_size, 256 KiB).
 	const longRun, maxValues = 64, 2500
 	var runs [3][]bucketRange
-	for sLo := qlo; sLo < qhi; sLo += step {
-		rollup.Tile(max(sLo, lo), min(sLo+step, qhi, hi), int(tierDay), tierMinutes, func(level int, bLo, bHi int64) {
-			tier := uint8(level)
-			rs := runs[tier]
-			if n := len(rs); n > 0 && rs[n-1].hi == bLo {
-				rs[n-1].hi = bHi // a bucket's step is found by the bucket: runs may cross steps
-			} else {
-				rs = append(rs, bucketRange{tier, bLo, bHi})
+	byBucket := map[bucketKey]*tile{}
+	for _, t := range miss {
+		for b := t.r.lo; b < t.r.hi && t.r.hi-t.r.lo < longRun; b++ {
+			byBucket[bucketKey{t.r.tier, b}] = t
+		}
+		rs := runs[t.r.tier]
+		if n := len(rs); n > 0 && rs[n-1].hi == t.r.lo {
+			rs[n-1].hi = t.r.hi // a bucket's tile is found by the bucket: runs may cross tiles
+		} else {
+			rs = append(rs, t.r)
+		}
+		runs[t.r.tier] = rs
+	}
+	// A bucket of a long tile (found by range: few).
+	tileOf := func(tier uint8, b int64) *tile {
+		if t := byBucket[bucketKey{tier, b}]; t != nil {
+			return t
+		}
+		for _, t := range miss {
+			if t.r.tier == tier && t.r.lo <= b && b < t.r.hi {
+				return t
 			}
-			runs[tier] = rs
-		})
+		}
+		return nil
 	}
 	var queries [][]string
 	var terms []string
@@ -94,9 +148,28 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	if len(terms) > 0 {
 		queries = append(queries, terms)
 	}
+	if s.tiers != nil {
+		s.tiers.Reads.Add(int64(len(miss)))
+	}
 	for _, terms := range queries {
-		if err := s.seriesRows(ctx, "("+strings.Join(terms, " OR ")+")", q.API, qlo, step, out); err != nil {
+		err := s.seriesRows(ctx, "("+strings.Join(terms, " OR ")+")", q.API, func(tier uint8, bucket int64) *analysis.APIAgg {
+			t := tileOf(tier, bucket)
+			switch {
+			case t == nil:
+				return nil
+			case t.rep != nil:
+				return t.rep.API(q.API)
+			}
+			return at(t.step)
+		})
+		if err != nil {
 			return nil, err
+		}
+	}
+	for _, t := range miss {
+		if t.rep != nil {
+			s.tiers.Put(tierKey(t.r, name), t.rep, t.gen)
+			mergeAPI(at(t.step), t.rep, q.API)
 		}
 	}
 	for i, a := range out {
@@ -107,9 +180,16 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	return out, nil
 }
 
-// seriesRows adds the rows of api's own figures cond selects to the steps
-// of out holding their buckets (steps of step minutes from minute qlo).
-func (s *Store) seriesRows(ctx context.Context, cond, api string, qlo, step int64, out []*analysis.APIAgg) error {
+// mergeAPI adds api's figures of part to a.
+func mergeAPI(a *analysis.APIAgg, part *analysis.Report, api string) {
+	into := analysis.NewReport()
+	into.APIs[api] = a
+	into.Merge(part, 1)
+}
+
+// seriesRows adds the rows of api's own figures cond selects to the
+// aggregate of their bucket (at; nil: dropped).
+func (s *Store) seriesRows(ctx context.Context, cond, api string, at func(tier uint8, bucket int64) *analysis.APIAgg) error {
 	return s.query(ctx, "read series", `SELECT tier, bucket, toInt8(stat), value, sum(n) FROM rollups WHERE `+cond+` AND `+s.current(cond)+
 		` AND api = `+quote(api)+` AND toInt8(stat) IN (`+apiStats+`) GROUP BY tier, bucket, stat, value`, func(r driver.Rows) error {
 		var tier uint8
@@ -123,14 +203,9 @@ func (s *Store) seriesRows(ctx context.Context, cond, api string, qlo, step int6
 		if f == nil || int(tier) >= len(minutesPer) {
 			return nil
 		}
-		i := (bucket*minutesPer[tier] - qlo) / step
-		if i < 0 || i >= int64(len(out)) {
-			return nil
+		if a := at(tier, bucket); a != nil {
+			f.Add(analysis.Agg{API: a}, value, n)
 		}
-		if out[i] == nil {
-			out[i] = &analysis.APIAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
-		}
-		f.Add(analysis.Agg{API: out[i]}, value, n)
 		return nil
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store/internal/rollup"
 	"github.com/stormradius/stormradius/store/internal/tiers"
 )
 
@@ -61,10 +62,13 @@ type markKey struct {
 // marks is what readMarks knows of the markers (under the tracker's
 // lock, but held and own, see their locks).
 type marksSeen struct {
-	known  bool // the markers were read since the last failure
-	fp     uint64
-	parts  map[string]bool    // the active parts read
-	latest map[markKey]uint64 // each key's newest version read
+	known bool // the markers were read since the last failure
+	fp    uint64
+	parts map[string]bool // the active parts read
+	// sumParts are the active parts of summaries: another process's
+	// summaries make new ones.
+	sumParts map[string]bool
+	latest   map[markKey]uint64 // each key's newest version read
 
 	heldMu sync.Mutex
 	held   map[markKey]struct{} // another process's minutes dirty
@@ -76,10 +80,58 @@ type marksSeen struct {
 
 // newTiers returns the tier cache of a store on one server.
 func (c *core) newTiers() {
+	c.flights = map[flightKey]*flight{}
 	c.marks = &marksSeen{parts: map[string]bool{}, latest: map[markKey]uint64{}, held: map[markKey]struct{}{},
 		heldN: map[int64]int{}, own: map[uint64]struct{}{}}
 	c.tiers = tiers.New(tiers.Config[*analysis.Report]{Max: defaultTierBytes, MaxEntry: maxTierEntry, Size: reportSize,
 		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
+	c.hot = tiers.New(tiers.Config[analysis.MinuteNodes]{Max: defaultTierBytes / 4, MaxEntry: maxTierEntry, Size: hotSize,
+		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
+}
+
+// invalidate drops what the tiers keep of minutes [lo, hi) (the
+// tracker's OnMove, readMarks).
+func (c *core) invalidate(lo, hi int64) {
+	c.tiers.Invalidate(lo, hi)
+	c.hot.Invalidate(lo, hi)
+}
+
+// hotSize estimates the memory hot minutes hold.
+func hotSize(m analysis.MinuteNodes) int64 {
+	n := int64(64)
+	for _, nodes := range m {
+		n += 96 + 128*int64(len(nodes))
+	}
+	return n
+}
+
+// cachedHotMinutes is HotMinutes through the tier cache: minutes [lo, hi)
+// in pieces of the hours they span (cut at the minutes written lately),
+// each kept or read.
+func (s *Store) cachedHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
+	name := fmt.Sprintf("\x00hot\x00%d/%g", minOwned, minRate)
+	var rs []bucketRange
+	for a := lo; a < hi; {
+		b := min(hi, (rollup.FloorDiv(a, 60)+1)*60)
+		rs = append(rs, bucketRange{tierMinute, a, b})
+		a = b
+	}
+	out := analysis.MinuteNodes{}
+	for _, r := range cut(rs, s.hotEdges()) {
+		k := tierKey(r, name)
+		v, ok, gen := s.hot.Lookup(k)
+		if !ok {
+			s.hot.Reads.Add(1)
+			var err error
+			if v, err = s.readHotMinutes(ctx, r.lo, r.hi, minOwned, minRate); err != nil {
+				return nil, err
+			}
+			s.hot.Put(k, v, gen)
+		}
+		// Shared: the minutes' maps are the kept ones, never modified.
+		maps.Copy(out, v)
+	}
+	return out, nil
 }
 
 // isHeld reports whether minutes [lo, hi) hold a minute another process
@@ -146,11 +198,18 @@ func (s *Store) readMarks(ctx context.Context) error {
 	m := s.marks
 	active := map[string]bool{}
 	var fresh []string
-	err := s.query(ctx, "read marker parts", `SELECT name FROM system.parts WHERE database = `+quote(s.db)+
-		` AND table = 'dirty_by_part' AND active`, func(r driver.Rows) error {
-		var name string
-		if err := r.Scan(&name); err != nil {
+	sums := map[string]bool{}
+	sumsMoved := false
+	err := s.query(ctx, "read marker parts", `SELECT table, name FROM system.parts WHERE database = `+quote(s.db)+
+		` AND table IN ('dirty_by_part', 'summaries') AND active`, func(r driver.Rows) error {
+		var table, name string
+		if err := r.Scan(&table, &name); err != nil {
 			return err
+		}
+		if table == "summaries" {
+			sums[name] = true
+			sumsMoved = sumsMoved || !m.sumParts[name]
+			return nil
 		}
 		active[name] = true
 		if !m.parts[name] {
@@ -161,6 +220,10 @@ func (s *Store) readMarks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if sumsMoved || len(sums) != len(m.sumParts) {
+		s.sumGen.Add(1) // the summaries read are read again
+	}
+	m.sumParts = sums
 	type row struct {
 		k       markKey
 		dirty   bool
@@ -215,6 +278,7 @@ func (s *Store) readMarks(ctx context.Context) error {
 	m.ownMu.Unlock()
 	if !m.known {
 		s.tiers.Clear() // kept before the markers were known
+		s.hot.Clear()
 		m.known = true
 		return nil
 	}
@@ -231,7 +295,7 @@ func (s *Store) readMarks(ctx context.Context) error {
 		for j < len(changed) && changed[j] <= changed[j-1]+1 {
 			j++
 		}
-		s.tiers.Invalidate(changed[i], changed[j-1]+1)
+		s.invalidate(changed[i], changed[j-1]+1)
 		i = j
 	}
 	return nil
@@ -249,9 +313,11 @@ func cmpU(a, b uint64) int {
 
 // forgetMarks drops everything kept: the markers could not be read.
 func (s *Store) forgetMarks() {
+	s.sumGen.Add(1)
 	s.marks.known = false
 	s.marks.parts = map[string]bool{}
 	s.tiers.Clear()
+	s.hot.Clear()
 }
 
 // reportSize estimates the memory a report holds.
@@ -313,32 +379,109 @@ func tierKey(r bucketRange, name string) tiers.Key {
 	return tiers.Key{Tier: int(r.tier), Lo: r.lo, Hi: r.hi, Name: name}
 }
 
-// cachedReport is Report through the tier cache: each range kept or read,
-// the ranges missing in one query grouped by range.
+// cachedReport is Report through the tier cache: each range kept, or
+// projected on api from the range's report of every API kept, or read;
+// the ranges missing are read for every API (a range's report of one API
+// is then a projection, not another read), in one query grouped by range,
+// and concurrent reports needing a range being read wait for that read.
 func (s *Store) cachedReport(ctx context.Context, rs []bucketRange, api string) (*analysis.Report, error) {
 	rs = cut(rs, s.hotEdges())
 	rep := analysis.NewReport()
 	type miss struct {
 		r   bucketRange
 		gen uint64
-		rep *analysis.Report
 	}
 	var misses []miss
 	for _, r := range rs {
 		v, ok, gen := s.tiers.Lookup(tierKey(r, api))
+		if !ok && api != "" {
+			if all, ok2, _ := s.tiers.Lookup(tierKey(r, "")); ok2 {
+				v, ok = projectAPI(all, api), true
+				s.tiers.Put(tierKey(r, api), v, gen)
+			}
+		}
 		if ok {
 			rep.Merge(v, 1)
 			continue
 		}
-		misses = append(misses, miss{r, gen, analysis.NewReport()})
+		misses = append(misses, miss{r, gen})
 	}
 	if len(misses) == 0 {
 		return rep, nil
 	}
-	s.tiers.Reads.Add(int64(len(misses)))
-	conds := make([]string, len(misses))
-	for i, m := range misses {
-		conds[i] = where([]bucketRange{m.r})
+	// Of the ranges missing, those another report reads from the same
+	// generation are waited for, the others read here.
+	var mine []*flight
+	var theirs []*flight
+	s.flightMu.Lock()
+	for _, m := range misses {
+		k := flightKey{tierKey(m.r, ""), m.gen}
+		if f := s.flights[k]; f != nil {
+			theirs = append(theirs, f)
+			continue
+		}
+		f := &flight{r: m.r, gen: m.gen, done: make(chan struct{})}
+		s.flights[k] = f
+		mine = append(mine, f)
+	}
+	s.flightMu.Unlock()
+	if len(mine) > 0 {
+		err := s.readRanges(ctx, mine)
+		s.flightMu.Lock()
+		for _, f := range mine {
+			delete(s.flights, flightKey{tierKey(f.r, ""), f.gen})
+			f.err = err
+			close(f.done)
+		}
+		s.flightMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range theirs {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	for _, f := range append(mine, theirs...) {
+		v := f.rep
+		if api != "" {
+			v = projectAPI(v, api)
+			s.tiers.Put(tierKey(f.r, api), v, f.gen)
+		}
+		rep.Merge(v, 1)
+	}
+	return rep, nil
+}
+
+// flight is a range's report of every API being read.
+type flight struct {
+	r    bucketRange
+	gen  uint64 // the cache's generation the read began at
+	done chan struct{}
+	rep  *analysis.Report // when done, unless err
+	err  error
+}
+
+// flightKey is a range being read, from a generation.
+type flightKey struct {
+	k   tiers.Key
+	gen uint64
+}
+
+// readRanges reads the reports of every API of the flights' ranges in
+// one query, and keeps them.
+func (s *Store) readRanges(ctx context.Context, fs []*flight) error {
+	s.tiers.Reads.Add(int64(len(fs)))
+	conds := make([]string, len(fs))
+	for i, f := range fs {
+		conds[i] = where([]bucketRange{f.r})
+		f.rep = analysis.NewReport()
 	}
 	// The range of each row: multiIf(c0, 0, c1, 1, …, n-1).
 	index := "0"
@@ -352,30 +495,70 @@ func (s *Store) cachedReport(ctx context.Context, rs []bucketRange, api string) 
 		index = b.String()
 	}
 	cond := "(" + strings.Join(conds, " OR ") + ")"
-	sel := cond + " AND " + s.current(cond)
-	if api != "" {
-		// Totals, services and nodes are not per API.
-		sel += " AND (api = " + quote(api) + " OR toInt8(stat) IN (" + notPerAPI + "))"
-	}
 	err := s.query(ctx, "read rollups", `SELECT toUInt32(`+index+`) AS r, toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+
-		sel+` GROUP BY r, stat, api, service, operation, value`, func(r driver.Rows) error {
+		cond+` AND `+s.current(cond)+` GROUP BY r, stat, api, service, operation, value`, func(r driver.Rows) error {
 		var i uint32
 		var k rowKey
 		var n int64
 		if err := r.Scan(&i, &k.stat, &k.api, &k.svc, &k.op, &k.value, &n); err != nil {
 			return err
 		}
-		if int(i) < len(misses) {
-			addRow(misses[i].rep, k, n)
+		if int(i) < len(fs) {
+			addRow(fs[i].rep, k, n)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, m := range misses {
-		s.tiers.Put(tierKey(m.r, api), m.rep, m.gen)
-		rep.Merge(m.rep, 1)
+	for _, f := range fs {
+		s.tiers.Put(tierKey(f.r, ""), f.rep, f.gen)
 	}
-	return rep, nil
+	return nil
+}
+
+// projectAPI returns what a report of root API api reads of the rows of
+// rep (every API's): api's own figures, and the figures not per API
+// (totals, services, nodes).
+func projectAPI(rep *analysis.Report, api string) *analysis.Report {
+	out := analysis.NewReport()
+	eachRow(rep, func(k rowKey, n int64) {
+		if f := figureOf[uint8(k.stat)]; f != nil && (k.api == api || !f.Scope.PerAPI()) {
+			addRow(out, k, n)
+		}
+	})
+	return out
+}
+
+// sumsKept are the summaries of window ranges read lately, each with the
+// summaries' generation it was read at (core.sumGen: moved by this
+// process's PutSummaries and retention, and by another's new parts of
+// summaries, readMarks).
+type sumsKept struct {
+	mu sync.Mutex
+	m  map[[2]int64]sumsEntry
+}
+
+type sumsEntry struct {
+	gen uint64
+	out []*analysis.WindowSummary
+}
+
+// maxSumsKept bounds the ranges kept.
+const maxSumsKept = 64
+
+func (k *sumsKept) get(lo, hi int64, gen uint64) ([]*analysis.WindowSummary, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[[2]int64{lo, hi}]
+	return e.out, ok && e.gen == gen
+}
+
+func (k *sumsKept) put(lo, hi int64, gen uint64, out []*analysis.WindowSummary) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil || len(k.m) >= maxSumsKept {
+		k.m = map[[2]int64]sumsEntry{}
+	}
+	k.m[[2]int64{lo, hi}] = sumsEntry{gen, out}
 }

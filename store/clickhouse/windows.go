@@ -91,6 +91,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 		return err
 	}
 	defer s.pos.Wrote(ctx, 0, 0) // no rollup changes
+	defer s.sumGen.Add(1)        // first: the summaries kept are read again
 	if len(sums) == 0 {
 		return nil
 	}
@@ -140,6 +141,19 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 		lo = max(lo, analysis.WindowOf(f, s.window))
 	}
 	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
+	// Kept while no summary may have changed (the position first: it
+	// reads what another process wrote).
+	keep := false
+	gen := s.sumGen.Load()
+	if s.marks != nil {
+		if _, err := s.pos.Position(ctx); err == nil {
+			gen = s.sumGen.Load()
+			if out, ok := s.sumsKept.get(lo, hi, gen); ok {
+				return out, nil
+			}
+			keep = true
+		}
+	}
 	var out []*analysis.WindowSummary
 	err := s.query(ctx, "read summaries", `SELECT win, summary FROM summaries FINAL WHERE win >= `+itoa(lo)+` AND win <= `+itoa(hi)+
 		` ORDER BY win`, func(r driver.Rows) error {
@@ -155,6 +169,9 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 		out = append(out, w)
 		return nil
 	})
+	if err == nil && keep {
+		s.sumsKept.put(lo, hi, gen, out)
+	}
 	return out, err
 }
 
@@ -178,6 +195,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 		return err
 	}
 	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
+	defer s.sumGen.Add(1)
 	cutoff := rollup.FloorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)

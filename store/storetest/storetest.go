@@ -39,6 +39,7 @@ func Run(t *testing.T, open Opener, opt Optional) {
 	t.Run("Optional", func(t *testing.T) { testOptional(t, open, opt) })
 	t.Run("Figures", func(t *testing.T) { testFigures(t, open) })
 	t.Run("Position", func(t *testing.T) { testPosition(t, open) })
+	t.Run("Kept", func(t *testing.T) { testKept(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
