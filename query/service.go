@@ -287,7 +287,19 @@ type EventView struct {
 // result (Pending when the trace waits for its analysis). ErrNotFound when
 // no span of it is stored.
 func (s *Service) Trace(ctx context.Context, id graph.TraceID) (*TraceView, error) {
+	// Its spans and its record at once: two round trips to a server
+	// overlapped.
+	var recs map[graph.TraceID]*store.Record
+	rerr := make(chan error, 1)
+	go func() {
+		var err error
+		recs, err = s.Store.Records(ctx, []graph.TraceID{id})
+		rerr <- err
+	}()
 	spans, err := s.Store.TraceSpans(ctx, id, nil)
+	if err2 := <-rerr; err == nil {
+		err = err2
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -296,10 +308,6 @@ func (s *Service) Trace(ctx context.Context, id graph.TraceID) (*TraceView, erro
 	}
 	var asm graph.Assembler
 	t := asm.Assemble(spans)
-	recs, err := s.Store.Records(ctx, []graph.TraceID{id})
-	if err != nil {
-		return nil, err
-	}
 	v := &TraceView{TraceID: id.String(), API: t.APIName, Start: time.Unix(0, t.Start()).UTC(), Spans: t.SpanCount,
 		Fragments: t.Fragments, RemoteParent: t.RemoteParent, Hops: make([]HopView, len(t.Hops)), Events: []EventView{}}
 	rec := recs[id]

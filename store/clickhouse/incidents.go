@@ -63,13 +63,18 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if lo >= hi {
 		return analysis.MinuteNodes{}, nil
 	}
-	if s.hot != nil {
+	if s.hot != nil && uint64(hi-lo) <= maxHotKept { // hi-lo: ranges of the whole store exceed an int64
 		if _, err := s.pos.Position(ctx); err == nil {
 			return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
 		}
 	}
 	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)
 }
+
+// maxHotKept bounds the minutes a HotMinutes through the tier cache
+// covers (in pieces of an hour): longer ones (a whole store's) are read
+// whole.
+const maxHotKept = 8 * 24 * 60
 
 // readHotMinutes is HotMinutes of minutes [lo, hi), read from the server.
 func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {

@@ -15,6 +15,7 @@ func TestSummaryFormats(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	put := func(win int64, b []byte) error {
+		defer s.sumGen.Add(1) // as PutSummaries: the summaries kept are read again
 		return s.insert(ctx, "put old summary", "summaries", []string{"day", "win", "version", "summary"},
 			[]time.Time{dayDate(dayOf(win * int64(time.Hour)))}, []int64{win}, []uint64{s.versions(1)}, []string{string(b)})
 	}

@@ -139,7 +139,7 @@ func (s *Store) cachedHotMinutes(ctx context.Context, lo, hi int64, minOwned int
 func (m *marksSeen) isHeld(lo, hi int64) bool {
 	m.heldMu.Lock()
 	defer m.heldMu.Unlock()
-	if hi-lo > int64(len(m.heldN)) {
+	if uint64(hi-lo) > uint64(len(m.heldN)) { // hi-lo: ranges of the whole store exceed an int64
 		for x := range m.heldN {
 			if lo <= x && x < hi {
 				return true
