@@ -122,7 +122,22 @@ func detectAround(ctx context.Context, ir store.IncidentReader, q store.Query, r
 	if q.From == 0 {
 		lo = hi - maxSpan
 	}
+	back, fwd := rules.QuietMinutes+60, rules.QuietMinutes+60
+	// The data's last minute and the first read of hot minutes at once:
+	// the read covers the minutes up to hi+fwd, a superset of those up to
+	// min(now, hi+fwd) (no minute after the last with a trace holds a
+	// hot one), cut to them below.
+	var first analysis.MinuteNodes
+	firstErr := make(chan error, 1)
+	go func() {
+		var err error
+		first, err = ir.HotMinutes(ctx, store.Query{From: store.MinuteStart(lo - back), To: store.MinuteStart(hi + fwd)}, rules.MinOwned, rules.MinRate)
+		firstErr <- err
+	}()
 	last, ok, err := ir.LastMinute(ctx, store.Query{From: store.MinuteStart(lo - maxSpan)})
+	if err2 := <-firstErr; err == nil && ok {
+		err = err2
+	}
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -131,11 +146,17 @@ func detectAround(ctx context.Context, ir store.IncidentReader, q store.Query, r
 	if lo >= hi {
 		return nil, nil
 	}
-	back, fwd := rules.QuietMinutes+60, rules.QuietMinutes+60
-	for {
+	for speculative := true; ; speculative = false {
 		rlo, rhi := lo-back, min(now, hi+fwd)
-		hot, err := ir.HotMinutes(ctx, store.Query{From: store.MinuteStart(rlo), To: store.MinuteStart(rhi)}, rules.MinOwned, rules.MinRate)
-		if err != nil {
+		var hot analysis.MinuteNodes
+		if speculative {
+			hot = analysis.MinuteNodes{}
+			for m, nodes := range first {
+				if m >= rlo && m < rhi {
+					hot[m] = nodes
+				}
+			}
+		} else if hot, err = ir.HotMinutes(ctx, store.Query{From: store.MinuteStart(rlo), To: store.MinuteStart(rhi)}, rules.MinOwned, rules.MinRate); err != nil {
 			return nil, err
 		}
 		spans := analysis.DetectIncidents(hot, now, rules)

@@ -156,6 +156,7 @@ type core struct {
 	// minute markers (tiers.go); nil on a cluster.
 	tiers *tiers.Cache[*analysis.Report]
 	hot   *tiers.Cache[analysis.MinuteNodes]
+	last  *tiers.Cache[lastMinute]
 	marks *marksSeen
 	// sumGen moves whenever summaries may have changed; sumsKept holds
 	// those read (tiers.go).

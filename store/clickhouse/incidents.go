@@ -71,6 +71,14 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)
 }
 
+// hotPass is the condition of a node minute passing the thresholds.
+func hotPass(minOwned int64, minRate float64) string {
+	return ` requests > 0 AND owned >= ` + itoa(minOwned) + ` AND owned >= ` + strconv.FormatFloat(minRate, 'g', -1, 64) + ` * requests`
+}
+
+// shortHot is the most minutes read in one query by HotMinutes.
+const shortHot = 10
+
 // maxHotKept bounds the minutes a HotMinutes through the tier cache
 // covers (in pieces of an hour): longer ones (a whole store's) are read
 // whole.
@@ -79,6 +87,12 @@ const maxHotKept = 8 * 24 * 60
 // readHotMinutes is HotMinutes of minutes [lo, hi), read from the server.
 func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	out := analysis.MinuteNodes{}
+	if hi-lo <= shortHot {
+		// A few minutes (what a write changed, through the tier cache):
+		// summed in one query, rather than three to find settled days
+		// and narrow the sum first.
+		return out, s.hotMinutes(ctx, where([]bucketRange{{tierMinute, lo, hi}}), "", hotPass(minOwned, minRate), out)
+	}
 	settled, err := s.settledDays(ctx, lo, hi)
 	if err != nil {
 		return nil, err
@@ -108,7 +122,7 @@ func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64
 	if m < hi {
 		many = append(many, bucketRange{tierMinute, m, hi})
 	}
-	pass := ` requests > 0 AND owned >= ` + itoa(minOwned) + ` AND owned >= ` + strconv.FormatFloat(minRate, 'g', -1, 64) + ` * requests`
+	pass := hotPass(minOwned, minRate)
 	if len(one) > 0 {
 		cond := where(one)
 		err := s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM node_minutes
@@ -334,6 +348,28 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	if lo >= hi {
 		return 0, false, nil
 	}
+	if s.last == nil {
+		return s.readLastMinute(ctx, lo, hi)
+	}
+	// Kept until a write touches the range (tiers.go).
+	if _, err := s.pos.Position(ctx); err != nil {
+		return s.readLastMinute(ctx, lo, hi)
+	}
+	k := tierKey(bucketRange{tierMinute, lo, hi}, "\x00last")
+	v, ok, gen := s.last.Lookup(k)
+	if ok {
+		return v.m, v.ok, nil
+	}
+	s.last.Reads.Add(1)
+	m, found, err := s.readLastMinute(ctx, lo, hi)
+	if err == nil {
+		s.last.Put(k, lastMinute{m, found}, gen)
+	}
+	return m, found, err
+}
+
+// readLastMinute is LastMinute of minutes [lo, hi), read from the server.
+func (s *Store) readLastMinute(ctx context.Context, lo, hi int64) (int64, bool, error) {
 	// The last hour with a trace first (the hour tier is 60 times
 	// smaller), then its last minute with one; an hour whose minutes in
 	// the range hold none (the range ends inside it) sends the search to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -87,6 +88,8 @@ func (c *core) newTiers() {
 		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
 	c.hot = tiers.New(tiers.Config[analysis.MinuteNodes]{Max: defaultTierBytes / 4, MaxEntry: maxTierEntry, Size: hotSize,
 		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
+	c.last = tiers.New(tiers.Config[lastMinute]{Max: 1 << 20, MaxEntry: 1 << 10, Size: func(lastMinute) int64 { return 128 },
+		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
 }
 
 // invalidate drops what the tiers keep of minutes [lo, hi) (the
@@ -94,6 +97,20 @@ func (c *core) newTiers() {
 func (c *core) invalidate(lo, hi int64) {
 	c.tiers.Invalidate(lo, hi)
 	c.hot.Invalidate(lo, hi)
+	c.last.Invalidate(lo, hi)
+}
+
+// clearTiers drops everything the tiers keep.
+func (c *core) clearTiers() {
+	c.tiers.Clear()
+	c.hot.Clear()
+	c.last.Clear()
+}
+
+// lastMinute is a LastMinute answer.
+type lastMinute struct {
+	m  int64
+	ok bool
 }
 
 // hotSize estimates the memory hot minutes hold.
@@ -186,6 +203,9 @@ func (m *marksSeen) ownVersion(v uint64) {
 	m.own[v] = struct{}{}
 }
 
+// maxLatest bounds the marker keys remembered.
+const maxLatest = 1 << 18
+
 // ownAge is how long an own version waits to be read back (an insert
 // that failed is never read).
 const ownAge = 10 * time.Minute
@@ -265,6 +285,19 @@ func (s *Store) readMarks(ctx context.Context) error {
 		changed = append(changed, x.k.minute)
 	}
 	m.parts = active
+	if len(m.latest) > maxLatest {
+		// Forgetting a key only costs dropping its minute once more if a
+		// merge brings its row back: the oldest minutes go.
+		newest := int64(math.MinInt64)
+		for k := range m.latest {
+			newest = max(newest, k.minute)
+		}
+		for k := range m.latest {
+			if k.minute < newest-3*24*60 {
+				delete(m.latest, k)
+			}
+		}
+	}
 	m.ownMu.Lock()
 	old := uint64(time.Now().Add(-ownAge).UnixNano())
 	for _, x := range rows {
@@ -277,8 +310,7 @@ func (s *Store) readMarks(ctx context.Context) error {
 	}
 	m.ownMu.Unlock()
 	if !m.known {
-		s.tiers.Clear() // kept before the markers were known
-		s.hot.Clear()
+		s.clearTiers() // kept before the markers were known
 		m.known = true
 		return nil
 	}
@@ -316,8 +348,7 @@ func (s *Store) forgetMarks() {
 	s.sumGen.Add(1)
 	s.marks.known = false
 	s.marks.parts = map[string]bool{}
-	s.tiers.Clear()
-	s.hot.Clear()
+	s.clearTiers()
 }
 
 // reportSize estimates the memory a report holds.

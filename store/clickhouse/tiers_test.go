@@ -1,0 +1,101 @@
+package clickhouse
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/store"
+)
+
+// TestHeldMinutes: the minutes another process marked dirty and has not
+// marked clean are held (ranges holding them are read each time, never
+// kept), and released with its clean markers; a process's own markers
+// hold nothing. A reader's kept ranges of a minute another process
+// changed are dropped.
+func TestHeldMinutes(t *testing.T) {
+	dsn := freshDatabase(t, server(t))
+	x := context.Background()
+	w := open(t, dsn, time.Hour)
+	defer w.Close()
+	r := open(t, dsn, time.Hour)
+	defer r.Close()
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(id uint64, at time.Time) *store.Record {
+		res := &analysis.TraceResult{API: "a GET /", Start: at.UnixNano(), Spans: 3, Hops: 3, Counterfactual: 3,
+			Window: analysis.WindowOf(at.UnixNano(), time.Hour)}
+		binary.BigEndian.PutUint64(res.TraceID[8:], id)
+		return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
+	}
+	m1, m2 := day.Add(10*time.Hour+5*time.Minute), day.Add(13*time.Hour+7*time.Minute)
+	minute := func(t time.Time) int64 { return t.Unix() / 60 }
+	apply := func(id uint64, at time.Time) {
+		t.Helper()
+		if err := w.Apply(x, store.Batch{Changes: []store.Change{{New: rec(id, at)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// held waits for the reader to see the markers (its position polls
+	// at most every 250 ms) and returns its held minutes.
+	held := func(want []int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := r.Position(x); err != nil {
+				t.Fatal(err)
+			}
+			got := r.marks.heldMinutes()
+			slices.Sort(got)
+			if slices.Equal(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("held minutes %v, want %v", got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	q := store.Query{From: day.Add(10 * time.Hour).UnixNano(), To: day.Add(12 * time.Hour).UnixNano()} // hours 10 and 11: one range
+	hours := tierKey(bucketRange{tierHour, minute(day)/60 + 10, minute(day)/60 + 12}, "")
+	traces := func(s *Store) int64 {
+		t.Helper()
+		rep, err := s.Report(x, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Traces
+	}
+	apply(1, m1)
+	held([]int64{minute(m1)}) // the writer's last Apply: dirty until its next
+	if got := w.marks.heldMinutes(); len(got) != 0 {
+		t.Errorf("the writer holds its own minutes %v", got)
+	}
+	// The report is read, but its range holding m1 is not kept.
+	if n := traces(r); n != 1 {
+		t.Fatalf("%d traces, want 1", n)
+	}
+	if _, ok, _ := r.tiers.Lookup(hours); ok {
+		t.Error("a range holding a held minute was kept")
+	}
+	apply(2, m2)
+	held([]int64{minute(m2)}) // m1 clean, m2 dirty
+	if n := traces(r); n != 1 {
+		t.Fatalf("%d traces, want 1 (m2 is after the range)", n)
+	}
+	if _, ok, _ := r.tiers.Lookup(hours); !ok {
+		t.Error("the hour of a minute marked clean was not kept")
+	}
+	// Another write to m1's hour drops what the reader kept of it.
+	apply(3, m1.Add(time.Minute))
+	held([]int64{minute(m1) + 1})
+	if n := traces(r); n != 2 {
+		t.Fatalf("%d traces after a write to a kept hour, want 2", n)
+	}
+	if err := w.Close(); err != nil { // clean markers of its last minutes
+		t.Fatal(err)
+	}
+	held(nil)
+}
