@@ -157,6 +157,7 @@ type core struct {
 	tiers *tiers.Cache[*analysis.Report]
 	hot   *tiers.Cache[analysis.MinuteNodes]
 	last  *tiers.Cache[lastMinute]
+	hints lastHints
 	marks *marksSeen
 	// sumGen moves whenever summaries may have changed; sumsKept holds
 	// those read (tiers.go).

@@ -361,9 +361,26 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 		return v.m, v.ok, nil
 	}
 	s.last.Reads.Add(1)
-	m, found, err := s.readLastMinute(ctx, lo, hi)
+	var m int64
+	var found bool
+	var err error
+	// The answer before the write that dropped it, as a hint: the last
+	// minute of the day up to it and on is one query, and when that day
+	// holds a trace its last is the range's (nothing after it in the
+	// range has one); otherwise the search goes on before it.
+	if hint, ok := s.lastHint(k); ok && hint-1440 > lo {
+		m, found, err = s.lastMinuteIn(ctx, hint-1440, hi)
+		if err == nil && !found {
+			m, found, err = s.readLastMinute(ctx, lo, hint-1440)
+		}
+	} else {
+		m, found, err = s.readLastMinute(ctx, lo, hi)
+	}
 	if err == nil {
 		s.last.Put(k, lastMinute{m, found}, gen)
+		if found {
+			s.setLastHint(k, m)
+		}
 	}
 	return m, found, err
 }

@@ -113,6 +113,32 @@ type lastMinute struct {
 	ok bool
 }
 
+// lastHints are the latest LastMinute answers by range, kept across
+// writes: hints where to look first, not answers.
+type lastHints struct {
+	mu sync.Mutex
+	m  map[tiers.Key]int64
+}
+
+// maxLastHints bounds the hints kept.
+const maxLastHints = 256
+
+func (s *Store) lastHint(k tiers.Key) (int64, bool) {
+	s.hints.mu.Lock()
+	defer s.hints.mu.Unlock()
+	m, ok := s.hints.m[k]
+	return m, ok
+}
+
+func (s *Store) setLastHint(k tiers.Key, m int64) {
+	s.hints.mu.Lock()
+	defer s.hints.mu.Unlock()
+	if s.hints.m == nil || len(s.hints.m) >= maxLastHints {
+		s.hints.m = map[tiers.Key]int64{}
+	}
+	s.hints.m[k] = m
+}
+
 // hotSize estimates the memory hot minutes hold.
 func hotSize(m analysis.MinuteNodes) int64 {
 	n := int64(64)

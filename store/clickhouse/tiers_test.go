@@ -99,3 +99,42 @@ func TestHeldMinutes(t *testing.T) {
 	}
 	held(nil)
 }
+
+// TestLastMinuteHint: after a write, the last minute is looked for first
+// in the day up to the one found before, then before that day; a write
+// that deletes every trace of that day sends the search before it.
+func TestLastMinuteHint(t *testing.T) {
+	s := open(t, freshDatabase(t, server(t)), time.Hour)
+	defer s.Close()
+	x := context.Background()
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(id uint64, at time.Time) *store.Record {
+		res := &analysis.TraceResult{API: "a GET /", Start: at.UnixNano(), Spans: 3, Hops: 3, Counterfactual: 3,
+			Window: analysis.WindowOf(at.UnixNano(), time.Hour)}
+		binary.BigEndian.PutUint64(res.TraceID[8:], id)
+		return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
+	}
+	apply := func(c ...store.Change) {
+		t.Helper()
+		if err := s.Apply(x, store.Batch{Changes: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := store.Query{From: day.UnixNano(), To: day.Add(72 * time.Hour).UnixNano()}
+	last := func(want time.Time) {
+		t.Helper()
+		m, ok, err := s.LastMinute(x, q)
+		if err != nil || !ok || m != want.Unix()/60 {
+			t.Fatalf("last minute %d (%v, %v), want %d (%v)", m, ok, err, want.Unix()/60, want)
+		}
+	}
+	early, late := rec(1, day.Add(10*time.Hour)), rec(2, day.Add(58*time.Hour))
+	apply(store.Change{New: early}, store.Change{New: late})
+	last(day.Add(58 * time.Hour))
+	apply(store.Change{Old: late}) // the day up to the hint holds none now
+	last(day.Add(10 * time.Hour))
+	apply(store.Change{New: rec(3, day.Add(59*time.Hour))})
+	last(day.Add(59 * time.Hour))
+	apply(store.Change{New: rec(4, day.Add(59*time.Hour+30*time.Minute))}) // the hint's day
+	last(day.Add(59*time.Hour + 30*time.Minute))
+}

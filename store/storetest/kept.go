@@ -97,6 +97,21 @@ func testKept(t *testing.T, open Opener) {
 					return fmt.Errorf("%v: report\n%s\nwant a fresh handle's\n%s", q, a, b)
 				}
 			}
+			if ir, ok := s.(store.IncidentReader); ok && q.API == "" {
+				m, found, err := ir.LastMinute(x, q)
+				if err != nil {
+					return err
+				}
+				want, wantFound := int64(0), false
+				for _, r := range live {
+					if r.Start >= q.From && r.Start < q.To {
+						want, wantFound = max(want, r.Minute()), true
+					}
+				}
+				if m != want || found != wantFound {
+					return fmt.Errorf("%v: last minute %d (%v), want %d (%v)", q, m, found, want, wantFound)
+				}
+			}
 			if sr, ok := s.(store.SeriesReader); ok && q.API != "" {
 				steps, err := sr.APISeries(x, q, 60)
 				if err != nil {
@@ -131,6 +146,15 @@ func testKept(t *testing.T, open Opener) {
 		}},
 		{"a record in the open minute", func() []store.Change {
 			return []store.Change{{New: rec(100002, apis[0], end.Add(-time.Minute))}}
+		}},
+		{"the last record deleted", func() []store.Change {
+			var last *store.Record
+			for _, r := range live {
+				if r.Start < end.UnixNano() && (last == nil || r.Start > last.Start) {
+					last = r
+				}
+			}
+			return []store.Change{{Old: last}}
 		}},
 		{"a record deleted", func() []store.Change {
 			for _, old := range live {
