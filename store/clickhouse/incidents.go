@@ -91,7 +91,7 @@ func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64
 		// A few minutes (what a write changed, through the tier cache):
 		// summed in one query, rather than three to find settled days
 		// and narrow the sum first.
-		return out, s.hotMinutes(ctx, where([]bucketRange{{tierMinute, lo, hi}}), "", hotPass(minOwned, minRate), out)
+		return out, s.hotMinutes(light(ctx), where([]bucketRange{{tierMinute, lo, hi}}), "", hotPass(minOwned, minRate), out)
 	}
 	settled, err := s.settledDays(ctx, lo, hi)
 	if err != nil {
@@ -348,6 +348,7 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	if lo >= hi {
 		return 0, false, nil
 	}
+	ctx = light(ctx) // two numbers per bucket of trace_buckets
 	if s.last == nil {
 		return s.readLastMinute(ctx, lo, hi)
 	}

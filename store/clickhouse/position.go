@@ -24,6 +24,7 @@ const positionQuery = `SELECT toUInt64(sum(cityHash64(host, table, partition_id,
 // readPosition returns the database's fingerprint for the position
 // tracker (under its lock), and reads the minute markers when it moved.
 func (s *Store) readPosition(ctx context.Context) (uint64, error) {
+	ctx = light(ctx)
 	var fp uint64
 	if err := s.queryRow(ctx, "read write position", fmt.Sprintf(positionQuery, s.partsSource(), quote(s.db)), &fp); err != nil {
 		return 0, err

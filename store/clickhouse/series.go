@@ -152,7 +152,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		s.tiers.Reads.Add(int64(len(miss)))
 	}
 	for _, terms := range queries {
-		err := s.seriesRows(ctx, "("+strings.Join(terms, " OR ")+")", q.API, func(tier uint8, bucket int64) *analysis.APIAgg {
+		err := s.seriesRows(light(ctx), "("+strings.Join(terms, " OR ")+")", q.API, func(tier uint8, bucket int64) *analysis.APIAgg {
 			t := tileOf(tier, bucket)
 			switch {
 			case t == nil:

@@ -183,7 +183,7 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 		return dst, err
 	}
 	var rows []spanRow
-	err := s.readSpans(ctx, []graph.TraceID{id}, 0, 0, func(r *spanRow) error {
+	err := s.readSpans(light(ctx), []graph.TraceID{id}, 0, 0, func(r *spanRow) error {
 		c := *r
 		c.data = slices.Clone(r.data)
 		rows = append(rows, c)

@@ -552,7 +552,7 @@ func (s *Store) readRanges(ctx context.Context, fs []*flight) error {
 		index = b.String()
 	}
 	cond := "(" + strings.Join(conds, " OR ") + ")"
-	err := s.query(ctx, "read rollups", `SELECT toUInt32(`+index+`) AS r, toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+
+	err := s.query(light(ctx), "read rollups", `SELECT toUInt32(`+index+`) AS r, toInt8(stat), api, service, operation, value, sum(n) FROM rollups WHERE `+
 		cond+` AND `+s.current(cond)+` GROUP BY r, stat, api, service, operation, value`, func(r driver.Rows) error {
 		var i uint32
 		var k rowKey
