@@ -11,6 +11,14 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
+// tierRecord is a record of a trace of one hop starting at at.
+func tierRecord(id uint64, at time.Time) *store.Record {
+	res := &analysis.TraceResult{API: "a GET /", Start: at.UnixNano(), Spans: 3, Hops: 3, Counterfactual: 3,
+		Window: analysis.WindowOf(at.UnixNano(), time.Hour)}
+	binary.BigEndian.PutUint64(res.TraceID[8:], id)
+	return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
+}
+
 // TestHeldMinutes: the minutes another process marked dirty and has not
 // marked clean are held (ranges holding them are read each time, never
 // kept), and released with its clean markers; a process's own markers
@@ -24,17 +32,11 @@ func TestHeldMinutes(t *testing.T) {
 	r := open(t, dsn, time.Hour)
 	defer r.Close()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	rec := func(id uint64, at time.Time) *store.Record {
-		res := &analysis.TraceResult{API: "a GET /", Start: at.UnixNano(), Spans: 3, Hops: 3, Counterfactual: 3,
-			Window: analysis.WindowOf(at.UnixNano(), time.Hour)}
-		binary.BigEndian.PutUint64(res.TraceID[8:], id)
-		return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
-	}
 	m1, m2 := day.Add(10*time.Hour+5*time.Minute), day.Add(13*time.Hour+7*time.Minute)
 	minute := func(t time.Time) int64 { return t.Unix() / 60 }
 	apply := func(id uint64, at time.Time) {
 		t.Helper()
-		if err := w.Apply(x, store.Batch{Changes: []store.Change{{New: rec(id, at)}}}); err != nil {
+		if err := w.Apply(x, store.Batch{Changes: []store.Change{{New: tierRecord(id, at)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,12 +110,6 @@ func TestLastMinuteHint(t *testing.T) {
 	defer s.Close()
 	x := context.Background()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	rec := func(id uint64, at time.Time) *store.Record {
-		res := &analysis.TraceResult{API: "a GET /", Start: at.UnixNano(), Spans: 3, Hops: 3, Counterfactual: 3,
-			Window: analysis.WindowOf(at.UnixNano(), time.Hour)}
-		binary.BigEndian.PutUint64(res.TraceID[8:], id)
-		return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
-	}
 	apply := func(c ...store.Change) {
 		t.Helper()
 		if err := s.Apply(x, store.Batch{Changes: c}); err != nil {
@@ -128,13 +124,13 @@ func TestLastMinuteHint(t *testing.T) {
 			t.Fatalf("last minute %d (%v, %v), want %d (%v)", m, ok, err, want.Unix()/60, want)
 		}
 	}
-	early, late := rec(1, day.Add(10*time.Hour)), rec(2, day.Add(58*time.Hour))
+	early, late := tierRecord(1, day.Add(10*time.Hour)), tierRecord(2, day.Add(58*time.Hour))
 	apply(store.Change{New: early}, store.Change{New: late})
 	last(day.Add(58 * time.Hour))
 	apply(store.Change{Old: late}) // the day up to the hint holds none now
 	last(day.Add(10 * time.Hour))
-	apply(store.Change{New: rec(3, day.Add(59*time.Hour))})
+	apply(store.Change{New: tierRecord(3, day.Add(59*time.Hour))})
 	last(day.Add(59 * time.Hour))
-	apply(store.Change{New: rec(4, day.Add(59*time.Hour+30*time.Minute))}) // the hint's day
+	apply(store.Change{New: tierRecord(4, day.Add(59*time.Hour+30*time.Minute))}) // the hint's day
 	last(day.Add(59*time.Hour + 30*time.Minute))
 }
