@@ -80,8 +80,8 @@ func (s *Store) withIDs(ctx context.Context, ids []graph.TraceID) (context.Conte
 // system table): one thread each on the server. Queries of two threads
 // each (18.16's default on two cores), many at once, fight for a small
 // server's cores, and a point lookup gains nothing from a second thread:
-// 16 clients of the read API served 1.4 × the requests with every query
-// on one thread (docs/PERFORMANCE.md).
+// 16 clients of the read API on two cores were served 5,651 requests/s
+// with these on one thread, against 3,525–4,071 (docs/PERFORMANCE.md).
 func light(ctx context.Context) context.Context {
 	return ch.Context(ctx, ch.WithSettings(ch.Settings{"max_threads": 1}))
 }
