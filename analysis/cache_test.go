@@ -7,7 +7,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store/storetest"
 )
@@ -18,22 +17,11 @@ import (
 // their counts are those recounted from the trace's hops and events by
 // hand.
 func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
-	var traces []*graph.Trace
-	var asm graph.Assembler
-	for _, c := range []*storetest.Corpus{
-		storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), time.Second),
-		naiveChainCorpus(t),
-		storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), time.Second),
-	} {
-		for _, spans := range c.Spans {
-			traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
-		}
-	}
+	traces, ws := windowed(
+		storetest.NewCorpus(t, 200, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), time.Second).Spans,
+		naiveChainCorpus(t).Spans,
+		storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), time.Second).Spans)
 	cfg := analysis.Config{}
-	ws := analysis.NewWindows(time.Hour)
-	for _, tr := range traces {
-		ws.Add(tr)
-	}
 	ev := analysis.NewEvaluator(cfg)
 	withVersions := 0
 	defer func() {
@@ -102,22 +90,30 @@ func TestEvaluatorNodesAndServicesRecounted(t *testing.T) {
 // naiveChainCorpus is 100 traces of the chain of names (A→B→C→D unless
 // given) with the last one down: names the storetest corpus does not
 // have.
+// windowed assembles the traces of the groups of spans, in order, and
+// adds them to windows of an hour.
+func windowed(groups ...[][]graph.Span) ([]*graph.Trace, *analysis.Windows) {
+	var asm graph.Assembler
+	var traces []*graph.Trace
+	ws := analysis.NewWindows(time.Hour)
+	for _, g := range groups {
+		for _, spans := range g {
+			tr := asm.Assemble(append([]graph.Span(nil), spans...))
+			traces = append(traces, tr)
+			ws.Add(tr)
+		}
+	}
+	return traces, ws
+}
+
 func naiveChainCorpus(t *testing.T, names ...string) *storetest.Corpus {
 	t.Helper()
 	if len(names) == 0 {
 		names = []string{"A", "B", "C", "D"}
 	}
-	res, err := sim.Run(sim.Scenario{Services: sim.Chain(names, sim.Policy{Retry: sim.RetryNaive, Retries: 1}),
+	_, spans := simulate(t, sim.Scenario{Services: sim.Chain(names, sim.Policy{Retry: sim.RetryNaive, Retries: 1}),
 		Root: names[0], Faults: []sim.Fault{{Service: names[len(names)-1], Rate: 1, Persistent: true}}, Traces: 100, Seed: 9,
 		Start: time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
 	return &storetest.Corpus{Spans: graph.GroupTraces(spans)}
 }
 
@@ -194,16 +190,8 @@ func TestGrowingWindowsEqualPlain(t *testing.T) {
 // equals one that only had them added.
 func TestReportPrunedAndAddedAgain(t *testing.T) {
 	c := storetest.NewCorpus(t, 100, time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC), 5*time.Second)
-	var asm graph.Assembler
-	var traces []*graph.Trace
-	for _, spans := range append(c.Spans, naiveChainCorpus(t, "A", "B", "E").Spans...) {
-		traces = append(traces, asm.Assemble(append([]graph.Span(nil), spans...)))
-	}
+	traces, ws := windowed(c.Spans, naiveChainCorpus(t, "A", "B", "E").Spans)
 	cfg := analysis.Config{}
-	ws := analysis.NewWindows(time.Hour)
-	for _, tr := range traces {
-		ws.Add(tr)
-	}
 	ev := analysis.NewEvaluator(cfg)
 	all, some, again := analysis.NewReport(), analysis.NewReport(), analysis.NewReport()
 	for i, tr := range traces {
