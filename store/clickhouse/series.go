@@ -74,7 +74,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 				if cached {
 					v, ok, gen := s.tiers.Lookup(tierKey(r, name))
 					if ok {
-						mergeAPI(at(i), v, q.API)
+						rollup.AddAPI(at(i), v, q.API)
 						continue
 					}
 					t.gen, t.rep = gen, analysis.NewReport()
@@ -169,7 +169,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	for _, t := range miss {
 		if t.rep != nil {
 			s.tiers.Put(tierKey(t.r, name), t.rep, t.gen)
-			mergeAPI(at(t.step), t.rep, q.API)
+			rollup.AddAPI(at(t.step), t.rep, q.API)
 		}
 	}
 	for i, a := range out {
@@ -178,13 +178,6 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		}
 	}
 	return out, nil
-}
-
-// mergeAPI adds api's figures of part to a.
-func mergeAPI(a *analysis.APIAgg, part *analysis.Report, api string) {
-	into := analysis.NewReport()
-	into.APIs[api] = a
-	into.Merge(part, 1)
 }
 
 // seriesRows adds the rows of api's own figures cond selects to the

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -48,19 +49,13 @@ import (
 // On a cluster the tiers are off (parts are the shards'): every report
 // reads the server, as before.
 
-// Bounds of the kept reports' memory (estimated) and of one report's.
-const (
-	defaultTierBytes = 32 << 20
-	maxTierEntry     = 1 << 20
-)
-
 // markKey is a minute marker's key: the minute, the partition.
 type markKey struct {
 	minute int64
 	part   string
 }
 
-// marks is what readMarks knows of the markers (under the tracker's
+// marksSeen is what readMarks knows of the markers (under the tracker's
 // lock, but held and own, see their locks).
 type marksSeen struct {
 	known bool // the markers were read since the last failure
@@ -79,17 +74,17 @@ type marksSeen struct {
 	own   map[uint64]struct{} // versions of this process's markers not read back yet
 }
 
-// newTiers returns the tier cache of a store on one server.
+// newTiers makes the tier caches of a store on one server.
 func (c *core) newTiers() {
 	c.flights = map[flightKey]*flight{}
 	c.marks = &marksSeen{parts: map[string]bool{}, latest: map[markKey]uint64{}, held: map[markKey]struct{}{},
 		heldN: map[int64]int{}, own: map[uint64]struct{}{}}
-	c.tiers = tiers.New(tiers.Config[*analysis.Report]{Max: defaultTierBytes, MaxEntry: maxTierEntry, Size: reportSize,
-		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
-	c.hot = tiers.New(tiers.Config[analysis.MinuteNodes]{Max: defaultTierBytes / 4, MaxEntry: maxTierEntry, Size: hotSize,
-		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
+	c.tiers = tiers.New(tiers.Config[*analysis.Report]{Max: tiers.DefaultMax, MaxEntry: tiers.DefaultMaxEntry, Size: tiers.ReportSize,
+		Minutes: tierMinutes, Held: c.marks.isHeld})
+	c.hot = tiers.New(tiers.Config[analysis.MinuteNodes]{Max: tiers.DefaultMax / 4, MaxEntry: tiers.DefaultMaxEntry, Size: hotSize,
+		Minutes: tierMinutes, Held: c.marks.isHeld})
 	c.last = tiers.New(tiers.Config[lastMinute]{Max: 1 << 20, MaxEntry: 1 << 10, Size: func(lastMinute) int64 { return 128 },
-		Minutes: func(tier int) int64 { return minutesPer[tier] }, Held: c.marks.isHeld})
+		Minutes: tierMinutes, Held: c.marks.isHeld})
 }
 
 // invalidate drops what the tiers keep of minutes [lo, hi) (the
@@ -293,7 +288,7 @@ func (s *Store) readMarks(ctx context.Context) error {
 			return err
 		}
 	}
-	slices.SortFunc(rows, func(a, b row) int { return cmpU(a.version, b.version) })
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.version, b.version) })
 	m.ownMu.Lock()
 	own := maps.Clone(m.own)
 	m.ownMu.Unlock()
@@ -359,31 +354,12 @@ func (s *Store) readMarks(ctx context.Context) error {
 	return nil
 }
 
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // forgetMarks drops everything kept: the markers could not be read.
 func (s *Store) forgetMarks() {
 	s.sumGen.Add(1)
 	s.marks.known = false
 	s.marks.parts = map[string]bool{}
 	s.clearTiers()
-}
-
-// reportSize estimates the memory a report holds.
-func reportSize(r *analysis.Report) int64 {
-	n := int64(512 + 160*(len(r.Services)+len(r.Nodes)+len(r.Versions)))
-	for _, a := range r.APIs {
-		n += 384 + int64(48*(len(a.Radius)+len(a.Amplification))+160*len(a.Owners))
-	}
-	return n
 }
 
 // hotEdges returns the minutes at which minute ranges are cut: the edges

@@ -92,17 +92,12 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 	key := func(level int, bLo, bHi int64) tiercache.Key {
 		return tiercache.Key{Tier: tiers[level].id, Lo: bLo, Hi: bHi, Name: "\x00series\x00" + api}
 	}
-	add := func(i int64, part *analysis.Report) {
-		into := analysis.NewReport()
-		into.APIs[api] = at(i)
-		into.Merge(part, 1)
-	}
 	_, perr := s.pos.Position(ctx) // another process's writes drop what is kept
 	for i, sLo := int64(0), lo; sLo < hi; i, sLo = i+1, sLo+step {
 		rollup.Tile(sLo, min(sLo+step, hi), len(tiers)-1, levelMinutes, func(level int, bLo, bHi int64) {
 			rep, ok, gen := s.tiers.Lookup(key(level, bLo, bHi))
 			if ok && perr == nil {
-				add(i, rep)
+				rollup.AddAPI(at(i), rep, api)
 				return
 			}
 			miss = append(miss, &run{level: level, lo: bLo, hi: bHi, step: i, gen: gen, rep: analysis.NewReport()})
@@ -166,7 +161,7 @@ func (s *Store) tiledSeries(ctx context.Context, api string, lo, hi, step int64,
 		if perr == nil {
 			s.tiers.Put(key(r.level, r.lo, r.hi), r.rep, r.gen)
 		}
-		add(r.step, r.rep)
+		rollup.AddAPI(at(r.step), r.rep, api)
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if sh.log == nil {
 		sh.log = slog.Default()
 	}
-	sh.tiers = newTierCache(defaultTierBytes)
+	sh.tiers = newTierCache(tiercache.DefaultMax)
 	sh.pos.Read, sh.pos.OnMove = sh.readPosition, sh.tiers.Invalidate
 	s := handle(sh, "", false)
 	defer func() {

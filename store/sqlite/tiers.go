@@ -15,25 +15,9 @@ import (
 // says which; another process's write, seen by the fingerprint, or
 // retention, drops everything).
 
-// Bounds of the tier cache's memory (estimated), and of one report's: a
-// range of thousands of root APIs (a cardinality attack's) is read each
-// time rather than kept.
-const (
-	defaultTierBytes = 32 << 20
-	maxTierEntry     = 1 << 20
-)
-
 func newTierCache(max int64) *tiercache.Cache[*analysis.Report] {
-	return tiercache.New(tiercache.Config[*analysis.Report]{Max: max, MaxEntry: maxTierEntry, Size: reportSize, Minutes: func(tier int) int64 { return tierSize(tier) }})
-}
-
-// reportSize estimates the memory a report holds.
-func reportSize(r *analysis.Report) int64 {
-	n := int64(512 + 160*(len(r.Services)+len(r.Nodes)+len(r.Versions)))
-	for _, a := range r.APIs {
-		n += 384 + int64(48*(len(a.Radius)+len(a.Amplification))+160*len(a.Owners))
-	}
-	return n
+	return tiercache.New(tiercache.Config[*analysis.Report]{Max: max, MaxEntry: tiercache.DefaultMaxEntry, Size: tiercache.ReportSize,
+		Minutes: tierSize})
 }
 
 // cachedRange returns the report of one bucket range: kept, or read and

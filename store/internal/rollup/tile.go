@@ -1,5 +1,15 @@
 package rollup
 
+import "github.com/stormradius/stormradius/analysis"
+
+// AddAPI adds root API api's figures of part (a report of ranges of
+// buckets) to a (a step of a series).
+func AddAPI(a *analysis.APIAgg, part *analysis.Report, api string) {
+	into := analysis.NewReport()
+	into.APIs[api] = a
+	into.Merge(part, 1)
+}
+
 // Tile covers minutes [lo, hi) with the whole buckets of level inside it
 // and, at its edges, of the levels below: emit gets runs of buckets
 // [bLo, bHi) of one level. size gives a level's bucket length in minutes;

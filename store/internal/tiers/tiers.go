@@ -14,6 +14,16 @@ package tiers
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/stormradius/stormradius/analysis"
+)
+
+// Default bounds of a cache of reports (Config.Max) and of one report
+// (Config.MaxEntry): a range of thousands of root APIs (a cardinality
+// attack's) is read each time rather than kept.
+const (
+	DefaultMax      = 32 << 20
+	DefaultMaxEntry = 1 << 20
 )
 
 // Key is one range of buckets [Lo, Hi) of a tier, for a name (all root
@@ -192,4 +202,13 @@ func (c *Cache[V]) Used() (bytes int64, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.used, len(c.m)
+}
+
+// ReportSize estimates the memory a report holds (a Config.Size).
+func ReportSize(r *analysis.Report) int64 {
+	n := int64(512 + 160*(len(r.Services)+len(r.Nodes)+len(r.Versions)))
+	for _, a := range r.APIs {
+		n += 384 + int64(48*(len(a.Radius)+len(a.Amplification))+160*len(a.Owners))
+	}
+	return n
 }
