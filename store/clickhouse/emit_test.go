@@ -144,11 +144,11 @@ func TestEmitSQL(t *testing.T) {
 	rec.answers["partition_id >= '"] = [][]any{{base.Format("20060102"), []string{base.Format("20060102") + "_1_9_1"}}}
 	// Read whole, as the answers are made for (not in pieces of an hour
 	// through the tier cache).
-	hot := s.hot
-	s.hot = nil
+	marks := s.marks // the tiers off
+	s.marks = nil
 	_, err = s.HotMinutes(ctx, store.Query{From: h(-2, 0), To: h(12, 17)}, 5, 0.1)
 	must(err)
-	s.hot = hot
+	s.marks = marks
 	rec.answers["partition_id < '"] = [][]any{{base.Add(-24 * time.Hour).Format("20060102"),
 		[]string{"a_1_1_0", "a_2_2_0"}}}
 	must(s.Compact(ctx, h(12, 0)))

@@ -63,10 +63,8 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if lo >= hi {
 		return analysis.MinuteNodes{}, nil
 	}
-	if s.hot != nil && uint64(hi-lo) <= maxHotKept { // hi-lo: ranges of the whole store exceed an int64
-		if _, err := s.pos.Position(ctx); err == nil {
-			return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
-		}
+	if uint64(hi-lo) <= maxHotKept && s.tiersOn(ctx) { // hi-lo: ranges of the whole store exceed an int64
+		return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
 	}
 	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)
 }
@@ -349,13 +347,10 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 		return 0, false, nil
 	}
 	ctx = light(ctx) // two numbers per bucket of trace_buckets
-	if s.last == nil {
+	if !s.tiersOn(ctx) {
 		return s.readLastMinute(ctx, lo, hi)
 	}
 	// Kept until a write touches the range (tiers.go).
-	if _, err := s.pos.Position(ctx); err != nil {
-		return s.readLastMinute(ctx, lo, hi)
-	}
 	k := tierKey(bucketRange{tierMinute, lo, hi}, "\x00last")
 	v, ok, gen := s.last.Lookup(k)
 	if ok {

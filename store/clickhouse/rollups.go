@@ -499,17 +499,13 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	if lo >= hi {
 		return rep, nil
 	}
-	if s.tiers != nil {
-		// The position first: another process's writes drop the ranges
-		// they changed (readMarks).
-		if _, err := s.pos.Position(ctx); err == nil {
-			rep, err := s.cachedReport(ctx, ranges(lo, hi), q.API)
-			if err != nil {
-				return nil, err
-			}
-			rep.Prune()
-			return rep, nil
+	if s.tiersOn(ctx) {
+		rep, err := s.cachedReport(ctx, ranges(lo, hi), q.API)
+		if err != nil {
+			return nil, err
 		}
+		rep.Prune()
+		return rep, nil
 	}
 	cond := where(ranges(lo, hi))
 	if err := s.readRollups(ctx, cond+" AND "+s.current(cond), q.API, rep); err != nil {

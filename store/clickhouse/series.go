@@ -57,11 +57,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		rep  *analysis.Report // read from the server
 	}
 	name := "\x00series\x00" + q.API
-	cached := false
-	if s.tiers != nil {
-		_, err := s.pos.Position(ctx) // another process's writes drop what they changed
-		cached = err == nil
-	}
+	cached := s.tiersOn(ctx)
 	var miss []*tile
 	var edges []int64
 	if cached {

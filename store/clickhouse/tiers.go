@@ -354,6 +354,17 @@ func (s *Store) readMarks(ctx context.Context) error {
 	return nil
 }
 
+// tiersOn reports whether what the tiers keep may be used: they are on
+// (one server) and the write position was read first, so that what
+// another process wrote has dropped what it changed (readMarks).
+func (s *Store) tiersOn(ctx context.Context) bool {
+	if s.marks == nil {
+		return false
+	}
+	_, err := s.pos.Position(ctx)
+	return err == nil
+}
+
 // forgetMarks drops everything kept: the markers could not be read.
 func (s *Store) forgetMarks() {
 	s.sumGen.Add(1)

@@ -141,17 +141,12 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 		lo = max(lo, analysis.WindowOf(f, s.window))
 	}
 	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
-	// Kept while no summary may have changed (the position first: it
-	// reads what another process wrote).
-	keep := false
+	// Kept while no summary may have changed.
+	keep := s.tiersOn(ctx)
 	gen := s.sumGen.Load()
-	if s.marks != nil {
-		if _, err := s.pos.Position(ctx); err == nil {
-			gen = s.sumGen.Load()
-			if out, ok := s.sumsKept.get(lo, hi, gen); ok {
-				return out, nil
-			}
-			keep = true
+	if keep {
+		if out, ok := s.sumsKept.get(lo, hi, gen); ok {
+			return out, nil
 		}
 	}
 	var out []*analysis.WindowSummary
