@@ -274,10 +274,19 @@ func simCorpus(b *testing.B) ([][]byte, []string, int) {
 // simulated meshes' requests (lighter spans: about 5 attributes each).
 func BenchmarkPdataUnmarshalProtoSim(b *testing.B) {
 	sims, _, spans := simCorpus(b)
+	benchPdataRequests(b, &ptrace.ProtoUnmarshaler{}, sims, spans)
+}
+
+// pdataUnmarshaler is what pdata's protobuf and JSON unmarshalers share.
+type pdataUnmarshaler interface {
+	UnmarshalTraces([]byte) (ptrace.Traces, error)
+}
+
+// benchPdataRequests unmarshals every request with u in each iteration.
+func benchPdataRequests(b *testing.B, u pdataUnmarshaler, reqs [][]byte, spans int) {
 	b.ReportAllocs()
-	var u ptrace.ProtoUnmarshaler
 	for b.Loop() {
-		for _, r := range sims {
+		for _, r := range reqs {
 			if _, err := u.UnmarshalTraces(r); err != nil {
 				b.Fatal(err)
 			}
@@ -289,14 +298,20 @@ func BenchmarkPdataUnmarshalProtoSim(b *testing.B) {
 // BenchmarkDecodeProtoSim is BenchmarkDecodeProto on the same requests.
 func BenchmarkDecodeProtoSim(b *testing.B) {
 	sims, _, spans := simCorpus(b)
+	benchDecodeRequests(b, sims, spans, false)
+}
+
+// benchDecodeRequests decodes every request (JSON or protobuf) in each
+// iteration, checking the spans.
+func benchDecodeRequests(b *testing.B, reqs [][]byte, spans int, json bool) {
 	b.ReportAllocs()
 	d := NewDecoder(DecoderConfig{})
 	var dst []graph.Span
 	for b.Loop() {
 		n := 0
-		for _, r := range sims {
+		for _, r := range reqs {
 			var err error
-			if dst, err = d.AppendRequest(dst[:0], r, false); err != nil {
+			if dst, err = d.AppendRequest(dst[:0], r, json); err != nil {
 				b.Fatal(err)
 			}
 			n += len(dst)
@@ -312,13 +327,19 @@ func BenchmarkDecodeProtoSim(b *testing.B) {
 // pdata's unmarshal, then AppendTraces.
 func BenchmarkDecodeProtoPdata(b *testing.B) {
 	_, pb, _, spans := benchCorpus(b)
-	b.SetBytes(int64(len(pb)))
+	benchPathBefore(b, pb, spans, appendRequestPdata)
+}
+
+// benchPathBefore runs a path of decoding before the decoders (through
+// pdata) over data of spans spans.
+func benchPathBefore(b *testing.B, data []byte, spans int, path func(*Decoder, []graph.Span, []byte) ([]graph.Span, error)) {
+	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	d := NewDecoder(DecoderConfig{})
 	dst := make([]graph.Span, 0, spans)
 	var err error
 	for b.Loop() {
-		if dst, err = appendRequestPdata(d, dst[:0], pb); err != nil || len(dst) != spans {
+		if dst, err = path(d, dst[:0], data); err != nil || len(dst) != spans {
 			b.Fatal(err, len(dst))
 		}
 	}
@@ -338,19 +359,28 @@ func BenchmarkDecodeProtoPdata(b *testing.B) {
 func BenchmarkProtoRatio(b *testing.B) {
 	_, pb, _, spans := benchCorpus(b)
 	sims, _, simSpans := simCorpus(b)
-	for _, c := range []struct {
-		name  string
-		reqs  [][]byte
-		spans int
-	}{
-		{"mix", [][]byte{pb}, spans},
-		{"sim", sims, simSpans},
-	} {
+	benchRatio(b, &ptrace.ProtoUnmarshaler{}, false, "wire-spans/s", ratioCorpus{"mix", [][]byte{pb}, spans},
+		ratioCorpus{"sim", sims, simSpans})
+}
+
+// ratioCorpus is a named set of requests, and their spans.
+type ratioCorpus struct {
+	name  string
+	reqs  [][]byte
+	spans int
+}
+
+// benchRatio is the ratio benchmarks' body: per corpus, within each
+// iteration, pdata's unmarshal u (the reference, ended by a garbage
+// collection) then the decoder (JSON or protobuf) on the same requests;
+// it reports the median of the per-iteration ratios of pdata's time over
+// the decoder's ("speedup"), the decoder's speed (as ours) and pdata's.
+func benchRatio(b *testing.B, u pdataUnmarshaler, json bool, ours string, corpora ...ratioCorpus) {
+	for _, c := range corpora {
 		b.Run(c.name, func(b *testing.B) {
-			var u ptrace.ProtoUnmarshaler
 			d := NewDecoder(DecoderConfig{})
 			var dst []graph.Span
-			var tPdata, tWire time.Duration
+			var tPdata, tOurs time.Duration
 			ratios := make([]float64, 0, b.N)
 			for b.Loop() {
 				t0 := time.Now()
@@ -364,7 +394,7 @@ func BenchmarkProtoRatio(b *testing.B) {
 				n := 0
 				for _, r := range c.reqs {
 					var err error
-					if dst, err = d.AppendRequest(dst[:0], r, false); err != nil {
+					if dst, err = d.AppendRequest(dst[:0], r, json); err != nil {
 						b.Fatal(err)
 					}
 					n += len(dst)
@@ -372,14 +402,14 @@ func BenchmarkProtoRatio(b *testing.B) {
 				if n != c.spans {
 					b.Fatalf("%d spans, want %d", n, c.spans)
 				}
-				dp, dw := t1.Sub(t0), time.Since(t1)
+				dp, do := t1.Sub(t0), time.Since(t1)
 				tPdata += dp
-				tWire += dw
-				ratios = append(ratios, float64(dp)/float64(dw))
+				tOurs += do
+				ratios = append(ratios, float64(dp)/float64(do))
 			}
 			slices.Sort(ratios)
 			b.ReportMetric(ratios[len(ratios)/2], "speedup")
-			b.ReportMetric(float64(b.N)*float64(c.spans)/tWire.Seconds(), "wire-spans/s")
+			b.ReportMetric(float64(b.N)*float64(c.spans)/tOurs.Seconds(), ours)
 			b.ReportMetric(float64(b.N)*float64(c.spans)/tPdata.Seconds(), "pdata-spans/s")
 		})
 	}

@@ -1,14 +1,9 @@
 package ingest
 
 import (
-	"runtime"
-	"slices"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/stormradius/stormradius/graph"
 )
 
 // simJSONCorpus is simCorpus's requests as pdata marshals them in JSON.
@@ -25,55 +20,20 @@ func simJSONCorpus(b *testing.B) ([][]byte, int) {
 // simulated meshes' requests.
 func BenchmarkPdataUnmarshalJSONSim(b *testing.B) {
 	js, spans := simJSONCorpus(b)
-	b.ReportAllocs()
-	var u ptrace.JSONUnmarshaler
-	for b.Loop() {
-		for _, r := range js {
-			if _, err := u.UnmarshalTraces(r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	reportSpans(b, spans)
+	benchPdataRequests(b, &ptrace.JSONUnmarshaler{}, js, spans)
 }
 
 // BenchmarkDecodeJSONSim is BenchmarkDecodeJSON on the same requests.
 func BenchmarkDecodeJSONSim(b *testing.B) {
 	js, spans := simJSONCorpus(b)
-	b.ReportAllocs()
-	d := NewDecoder(DecoderConfig{})
-	var dst []graph.Span
-	for b.Loop() {
-		n := 0
-		for _, r := range js {
-			var err error
-			if dst, err = d.AppendRequest(dst[:0], r, true); err != nil {
-				b.Fatal(err)
-			}
-			n += len(dst)
-		}
-		if n != spans {
-			b.Fatal(n, spans)
-		}
-	}
-	reportSpans(b, spans)
+	benchDecodeRequests(b, js, spans, true)
 }
 
 // BenchmarkDecodeJSONPdata is the JSON path before the decoder: the
 // pre-scan, pdata's unmarshal, then AppendTraces.
 func BenchmarkDecodeJSONPdata(b *testing.B) {
 	_, _, js, spans := benchCorpus(b)
-	b.SetBytes(int64(len(js)))
-	b.ReportAllocs()
-	d := NewDecoder(DecoderConfig{})
-	dst := make([]graph.Span, 0, spans)
-	var err error
-	for b.Loop() {
-		if dst, err = appendJSONPdata(d, dst[:0], js); err != nil || len(dst) != spans {
-			b.Fatal(err, len(dst))
-		}
-	}
-	reportSpans(b, spans)
+	benchPathBefore(b, js, spans, appendJSONPdata)
 }
 
 // BenchmarkJSONRatio is BenchmarkProtoRatio for OTLP/JSON: within each
@@ -86,49 +46,6 @@ func BenchmarkDecodeJSONPdata(b *testing.B) {
 func BenchmarkJSONRatio(b *testing.B) {
 	_, _, js, spans := benchCorpus(b)
 	sims, simSpans := simJSONCorpus(b)
-	for _, c := range []struct {
-		name  string
-		reqs  [][]byte
-		spans int
-	}{
-		{"mix", [][]byte{js}, spans},
-		{"sim", sims, simSpans},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			var u ptrace.JSONUnmarshaler
-			d := NewDecoder(DecoderConfig{})
-			var dst []graph.Span
-			var tPdata, tOurs time.Duration
-			ratios := make([]float64, 0, b.N)
-			for b.Loop() {
-				t0 := time.Now()
-				for _, r := range c.reqs {
-					if _, err := u.UnmarshalTraces(r); err != nil {
-						b.Fatal(err)
-					}
-				}
-				runtime.GC()
-				t1 := time.Now()
-				n := 0
-				for _, r := range c.reqs {
-					var err error
-					if dst, err = d.AppendRequest(dst[:0], r, true); err != nil {
-						b.Fatal(err)
-					}
-					n += len(dst)
-				}
-				if n != c.spans {
-					b.Fatalf("%d spans, want %d", n, c.spans)
-				}
-				dp, do := t1.Sub(t0), time.Since(t1)
-				tPdata += dp
-				tOurs += do
-				ratios = append(ratios, float64(dp)/float64(do))
-			}
-			slices.Sort(ratios)
-			b.ReportMetric(ratios[len(ratios)/2], "speedup")
-			b.ReportMetric(float64(b.N)*float64(c.spans)/tOurs.Seconds(), "decoder-spans/s")
-			b.ReportMetric(float64(b.N)*float64(c.spans)/tPdata.Seconds(), "pdata-spans/s")
-		})
-	}
+	benchRatio(b, &ptrace.JSONUnmarshaler{}, true, "decoder-spans/s", ratioCorpus{"mix", [][]byte{js}, spans},
+		ratioCorpus{"sim", sims, simSpans})
 }
