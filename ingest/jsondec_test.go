@@ -457,44 +457,20 @@ func jsonDiffSeeds(t testing.TB) [][]byte {
 // FuzzDecodeJSONDiff: the JSON decoder and pdata's path agree on any input
 // (accept or reject, and span for span), and neither panics.
 func FuzzDecodeJSONDiff(f *testing.F) {
-	for _, b := range jsonDiffSeeds(f) {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		cfg := DecoderConfig{}
-		if len(b)%2 == 1 {
-			cfg.ClaimHeader = "X_Uber_Error_Claim"
-		}
-		spans, err := diffJSON(t, cfg, b)
-		if err == nil {
-			checkSpans(t, spans)
-		}
-	})
+	fuzzDiff(f, jsonDiffSeeds(f), diffJSON)
 }
 
 // TestJSONWarmDecoder: a decoder reused across requests (its intern table
 // warm, its scratch dirty) gives what a fresh one gives.
 func TestJSONWarmDecoder(t *testing.T) {
-	d := NewDecoder(DecoderConfig{})
 	reqs := jsonEdgeCases()
 	sims, _ := simRequests(t)
 	for _, b := range sims[:5] {
 		reqs = append(reqs, jsonOfProto(t, b))
 	}
-	var dst []graph.Span
-	for _, b := range reqs {
-		want, werr := NewDecoder(DecoderConfig{}).AppendRequest(nil, b, true)
-		var err error
-		dst, err = d.AppendRequest(dst[:0], b, true)
-		if (err == nil) != (werr == nil) || len(dst) != len(want) {
-			t.Fatalf("warm: %v %d spans, fresh: %v %d spans", err, len(dst), werr, len(want))
-		}
-		for i := range want {
-			if dst[i] != want[i] {
-				t.Fatalf("warm decoder span %d: %+v, fresh %+v", i, dst[i], want[i])
-			}
-		}
-	}
+	warmDecoder(t, reqs, func(d *Decoder, dst []graph.Span, b []byte) ([]graph.Span, error) {
+		return d.AppendRequest(dst, b, true)
+	})
 }
 
 func TestJSONNoAllocs(t *testing.T) {

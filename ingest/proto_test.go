@@ -669,7 +669,13 @@ func protoDiffSeeds(t testing.TB) [][]byte {
 // FuzzDecodeProtoDiff: the wire decoder and pdata's path agree on any
 // input, and neither panics.
 func FuzzDecodeProtoDiff(f *testing.F) {
-	for _, b := range protoDiffSeeds(f) {
+	fuzzDiff(f, protoDiffSeeds(f), diffProto)
+}
+
+// fuzzDiff is a differential fuzz target: diff compares a decoder with
+// pdata's path on any input (odd-length inputs with a claim header).
+func fuzzDiff(f *testing.F, seeds [][]byte, diff func(testing.TB, DecoderConfig, []byte) ([]graph.Span, error)) {
+	for _, b := range seeds {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -677,7 +683,7 @@ func FuzzDecodeProtoDiff(f *testing.F) {
 		if len(b)%2 == 1 {
 			cfg.ClaimHeader = "X_Uber_Error_Claim"
 		}
-		spans, err := diffProto(t, cfg, b)
+		spans, err := diff(t, cfg, b)
 		if err == nil {
 			checkSpans(t, spans)
 		}
@@ -687,16 +693,22 @@ func FuzzDecodeProtoDiff(f *testing.F) {
 // TestProtoWarmDecoder: a decoder reused across requests (its intern table
 // warm, its attribute scratch dirty) gives what a fresh one gives.
 func TestProtoWarmDecoder(t *testing.T) {
-	d := NewDecoder(DecoderConfig{})
 	sims, _ := simRequests(t)
 	for _, c := range protoEdgeCases() {
 		sims = append(sims, c.b)
 	}
+	warmDecoder(t, sims, func(d *Decoder, dst []graph.Span, b []byte) ([]graph.Span, error) { return d.appendProto(dst, b) })
+}
+
+// warmDecoder checks that one decoder decoding reqs in turn (decode)
+// gives what a fresh one gives for each.
+func warmDecoder(t *testing.T, reqs [][]byte, decode func(*Decoder, []graph.Span, []byte) ([]graph.Span, error)) {
+	d := NewDecoder(DecoderConfig{})
 	var dst []graph.Span
-	for _, b := range sims {
-		want, werr := NewDecoder(DecoderConfig{}).appendProto(nil, b)
+	for _, b := range reqs {
+		want, werr := decode(NewDecoder(DecoderConfig{}), nil, b)
 		var err error
-		dst, err = d.appendProto(dst[:0], b)
+		dst, err = decode(d, dst[:0], b)
 		if (err == nil) != (werr == nil) || len(dst) != len(want) {
 			t.Fatalf("warm: %v %d spans, fresh: %v %d spans", err, len(dst), werr, len(want))
 		}
