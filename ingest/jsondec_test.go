@@ -30,28 +30,7 @@ func diffJSON(t testing.TB, cfg DecoderConfig, b []byte) ([]graph.Span, error) {
 		// The two differences, on purpose: see jField and bigFloatOK.
 		return nil, err
 	}
-	if (err == nil) != (rerr == nil) {
-		t.Fatalf("decoder error %v, pdata error %v (input %d bytes: %q)", err, rerr, len(b), trimmed(b))
-	}
-	if len(got) == 0 || got[0].Name != "kept" {
-		t.Fatalf("dst not kept: %+v", got)
-	}
-	if err != nil {
-		if len(got) != 1 || &got[0] != &kept[0] {
-			t.Fatalf("dst changed on error %v: %d spans", err, len(got))
-		}
-		return nil, err
-	}
-	got = got[1:]
-	if len(got) != len(ref) {
-		t.Fatalf("decoder: %d spans, pdata: %d (input %q)", len(got), len(ref), trimmed(b))
-	}
-	for i := range got {
-		if got[i] != ref[i] {
-			t.Fatalf("span %d differs (input %q):\ndecoder %+v\npdata   %+v", i, trimmed(b), got[i], ref[i])
-		}
-	}
-	return got, nil
+	return diffDecoded(t, "decoder", b, kept, got, err, ref, rerr)
 }
 
 func TestJSONDiffCorpora(t *testing.T) {

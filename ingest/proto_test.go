@@ -44,8 +44,17 @@ func diffProto(t testing.TB, cfg DecoderConfig, b []byte) ([]graph.Span, error) 
 	ref, rerr := appendRequestPdata(NewDecoder(cfg), nil, b)
 	kept := []graph.Span{{Name: "kept"}}
 	got, err := NewDecoder(cfg).appendProto(kept, b)
+	return diffDecoded(t, "wire decoder", b, kept, got, err, ref, rerr)
+}
+
+// diffDecoded fails the test unless the decoder (name; its spans got
+// appended to kept, or err) and pdata's path (ref, or rerr) both reject b
+// or give the same spans, and the decoder kept dst (and left it as it was
+// on an error). It returns the decoder's spans.
+func diffDecoded(t testing.TB, name string, b []byte, kept, got []graph.Span, err error, ref []graph.Span, rerr error) ([]graph.Span, error) {
+	t.Helper()
 	if (err == nil) != (rerr == nil) {
-		t.Fatalf("wire decoder error %v, pdata error %v (input %d bytes: %q)", err, rerr, len(b), trimmed(b))
+		t.Fatalf("%s error %v, pdata error %v (input %d bytes: %q)", name, err, rerr, len(b), trimmed(b))
 	}
 	if len(got) == 0 || got[0].Name != "kept" {
 		t.Fatalf("dst not kept: %+v", got)
@@ -58,11 +67,11 @@ func diffProto(t testing.TB, cfg DecoderConfig, b []byte) ([]graph.Span, error) 
 	}
 	got = got[1:]
 	if len(got) != len(ref) {
-		t.Fatalf("wire decoder: %d spans, pdata: %d (input %q)", len(got), len(ref), trimmed(b))
+		t.Fatalf("%s: %d spans, pdata: %d (input %q)", name, len(got), len(ref), trimmed(b))
 	}
 	for i := range got {
 		if got[i] != ref[i] {
-			t.Fatalf("span %d differs (input %q):\nwire  %+v\npdata %+v", i, trimmed(b), got[i], ref[i])
+			t.Fatalf("span %d differs (input %q):\n%s %+v\npdata %+v", i, trimmed(b), name, got[i], ref[i])
 		}
 	}
 	return got, nil
