@@ -135,8 +135,8 @@ func (s *server) routes() []route {
 		{"GET", "/incidents", s.cached("incidents", s.incidentsKey, s.incidents), opIncidents},
 		{"GET", "/incidents/{id}", s.cached("incident", s.incidentKey, s.incident), opIncident},
 		// A trace is read from its spans, which the write position does
-		// not follow: one trace's read, not cached.
-		{"GET", "/traces/{traceID}", s.h(s.trace), opTrace},
+		// not follow: kept while the store's stamp of them holds.
+		{"GET", "/traces/{traceID}", s.cached("trace", s.traceKey, s.trace), opTrace},
 		{"GET", "/services", s.cached("services", s.figuresKey, s.figures(services)), opServices},
 		{"POST", "/whatif", s.cached("whatif", s.whatifKey, s.whatif), opWhatIf},
 		{"GET", "/gate", s.cached("gate", s.gateKey, s.gate), opGate},
@@ -333,13 +333,22 @@ func (s *server) graph(r *http.Request) (any, error) {
 	return s.svc.Graph(r.Context(), api, q)
 }
 
-func (s *server) trace(r *http.Request) (any, error) {
+// traceParam returns the request's trace id.
+func traceParam(r *http.Request) (graph.TraceID, error) {
 	raw := chi.URLParam(r, "traceID")
 	b, err := hex.DecodeString(raw)
 	if err != nil || len(b) != len(graph.TraceID{}) {
-		return nil, badParam("traceID", "%q is not a trace id (32 hex digits)", raw)
+		return graph.TraceID{}, badParam("traceID", "%q is not a trace id (32 hex digits)", raw)
 	}
-	v, err := s.svc.Trace(r.Context(), graph.TraceID(b))
+	return graph.TraceID(b), nil
+}
+
+func (s *server) trace(r *http.Request) (any, error) {
+	id, err := traceParam(r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.svc.Trace(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}

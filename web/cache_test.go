@@ -112,6 +112,8 @@ func TestCacheSameAnswers(t *testing.T) {
 			t.Fatal("the rollout has no incident")
 		}
 		api := fixture.API
+		traces, doc := rollout()
+		example := doc.Incidents[0].ExampleTraces[0]
 		paths := []string{
 			"/api/v1/apis", "/api/v1/apis?from=now-1h", "/api/v1/apis?from=now-35m&to=now-5m", "/api/v1/fleet?from=now-168h",
 			"/api/v1/services?from=now-1h", "/api/v1/services?from=now-2h&to=now-1h",
@@ -125,6 +127,7 @@ func TestCacheSameAnswers(t *testing.T) {
 			"/api/v1/gate" + q("api", api, "from", "now-1h", "max_radius", "99"),
 			"/api/v1/gate" + q("api", api, "from", "now-1h", "max_radius", "1", "always_200", "true"),
 			"/api/v1/gate" + q("api", api), "/api/v1/apis?from=yesterday",
+			"/api/v1/traces/" + example, "/api/v1/traces/0123456789abcdef0123456789abcdef",
 		}
 		compare := func(when string) map[string][]byte {
 			t.Helper()
@@ -174,6 +177,25 @@ func TestCacheSameAnswers(t *testing.T) {
 		}
 		if !bytes.Contains(after["/api/v1/apis?from=now-1h"], []byte("new GET /new")) {
 			t.Errorf("/apis after the write does not list the new API: %s", after["/api/v1/apis?from=now-1h"])
+		}
+		// A late span of a trace: its view changes, though the write
+		// position does not move.
+		tp := "/api/v1/traces/" + example
+		var late []graph.Span
+		for _, tr := range traces {
+			if tr[0].TraceID.String() == example {
+				late = []graph.Span{{TraceID: tr[0].TraceID, SpanID: graph.SpanID{0xab, 0xcd}, ParentID: tr[0].SpanID, Kind: graph.KindClient,
+					Service: tr[0].Service, Name: "late", Start: tr[0].Start + 1e6, End: tr[0].Start + 2e6}}
+			}
+		}
+		if late == nil {
+			t.Fatal("the incident's example trace is not among the rollout's")
+		}
+		if _, err := st.WriteSpans(x, late); err != nil {
+			t.Fatal(err)
+		}
+		if afterSpans := compare("after a span write"); bytes.Equal(after[tp], afterSpans[tp]) {
+			t.Errorf("GET %s: the same answer before and after a span of the trace was written", tp)
 		}
 	})
 }

@@ -154,6 +154,26 @@ func (s *server) incidentKey(r *http.Request) (string, []member, bool) {
 	return strconv.Quote(chi.URLParam(r, "id")), nil, true
 }
 
+// traceKey: a trace's view depends on its spans, which the write
+// position does not follow, and its record, which it does. It is kept
+// while the store's stamp of the trace's spans holds (store.SpanStamper:
+// ClickHouse); on a store without stamps it is read each time.
+func (s *server) traceKey(r *http.Request) (string, []member, bool) {
+	st, ok := s.svc.Store.(store.SpanStamper)
+	if !ok {
+		return "", nil, false
+	}
+	id, err := traceParam(r)
+	if err != nil {
+		return "", nil, false
+	}
+	stamp, ok, err := st.SpanStamp(r.Context(), id)
+	if err != nil || !ok {
+		return "", nil, false
+	}
+	return id.String() + " " + strconv.FormatUint(stamp, 10), nil, true
+}
+
 // whatifKey: a what-if depends on its question (the body, as sent) and,
 // for an API, the windows of its range's minutes. The body is read here
 // and given back to the request for the answer (or, too large, for the

@@ -40,11 +40,11 @@ import (
 //   - quiet: plain requests (no If-None-Match), nothing written;
 //   - quiet, revalidating: each client sends the ETag it last received
 //     for the path (a browser's or Grafana's revalidation);
-//   - writing and writing, revalidating: the same while a writer applies
-//     a batch of records in the open minute every 200 ms and puts the
-//     open window's summary every second, as the pipeline does (loadWriter):
-//     the write position moves six times a second and answers are
-//     computed again.
+//   - writing and writing, revalidating: the same while a writer stores
+//     the spans of 4 traces and applies their records in the open minute
+//     every 200 ms and puts the open window's summary every second, as the
+//     pipeline does (loadWriter): the write position moves six times a
+//     second and answers are computed again.
 //
 // It only reports; the target (p99 < 50 ms, ≥ 1,000 requests/s) is read
 // from its output, not asserted.
@@ -276,11 +276,12 @@ func loadRun(t *testing.T, srv *httptest.Server, reqs []loadRequest, clients int
 	return lat, notModified, unavailable, bad
 }
 
-// loadWriter applies a batch of 4 records in the open minute (the minute
-// before end: 1,200 traces a minute, twelve times the filled rate) every
-// 200 ms, and puts the open window's summary every second, until the
-// returned function is called; that deletes the records it wrote and
-// returns how many applies and summary puts it made.
+// loadWriter writes the spans of 4 traces and applies their records in
+// the open minute (the minute before end: 1,200 traces a minute, twelve
+// times the filled rate) every 200 ms, as the pipeline does, and puts the
+// open window's summary every second, until the returned function is
+// called; that deletes the records it wrote and returns how many applies
+// and summary puts it made.
 func loadWriter(t *testing.T, st store.Store, end time.Time, nextID *atomic.Uint64) func() (int, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -305,6 +306,7 @@ func loadWriter(t *testing.T, st store.Store, end time.Time, nextID *atomic.Uint
 			case <-tick.C:
 			}
 			var batch []store.Change
+			var spans []graph.Span
 			for j := 0; j < 4; j++ {
 				id := nextID.Add(1)
 				a := int(id % 100)
@@ -319,8 +321,17 @@ func loadWriter(t *testing.T, st store.Store, end time.Time, nextID *atomic.Uint
 				binary.BigEndian.PutUint64(r.TraceID[8:], id)
 				r.Window = analysis.WindowOf(r.Start, st.Window())
 				rec := &store.Record{TraceID: r.TraceID, Start: r.Start, Window: r.Window, API: r.API, Seq: 1, Result: r, Facts: facts}
+				spans = append(spans,
+					graph.Span{TraceID: r.TraceID, SpanID: graph.SpanID{1}, Kind: graph.KindServer, Service: svc, Operation: "GET /api", Start: r.Start, End: r.Start + 9e6, Failed: r.RootFailed},
+					graph.Span{TraceID: r.TraceID, SpanID: graph.SpanID{2}, ParentID: graph.SpanID{1}, Kind: graph.KindClient, Service: svc, Name: "query", Start: r.Start + 1e6, End: r.Start + 3e6})
 				batch = append(batch, store.Change{New: rec})
 				written = append(written, store.Change{Old: rec})
+			}
+			if _, err := st.WriteSpans(ctx, spans); err != nil {
+				if ctx.Err() == nil {
+					werr = err
+				}
+				return
 			}
 			if err := st.Apply(ctx, store.Batch{Changes: batch}); err != nil {
 				if ctx.Err() == nil {

@@ -444,19 +444,24 @@ func where(rs []bucketRange) string {
 			parts[i] = "0"
 			continue
 		}
-		mp := minutesPer[r.tier]
-		c := fmt.Sprintf("(tier = %d AND bucket >= %d AND bucket < %d", r.tier, r.lo, r.hi)
-		// Days as literals 18.16 parses (up to 2105-12-31); a bound at an
-		// end of what a Date holds is left out.
-		if d := dayOfMinute(r.lo * mp); d > 0 && d <= lastDateLiteral {
-			c += " AND day >= '" + dayDate(d).Format(time.DateOnly) + "'"
-		}
-		if d := dayOfMinute((r.hi - 1) * mp); d < lastDateLiteral {
-			c += " AND day <= '" + dayDate(d).Format(time.DateOnly) + "'"
-		}
-		parts[i] = c + ")"
+		parts[i] = fmt.Sprintf("(tier = %d AND bucket >= %d AND bucket < %d", r.tier, r.lo, r.hi) + days(r) + ")"
 	}
 	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+// days returns the condition on the day column of buckets r (not empty),
+// as where adds it: days as literals 18.16 parses (up to 2105-12-31); a
+// bound at an end of what a Date holds is left out.
+func days(r bucketRange) string {
+	mp := minutesPer[r.tier]
+	c := ""
+	if d := dayOfMinute(r.lo * mp); d > 0 && d <= lastDateLiteral {
+		c += " AND day >= '" + dayDate(d).Format(time.DateOnly) + "'"
+	}
+	if d := dayOfMinute((r.hi - 1) * mp); d < lastDateLiteral {
+		c += " AND day <= '" + dayDate(d).Format(time.DateOnly) + "'"
+	}
+	return c
 }
 
 // lastDateLiteral is the last day (2105-12-31) ClickHouse 18.16 reads

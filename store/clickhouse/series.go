@@ -120,23 +120,27 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		}
 		terms, values = append(terms, term), values+n
 	}
+	// Each term bounds its days (where): a list is of one day.
 	for tier, rs := range runs {
 		var list []int64
 		flush := func() {
 			if len(list) > 0 {
-				add(fmt.Sprintf("(tier = %d AND bucket IN (%s))", tier, intList(list)), len(list))
+				add(fmt.Sprintf("(tier = %d AND bucket IN (%s)", tier, intList(list))+
+					days(bucketRange{uint8(tier), list[0], list[len(list)-1] + 1})+")", len(list))
 				list = nil
 			}
 		}
+		dayOf := func(b int64) int64 { return dayOfMinute(b * minutesPer[tier]) }
 		for _, r := range rs {
 			if r.hi-r.lo >= longRun {
-				add(fmt.Sprintf("(tier = %d AND bucket >= %d AND bucket < %d)", tier, r.lo, r.hi), 2)
+				add(where([]bucketRange{r}), 2)
 				continue
 			}
 			for b := r.lo; b < r.hi; b++ {
-				if list = append(list, b); len(list) == maxValues {
+				if len(list) == maxValues || len(list) > 0 && dayOf(list[0]) != dayOf(b) {
 					flush()
 				}
+				list = append(list, b)
 			}
 		}
 		flush()

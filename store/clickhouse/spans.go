@@ -113,6 +113,7 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	for i, e := range ends {
 		data[i], from = all[from:e], e
 	}
+	buckets := s.watch.bucketsOf(ids[1:])
 	// Close (finish) waits for the inserts started: the lease is
 	// released and the connections closed after them.
 	s.inserts.Add(1)
@@ -123,6 +124,8 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 			defer s.inserts.Done()
 			err = s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
 				slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n))
+			// Even when it failed: its rows may be stored.
+			s.watch.move(buckets)
 		})
 		return err
 	}
