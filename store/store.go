@@ -192,17 +192,19 @@ type SpanWriter interface {
 	WriteSpans(ctx context.Context, spans []graph.Span) (seq uint64, err error)
 }
 
-// SpanStamper is a store that tells cheaply when a trace's stored spans
-// may have changed, so that a reader can keep what it derived from them
-// (the read API's trace view, docs/ARCHITECTURE.md "The read API's
-// cache"). SpanStamp returns a number that changes after every span write
-// to trace id: this process's writes change it before they return;
-// another process's within the same interval as Position. It may also
-// change for nothing (a write to another trace). Stamps compare only with
-// stamps the same store returned for the same trace. ok is false when the
-// store cannot tell (the reader reads the spans each time).
-type SpanStamper interface {
-	SpanStamp(ctx context.Context, id graph.TraceID) (stamp uint64, ok bool, err error)
+// TraceStamper is a store that tells cheaply when what it returns for a
+// trace (TraceSpans, Records) may have changed, so that a reader can keep
+// what it derived from them (the read API's trace view,
+// docs/ARCHITECTURE.md "The read API's cache"). TraceStamp returns a
+// number that changes after every span write to trace id, every change of
+// its record and every retention: this process's writes change it before
+// they return; another process's within the same interval as Position.
+// It may also change for nothing (a write of another trace). Stamps
+// compare only with stamps the same store returned for the same trace. ok
+// is false when the store cannot tell (the reader reads the trace each
+// time).
+type TraceStamper interface {
+	TraceStamp(ctx context.Context, id graph.TraceID) (stamp uint64, ok bool, err error)
 }
 
 // SpanWriteStarter is a SpanWriter whose writes may overlap: the pipeline

@@ -135,8 +135,8 @@ func (s *server) routes() []route {
 		{"GET", "/incidents", s.cached("incidents", s.incidentsKey, s.incidents), opIncidents},
 		{"GET", "/incidents/{id}", s.cached("incident", s.incidentKey, s.incident), opIncident},
 		// A trace is read from its spans, which the write position does
-		// not follow: kept while the store's stamp of them holds.
-		{"GET", "/traces/{traceID}", s.cached("trace", s.traceKey, s.trace), opTrace},
+		// not follow: kept while the store's stamp of the trace holds.
+		{"GET", "/traces/{traceID}", s.cachedBy("trace", s.traceKey, s.trace, false), opTrace},
 		{"GET", "/services", s.cached("services", s.figuresKey, s.figures(services)), opServices},
 		{"POST", "/whatif", s.cached("whatif", s.whatifKey, s.whatif), opWhatIf},
 		{"GET", "/gate", s.cached("gate", s.gateKey, s.gate), opGate},

@@ -43,6 +43,12 @@ func (s *server) now(r *http.Request) time.Time {
 // when not held. The auth middleware has run before: an unauthenticated
 // request never reaches it. Without a cache, direct answers as it is.
 func (s *server) cached(name string, key keyFunc, direct func(r *http.Request) (any, error)) http.Handler {
+	return s.cachedBy(name, key, direct, true)
+}
+
+// cachedBy is cached; without atPosition the key says all the answer
+// depends on (the trace view's stamp).
+func (s *server) cachedBy(name string, key keyFunc, direct func(r *http.Request) (any, error), atPosition bool) http.Handler {
 	plain := s.h(direct)
 	if s.cache == nil {
 		return plain
@@ -54,14 +60,17 @@ func (s *server) cached(name string, key keyFunc, direct func(r *http.Request) (
 			plain.ServeHTTP(w, r)
 			return
 		}
-		// The position first: an answer computed after it covers at least
-		// the writes before it.
-		pos, err := s.svc.Store.Position(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
+		full := name + "\x00" + k
+		if atPosition {
+			// The position first: an answer computed after it covers at
+			// least the writes before it.
+			pos, err := s.svc.Store.Position(r.Context())
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			full += "\x00" + strconv.FormatUint(pos, 10)
 		}
-		full := name + "\x00" + k + "\x00" + strconv.FormatUint(pos, 10)
 		a, err := s.cache.get(r.Context(), full, s.cfg.Timeout, func(ctx context.Context) (*answer, error) {
 			v, err := direct(r.WithContext(ctx))
 			var se *statusError
@@ -154,12 +163,12 @@ func (s *server) incidentKey(r *http.Request) (string, []member, bool) {
 	return strconv.Quote(chi.URLParam(r, "id")), nil, true
 }
 
-// traceKey: a trace's view depends on its spans, which the write
-// position does not follow, and its record, which it does. It is kept
-// while the store's stamp of the trace's spans holds (store.SpanStamper:
-// ClickHouse); on a store without stamps it is read each time.
+// traceKey: a trace's view depends on its spans and its record, which
+// the store's stamp of the trace follows (store.TraceStamper: ClickHouse;
+// the key is read before the answer, as the position is for the others).
+// On a store without stamps it is read each time.
 func (s *server) traceKey(r *http.Request) (string, []member, bool) {
-	st, ok := s.svc.Store.(store.SpanStamper)
+	st, ok := s.svc.Store.(store.TraceStamper)
 	if !ok {
 		return "", nil, false
 	}
@@ -167,7 +176,7 @@ func (s *server) traceKey(r *http.Request) (string, []member, bool) {
 	if err != nil {
 		return "", nil, false
 	}
-	stamp, ok, err := st.SpanStamp(r.Context(), id)
+	stamp, ok, err := st.TraceStamp(r.Context(), id)
 	if err != nil || !ok {
 		return "", nil, false
 	}

@@ -159,8 +159,8 @@ type core struct {
 	last  *tiers.Cache[lastMinute]
 	hints lastHints
 	marks *marksSeen
-	// watch moves the span stamps (stamps.go); nil on a cluster.
-	watch *spanWatch
+	// watch moves the trace stamps (stamps.go); nil on a cluster.
+	watch *traceWatch
 	// sumGen moves whenever summaries may have changed; sumsKept holds
 	// those read (tiers.go).
 	sumGen   atomic.Uint64
@@ -276,7 +276,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// not everything.
 		s.newTiers()
 		s.pos.OnMove, s.pos.Precise = s.invalidate, true
-		s.watch = &spanWatch{}
+		s.watch = &traceWatch{}
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -203,6 +203,9 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 		if recs.len() == 0 {
 			return nil
 		}
+		// The views of the records' traces, even when it failed: its rows
+		// may be stored.
+		defer s.watch.moveChanges(b.Changes)
 		return s.insert(ctx, "put records", "records", recordColumns, recs.columns()...)
 	}, func() error {
 		if ups.len() == 0 {

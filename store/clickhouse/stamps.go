@@ -3,6 +3,9 @@ package clickhouse
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,23 +14,27 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/position"
 )
 
-// Span stamps (store.SpanStamper): what lets the read API keep a trace's
-// view until the trace's spans change.
+// Trace stamps (store.TraceStamper): what lets the read API keep a
+// trace's view until its spans or its record change.
 //
 // A trace's stamp is the generation of its bucket (its id hashed into
-// stampBuckets): every span write moves the buckets of the traces it
-// holds. This process's writes move them when their insert returns.
-// Another process's are read from the write log: every insert into
-// trace_spans is a part with a block number above every other of the
-// table's (on one server block numbers are the table's, given as a part
-// becomes active), and holds its write's log row, which lists the write's
-// traces. So the parts above the highest block read are the writes not
-// read yet; their log rows (by primary key: trace id logID) say which
-// buckets to move. The parts are listed at most every position.DefaultEvery,
-// and only when a stamp is asked for.
+// stampBuckets): every span write and every change of records moves the
+// buckets of the traces it holds. This process's writes move them when
+// their insert returns (WriteSpans, Apply); its retention moves them all.
+// Another process's are read from the tables: every insert into
+// trace_spans or records is a part with a block number above every other
+// of its table's (on one server block numbers are the table's, given as a
+// part becomes active). So the parts above the highest block read are the
+// writes not read yet: a span write's log row (by primary key: trace id
+// logID) lists its traces, and a records part holds the trace ids of the
+// records an Apply changed. The parts are listed at most every
+// position.DefaultEvery, and only when a stamp is asked for; a new
+// retention floor or a partition dropped (another process's DeleteBefore)
+// moves every bucket.
 //
 // A part that merged read and unread writes before it was listed (the
 // stamps were not asked for a while), one gone between the listing and
@@ -35,13 +42,22 @@ import (
 // block becomes the highest listed (a reader computes its traces again,
 // nothing is missed). On a cluster there are no stamps (block numbers are
 // each partition's on a replicated table).
-type spanWatch struct {
+type traceWatch struct {
 	gens [stampBuckets]atomic.Uint64
 
-	mu     sync.Mutex // one reader of the parts at a time
-	hi     int64      // the highest block number whose log row was read
-	known  bool       // hi was read
-	readAt time.Time  // when the parts were listed
+	mu     sync.Mutex          // one reader of the parts at a time
+	hi     map[string]int64    // by table: the highest block number read
+	days   map[string][]string // by table: its partitions, sorted
+	floor  int64               // the retention floor when last read
+	known  bool                // hi was read
+	readAt time.Time           // when the parts were last listed
+}
+
+// watched are the tables a trace's view is read from, with the query
+// returning the trace ids of the writes in the parts listed (%s).
+var watched = map[string]string{
+	"trace_spans": `SELECT _part, data FROM trace_spans WHERE trace_id = ` + idList([]graph.TraceID{logID}) + ` AND _part IN (%s)`,
+	"records":     `SELECT _part, trace_id FROM records WHERE _part IN (%s)`,
 }
 
 // stampBuckets is the number of buckets: a write moves the stamps of
@@ -62,7 +78,7 @@ func bucket(id []byte) int {
 }
 
 // bucketsOf returns the buckets of the traces ids (none without a watch).
-func (w *spanWatch) bucketsOf(ids [][]byte) []uint16 {
+func (w *traceWatch) bucketsOf(ids [][]byte) []uint16 {
 	if w == nil {
 		return nil
 	}
@@ -74,7 +90,7 @@ func (w *spanWatch) bucketsOf(ids [][]byte) []uint16 {
 }
 
 // move moves buckets.
-func (w *spanWatch) move(buckets []uint16) {
+func (w *traceWatch) move(buckets []uint16) {
 	if w == nil {
 		return
 	}
@@ -83,17 +99,34 @@ func (w *spanWatch) move(buckets []uint16) {
 	}
 }
 
+// moveChanges moves the buckets of the records changes change.
+func (w *traceWatch) moveChanges(changes []store.Change) {
+	if w == nil {
+		return
+	}
+	for _, c := range changes {
+		for _, r := range []*store.Record{c.Old, c.New} {
+			if r != nil {
+				w.gens[bucket(r.TraceID[:])].Add(1)
+			}
+		}
+	}
+}
+
 // moveAll moves every bucket.
-func (w *spanWatch) moveAll() {
+func (w *traceWatch) moveAll() {
+	if w == nil {
+		return
+	}
 	for i := range w.gens {
 		w.gens[i].Add(1)
 	}
 }
 
-// SpanStamp returns the stamp of trace id's spans (store.SpanStamper);
+// TraceStamp returns the stamp of trace id's view (store.TraceStamper);
 // ok is false on a cluster.
-func (s *Store) SpanStamp(ctx context.Context, id graph.TraceID) (uint64, bool, error) {
-	if err := s.checkOpen("span stamp"); err != nil {
+func (s *Store) TraceStamp(ctx context.Context, id graph.TraceID) (uint64, bool, error) {
+	if err := s.checkOpen("trace stamp"); err != nil {
 		return 0, false, err
 	}
 	w := s.watch
@@ -106,8 +139,8 @@ func (s *Store) SpanStamp(ctx context.Context, id graph.TraceID) (uint64, bool, 
 	return w.gens[bucket(id[:])].Load(), true, nil
 }
 
-// readStamps reads the log rows of the span writes another process made
-// since it last did (at most every position.DefaultEvery).
+// readStamps reads the traces of the writes another process made since
+// it last did (at most every position.DefaultEvery).
 func (s *Store) readStamps(ctx context.Context) error {
 	w := s.watch
 	w.mu.Lock()
@@ -121,41 +154,73 @@ func (s *Store) readStamps(ctx context.Context) error {
 		name   string
 		lo, hi int64
 	}
-	var fresh []part
-	top := w.hi
-	err := s.query(ctx, "list span parts", `SELECT name, min_block_number, max_block_number FROM system.parts WHERE database = `+
-		quote(s.db)+` AND table = 'trace_spans' AND active AND max_block_number > `+itoa(w.hi), func(r driver.Rows) error {
-		var p part
-		if err := r.Scan(&p.name, &p.lo, &p.hi); err != nil {
+	fresh := map[string][]part{}
+	top := map[string]int64{}
+	maps.Copy(top, w.hi)
+	days := map[string][]string{}
+	tables := slices.Sorted(maps.Keys(watched))
+	above := "multiIf("
+	for _, t := range tables {
+		above += "table = " + quote(t) + ", " + itoa(w.hi[t]) + ", "
+	}
+	above = "max_block_number > " + above + "0)"
+	err := s.query(ctx, "list trace parts", `SELECT table, arraySort(groupUniqArray(partition_id)), groupArrayIf(name, `+above+
+		`), groupArrayIf(min_block_number, `+above+`), groupArrayIf(max_block_number, `+above+`) FROM system.parts WHERE database = `+
+		quote(s.db)+` AND table IN ('records', 'trace_spans') AND active GROUP BY table`, func(r driver.Rows) error {
+		var t string
+		var ids, names []string
+		var los, his []int64
+		if err := r.Scan(&t, &ids, &names, &los, &his); err != nil {
 			return err
 		}
-		fresh = append(fresh, p)
-		top = max(top, p.hi)
+		days[t] = ids
+		for i := range names {
+			fresh[t] = append(fresh[t], part{names[i], los[i], his[i]})
+			top[t] = max(top[t], his[i])
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	all := !w.known || len(fresh) > stampMaxParts
-	for _, p := range fresh {
-		all = all || p.lo <= w.hi // merged with writes read before
+	// A partition dropped (another process's retention).
+	dropped := false
+	for _, t := range tables {
+		for _, d := range w.days[t] {
+			_, found := slices.BinarySearch(days[t], d)
+			dropped = dropped || !found
+		}
 	}
-	if !all && len(fresh) > 0 {
-		names := make([]string, len(fresh))
-		for i, p := range fresh {
+	floor := s.retentionFloor(ctx)
+	all := !w.known || floor != w.floor || dropped
+	n := 0
+	for t, ps := range fresh {
+		n += len(ps)
+		for _, p := range ps {
+			all = all || p.lo <= w.hi[t] // merged with writes read before
+		}
+	}
+	all = all || n > stampMaxParts
+	var moved []uint16
+	for t, ps := range fresh {
+		if all || len(ps) == 0 {
+			break
+		}
+		names := make([]string, len(ps))
+		for i, p := range ps {
 			names[i] = quote(p.name)
 		}
-		var moved []uint16
 		read := map[string]bool{}
-		err := s.query(ctx, "read span write log", `SELECT _part, data FROM trace_spans WHERE trace_id = `+
-			idList([]graph.TraceID{logID})+` AND _part IN (`+strings.Join(names, ", ")+`)`, func(r driver.Rows) error {
-			var name string
-			var b []byte
-			if err := r.Scan(&name, &b); err != nil {
+		err := s.query(ctx, "read trace writes", fmt.Sprintf(watched[t], strings.Join(names, ", ")), func(r driver.Rows) error {
+			var name, v string
+			if err := r.Scan(&name, &v); err != nil {
 				return err
 			}
 			read[name] = true
-			if len(b) > 0 && b[0] == logMarker {
+			b := []byte(v)
+			if t == "records" {
+				moved = append(moved, uint16(bucket(b)))
+			} else if len(b) > 0 && b[0] == logMarker {
 				for b = b[1:]; len(b) >= 16; b = b[16:] {
 					moved = append(moved, uint16(bucket(b)))
 				}
@@ -166,12 +231,13 @@ func (s *Store) readStamps(ctx context.Context) error {
 			return err
 		}
 		// A part listed and not read is gone (merged since).
-		all = len(read) < len(fresh)
-		w.move(moved)
+		all = len(read) < len(ps)
 	}
 	if all {
 		w.moveAll()
+	} else {
+		w.move(moved)
 	}
-	w.hi, w.known, w.readAt = top, true, listed
+	w.hi, w.days, w.floor, w.known, w.readAt = top, days, floor, true, listed
 	return nil
 }

@@ -191,6 +191,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	}
 	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
 	defer s.sumGen.Add(1)
+	defer s.watch.moveAll() // every trace's view: spans and records go
 	cutoff := rollup.FloorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)
