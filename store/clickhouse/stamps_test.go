@@ -16,12 +16,8 @@ import (
 // another bucket) or when the server merges the parts. A handle that never
 // asked before starts from the parts as they are.
 func TestTraceStamps(t *testing.T) {
-	dsn := freshDatabase(t, server(t))
+	dsn, w, r := writerReader(t)
 	x := context.Background()
-	w := open(t, dsn, time.Hour)
-	defer w.Close()
-	r := open(t, dsn, time.Hour)
-	defer r.Close()
 	day := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	tx := tierRecord(1, day).TraceID
 	y := uint64(2)

@@ -19,18 +19,26 @@ func tierRecord(id uint64, at time.Time) *store.Record {
 	return &store.Record{TraceID: res.TraceID, Start: res.Start, Window: res.Window, API: res.API, Seq: 1, Result: res, Facts: []byte{0}}
 }
 
+// writerReader opens a fresh database twice: a writer and another
+// process's handle, closed when the test ends.
+func writerReader(t *testing.T) (dsn string, w, r *Store) {
+	dsn = freshDatabase(t, server(t))
+	w, r = open(t, dsn, time.Hour), open(t, dsn, time.Hour)
+	t.Cleanup(func() {
+		r.Close()
+		w.Close()
+	})
+	return dsn, w, r
+}
+
 // TestHeldMinutes: the minutes another process marked dirty and has not
 // marked clean are held (ranges holding them are read each time, never
 // kept), and released with its clean markers; a process's own markers
 // hold nothing. A reader's kept ranges of a minute another process
 // changed are dropped.
 func TestHeldMinutes(t *testing.T) {
-	dsn := freshDatabase(t, server(t))
+	_, w, r := writerReader(t)
 	x := context.Background()
-	w := open(t, dsn, time.Hour)
-	defer w.Close()
-	r := open(t, dsn, time.Hour)
-	defer r.Close()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	m1, m2 := day.Add(10*time.Hour+5*time.Minute), day.Add(13*time.Hour+7*time.Minute)
 	minute := func(t time.Time) int64 { return t.Unix() / 60 }
