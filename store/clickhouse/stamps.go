@@ -203,7 +203,7 @@ func (s *Store) readStamps(ctx context.Context) error {
 	all = all || n > stampMaxParts
 	var moved []uint16
 	for t, ps := range fresh {
-		if all || len(ps) == 0 {
+		if all {
 			break
 		}
 		names := make([]string, len(ps))
