@@ -64,7 +64,7 @@ var watched = map[string]string{
 // about 1/stampBuckets of the other traces with each trace it holds.
 const stampBuckets = 4096
 
-// stampMaxParts bounds the new parts whose log rows one listing reads;
+// stampMaxParts bounds the new parts whose writes one listing reads;
 // beyond, every bucket moves.
 const stampMaxParts = 256
 
