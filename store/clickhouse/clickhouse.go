@@ -277,6 +277,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.newTiers()
 		s.pos.OnMove, s.pos.Precise = s.invalidate, true
 		s.watch = &traceWatch{}
+		s.watch.poll.Read = s.readStamps
 	}
 	if s.log == nil {
 		s.log = slog.Default()

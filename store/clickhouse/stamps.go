@@ -7,9 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -45,12 +43,14 @@ import (
 type traceWatch struct {
 	gens [stampBuckets]atomic.Uint64
 
-	mu     sync.Mutex          // one reader of the parts at a time
-	hi     map[string]int64    // by table: the highest block number read
-	days   map[string][]string // by table: its partitions, sorted
-	floor  int64               // the retention floor when last read
-	known  bool                // hi was read
-	readAt time.Time           // when the parts were last listed
+	// poll runs readStamps at most every position.DefaultEvery, one at a
+	// time, as the write position's tracker reads the position (its
+	// fingerprint never moves: the buckets are what move).
+	poll position.Tracker
+	// Under poll's lock:
+	hi    map[string]int64    // by table: the highest block number read (nil before the first listing)
+	days  map[string][]string // by table: its partitions, sorted
+	floor int64               // the retention floor when last read
 }
 
 // watched are the tables a trace's view is read from, with the query
@@ -133,23 +133,17 @@ func (s *Store) TraceStamp(ctx context.Context, id graph.TraceID) (uint64, bool,
 	if w == nil {
 		return 0, false, nil
 	}
-	if err := s.readStamps(ctx); err != nil {
+	if _, err := w.poll.Position(ctx); err != nil {
 		return 0, false, err
 	}
 	return w.gens[bucket(id[:])].Load(), true, nil
 }
 
 // readStamps reads the traces of the writes another process made since
-// it last did (at most every position.DefaultEvery).
-func (s *Store) readStamps(ctx context.Context) error {
+// it last did (w.poll's Read: under its lock; the fingerprint is always 0).
+func (s *Store) readStamps(ctx context.Context) (uint64, error) {
 	w := s.watch
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.known && time.Since(w.readAt) < position.DefaultEvery {
-		return nil
-	}
 	ctx = light(ctx)
-	listed := time.Now()
 	type part struct {
 		name   string
 		lo, hi int64
@@ -181,7 +175,7 @@ func (s *Store) readStamps(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// A partition dropped (another process's retention).
 	dropped := false
@@ -192,7 +186,7 @@ func (s *Store) readStamps(ctx context.Context) error {
 		}
 	}
 	floor := s.retentionFloor(ctx)
-	all := !w.known || floor != w.floor || dropped
+	all := w.hi == nil || floor != w.floor || dropped
 	n := 0
 	for t, ps := range fresh {
 		n += len(ps)
@@ -228,7 +222,7 @@ func (s *Store) readStamps(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		// A part listed and not read is gone (merged since).
 		all = len(read) < len(ps)
@@ -238,6 +232,6 @@ func (s *Store) readStamps(ctx context.Context) error {
 	} else {
 		w.move(moved)
 	}
-	w.hi, w.days, w.floor, w.known, w.readAt = top, days, floor, true, listed
-	return nil
+	w.hi, w.days, w.floor = top, days, floor
+	return 0, nil
 }
