@@ -132,4 +132,38 @@ type Span struct {
 	// StatusCode is the HTTP status code or the gRPC status code + 1000
 	// (0 when neither was present); kept for display, not for analysis.
 	StatusCode int32
+
+	// Sampling says where AdjustedCount came from (docs/SPEC.md §2,
+	// "sampling"): recorded on the span (an adjusted-count attribute, the
+	// W3C tracestate's ot=th, Jaeger's sampler tags), configured for its
+	// service or its input, or nothing; SamplingInvalid when what was
+	// recorded is unusable (malformed, a probability of zero, negative or
+	// above 1), which counts as an adjusted count of 1.
+	Sampling Sampling
+	// AdjustedCount is how many spans of the traffic the span stands
+	// for: 1/p of the probability p it was sampled with (≥ 1), when
+	// Sampling is SamplingRecorded or SamplingConfigured; 0 otherwise.
+	AdjustedCount float64
+}
+
+// Sampling says where a span's adjusted count came from.
+type Sampling uint8
+
+// Sampling sources. SamplingNone is the zero value: nothing recorded,
+// nothing configured (an adjusted count of 1).
+const (
+	SamplingNone       Sampling = 0
+	SamplingRecorded   Sampling = 1 // on the span or its resource
+	SamplingConfigured Sampling = 2 // a fixed probability for its service or input
+	SamplingInvalid    Sampling = 3 // recorded but unusable: counted, taken as 1
+)
+
+var samplingNames = [...]string{"none", "recorded", "configured", "invalid"}
+
+// String returns "none", "recorded", "configured" or "invalid".
+func (s Sampling) String() string {
+	if int(s) < len(samplingNames) {
+		return samplingNames[s]
+	}
+	return "invalid"
 }
