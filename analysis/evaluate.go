@@ -68,6 +68,21 @@ type TraceResult struct {
 	// replay would have served them.
 	Hops, Counterfactual int64
 	Services             []ServiceResult
+	// Weight is how many traces of the traffic the trace stands for
+	// (graph.Trace.Weight: 1/p of its sampling probability, rounded
+	// without bias; 0 means 1, see W): every count it adds to a report
+	// is multiplied by it (docs/SPEC.md §4.9). SamplingFlags are the
+	// trace's (graph.SamplingConflict, graph.SamplingUnusable).
+	Weight        int64
+	SamplingFlags uint8
+}
+
+// W returns the result's weight, at least 1.
+func (r *TraceResult) W() int64 {
+	if r.Weight > 1 {
+		return r.Weight
+	}
+	return 1
 }
 
 // MaxAmplification returns the largest amplification of any owner of the
@@ -253,7 +268,10 @@ func NewEvaluator(cfg Config) *Evaluator { return &Evaluator{cfg: cfg} }
 // Evaluate analyses trace t against window state s.
 func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	r := TraceResult{TraceID: t.ID, API: t.API(), Start: t.Start(), Spans: t.SpanCount, Fragments: t.Fragments,
-		RemoteParent: t.RemoteParent}
+		RemoteParent: t.RemoteParent, SamplingFlags: t.SamplingFlags}
+	if w := t.W(); w > 1 {
+		r.Weight = w
+	}
 	r.Window = WindowOf(r.Start, e.cfg.Window)
 	if t.Root >= 0 {
 		r.RootFailed = t.Hops[t.Root].Failed

@@ -62,6 +62,23 @@ var pinned = map[string]struct {
 	"ver_radius_sum":       {ScopeVersion, "rollup_version", "radius_sum", 83},
 	"ver_radius":           {ScopeVersionHist, "rollup_version_radius", "radius", 84},
 	"ver_amp":              {ScopeVersionHist, "rollup_version_amp", "amp", 85},
+	// schema/sqlite/results/0010 and schema/clickhouse/0014 (sampling):
+	"traces_excess":      {ScopeTotals, "rollup_totals", "traces_excess", 3},
+	"spans_excess":       {ScopeTotals, "rollup_totals", "spans_excess", 4},
+	"traces_var":         {ScopeTotals, "rollup_totals", "traces_var", 5},
+	"sampling_conflicts": {ScopeTotals, "rollup_totals", "sampling_conflicts", 6},
+	"sampling_unusable":  {ScopeTotals, "rollup_totals", "sampling_unusable", 7},
+	"api_excess":         {ScopeAPI, "rollup_api", "excess", 23},
+	"api_var":            {ScopeAPI, "rollup_api", "var", 24},
+	"api_var_failed":     {ScopeAPI, "rollup_api", "var_failed", 25},
+	"api_var_root":       {ScopeAPI, "rollup_api", "var_root", 26},
+	"api_var_radius":     {ScopeAPI, "rollup_api", "var_radius", 27},
+	"api_var_radius2":    {ScopeAPI, "rollup_api", "var_radius2", 28},
+	"api_var_mis2":       {ScopeAPI, "rollup_api", "var_mis2", 32},
+	"api_var_mis_elig":   {ScopeAPI, "rollup_api", "var_mis_elig", 33},
+	"api_var_elig2":      {ScopeAPI, "rollup_api", "var_elig2", 34},
+	"ver_excess":         {ScopeVersion, "rollup_version", "excess", 86},
+	"ver_var":            {ScopeVersion, "rollup_version", "var", 87},
 }
 
 func TestFiguresPinned(t *testing.T) {

@@ -287,10 +287,11 @@ func (m MinuteNodes) Add(r *TraceResult) {
 		nodes = map[graph.Node]NodeAgg{}
 		m[min] = nodes
 	}
+	w := r.W() // estimates of the traffic's, as every count (docs/SPEC.md §4.9)
 	for _, n := range r.Nodes {
 		a := nodes[n.Node]
-		a.Requests += n.Requests
-		a.Owned += n.Owned
+		a.Requests += w * n.Requests
+		a.Owned += w * n.Owned
 		nodes[n.Node] = a
 	}
 }

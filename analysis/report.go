@@ -16,7 +16,21 @@ import (
 // as rollups. Figures defines every figure it holds (how each merges and
 // where the stores keep it). The zero value is not ready: use NewReport.
 type Report struct {
+	// Spans, Traces and Fragments are estimates of the traffic's
+	// (weighted, docs/SPEC.md §4.9).
 	Spans, Traces, Fragments int64
+	// TracesExcess and SpansExcess are what weighting added to Traces and
+	// Spans: Σ(W−1) over the traces, and times their spans (so that
+	// traces and spans received are Traces − TracesExcess, Spans −
+	// SpansExcess, and both are zero for unsampled traces: stores that
+	// kept no such figure hold what was received); TracesVar sums
+	// W(W−1) over the traces, what the variance of Traces is estimated
+	// from.
+	TracesExcess, SpansExcess, TracesVar int64
+	// SamplingConflicts counts traces whose spans recorded different
+	// sampling probabilities (the root's counted); SamplingUnusable
+	// those whose probability was recorded but unusable (counted once).
+	SamplingConflicts, SamplingUnusable int64
 	// APIs aggregates the traces of each root API.
 	APIs map[string]*APIAgg
 	// Services aggregates what traces said about each service.
@@ -64,6 +78,17 @@ type APIAgg struct {
 	Fragments, Events int64
 	// Owners aggregates the failure events of every owner.
 	Owners map[graph.Node]*OwnerAgg
+
+	// Excess is what weighting added to Traces, Σ(W−1): the traces
+	// received are Traces − Excess (ReceivedTraces). The Var sums
+	// are what the variances of the API's estimates are computed from
+	// (docs/SPEC.md §4.9): over its traces, c = W(W−1) (Var), times the
+	// failed flag (VarFailed), the root-error flag (VarRoot), the radius
+	// of a failed trace (VarRadius) and its square (VarRadius2), the
+	// trace's misattributed errors m and eligible hops e as m² (VarMis2),
+	// m·e (VarMisElig) and e² (VarElig2). All zero when unsampled.
+	Excess, Var, VarFailed, VarRoot, VarRadius, VarRadius2 int64
+	VarMis2, VarMisElig, VarElig2                          int64
 }
 
 // OwnerAgg counts an owner's failure events and its share of the spurious
@@ -97,8 +122,12 @@ type VersionKey struct {
 // version: what the rollout gate compares between versions.
 type VersionAgg struct {
 	Traces, Failed, RootErrors, RadiusSum int64
-	Radius                                map[int]int64
-	Amplification                         map[float64]int64
+	// Excess is Σ(W−1) over its traces (received: Traces − Excess); Var
+	// sums W(W−1) (the rollout gate's effective sample size,
+	// docs/SPEC.md §4.9).
+	Excess, Var   int64
+	Radius        map[int]int64
+	Amplification map[float64]int64
 }
 
 // NewReport returns an empty Report.
@@ -177,74 +206,134 @@ func (r *Report) Version(k VersionKey) *VersionAgg {
 // a trace contributes to each figure is the figure's own logic, written
 // here by hand: a figure added to Figures adds its contribution (sign ×
 // the trace's value) here.
+//
+// Every count is a Horvitz–Thompson estimate (docs/SPEC.md §4.9): the
+// trace's value times its weight, tr.W(), the traces of the traffic it
+// stands for; the histograms count weighted traces too, and the largest
+// value a histogram counts stays the largest observed. Beside them the
+// report keeps what was received (Received: traces, unweighted) and the
+// sums the estimates' variances are computed from (the Var* figures:
+// c = W(W−1) times the trace's values and their products), all zero
+// for unsampled traces.
 func (r *Report) Add(tr *TraceResult, sign int64) {
-	r.Spans += sign * int64(tr.Spans)
-	r.Traces += sign
-	r.Fragments += sign * int64(tr.Fragments)
+	w := sign * tr.W()
+	c := sign * tr.W() * (tr.W() - 1)
+	r.Spans += w * int64(tr.Spans)
+	r.Traces += w
+	r.Fragments += w * int64(tr.Fragments)
+	r.TracesExcess += w - sign
+	r.SpansExcess += (w - sign) * int64(tr.Spans)
+	r.TracesVar += c
+	if tr.SamplingFlags&graph.SamplingConflict != 0 {
+		r.SamplingConflicts += sign
+	}
+	if tr.SamplingFlags&graph.SamplingUnusable != 0 {
+		r.SamplingUnusable += sign
+	}
 	for i := range tr.Services {
-		r.Service(tr.Services[i].Service).merge(&tr.Services[i], sign)
+		r.Service(tr.Services[i].Service).merge(&tr.Services[i], w)
 	}
 	for i := range tr.Nodes {
 		n := r.Node(tr.Nodes[i].Node)
-		n.Requests += sign * tr.Nodes[i].Requests
-		n.Owned += sign * tr.Nodes[i].Owned
+		n.Requests += w * tr.Nodes[i].Requests
+		n.Owned += w * tr.Nodes[i].Owned
 	}
 	if tr.API != "" {
 		a := r.API(tr.API)
-		a.Traces += sign
+		a.Traces += w
+		a.Excess += w - sign
+		a.Var += c
 		if tr.RootFailed {
-			a.RootErrors += sign
+			a.RootErrors += w
+			a.VarRoot += c
 		}
 		if tr.RemoteParent {
-			a.RemoteParent += sign
+			a.RemoteParent += w
 		}
-		a.Fragments += sign * int64(tr.Fragments)
-		a.Suppressed += sign * tr.Suppressed
-		a.Hops += sign * tr.Hops
-		a.Counterfactual += sign * tr.Counterfactual
+		a.Fragments += w * int64(tr.Fragments)
+		a.Suppressed += w * tr.Suppressed
+		a.Hops += w * tr.Hops
+		a.Counterfactual += satMul(w, tr.Counterfactual)
+		var mis, elig int64
 		for i := range tr.Services {
-			a.Misattributed += sign * tr.Services[i].Misattributed
-			a.Naive += sign * tr.Services[i].NaiveMisattributed
-			a.Eligible += sign * tr.Services[i].Eligible
+			mis += tr.Services[i].Misattributed
+			a.Naive += w * tr.Services[i].NaiveMisattributed
+			elig += tr.Services[i].Eligible
+		}
+		a.Misattributed += w * mis
+		a.Eligible += w * elig
+		if c != 0 {
+			a.VarMis2 += satMul(c, satMul(mis, mis))
+			a.VarMisElig += satMul(c, satMul(mis, elig))
+			a.VarElig2 += satMul(c, satMul(elig, elig))
 		}
 		if tr.Failed() {
-			a.Failed += sign
-			a.RadiusSum += sign * int64(tr.Radius)
-			a.Radius[tr.Radius] += sign
-			a.Amplification[tr.MaxAmplification()] += sign
-			a.Events += sign * int64(len(tr.Events))
+			a.Failed += w
+			a.VarFailed += c
+			a.RadiusSum += w * int64(tr.Radius)
+			a.VarRadius += c * int64(tr.Radius)
+			a.VarRadius2 += c * int64(tr.Radius) * int64(tr.Radius)
+			a.Radius[tr.Radius] += w
+			a.Amplification[tr.MaxAmplification()] += w
+			a.Events += w * int64(len(tr.Events))
 			for _, o := range tr.Owners {
 				ag := a.Owner(o.Node)
-				ag.Events += sign * o.Hops
-				ag.Spurious += sign * o.Spurious
-				ag.Traces += sign
-				ag.Suppressed += sign * tr.Suppressed
-				ag.Amplification[o.Amplification()] += sign
+				ag.Events += w * o.Hops
+				ag.Spurious += satMul(w, o.Spurious)
+				ag.Traces += w
+				ag.Suppressed += w * tr.Suppressed
+				ag.Amplification[o.Amplification()] += w
 			}
 			for i := range tr.Events {
 				ev := &tr.Events[i]
 				ag := a.Owner(ev.Owner)
-				ag.RadiusSum += sign * int64(ev.Radius)
-				ag.Radius[ev.Radius] += sign
+				ag.RadiusSum += w * int64(ev.Radius)
+				ag.Radius[ev.Radius] += w
 			}
 		}
 		for _, v := range tr.Versions {
 			va := r.Version(VersionKey{API: tr.API, Service: v.Service, Version: v.Version})
-			va.Traces += sign
+			va.Traces += w
+			va.Excess += w - sign
+			va.Var += c
 			if tr.RootFailed {
-				va.RootErrors += sign
+				va.RootErrors += w
 			}
 			if tr.Failed() {
-				va.Failed += sign
-				va.RadiusSum += sign * int64(tr.Radius)
-				va.Radius[tr.Radius] += sign
-				va.Amplification[tr.MaxAmplification()] += sign
+				va.Failed += w
+				va.RadiusSum += w * int64(tr.Radius)
+				va.Radius[tr.Radius] += w
+				va.Amplification[tr.MaxAmplification()] += w
 			}
 		}
 	}
 	if sign < 0 {
 		r.Prune()
 	}
+}
+
+// countLimit bounds what one trace adds to a count that can be
+// astronomically large (the requests of a naive replay, radius.SatAdd's
+// 2^62) once weighted: the product saturates instead of overflowing.
+const countLimit = int64(1) << 62
+
+// satMul returns a × b, saturated at ±countLimit; a of ±1 (an
+// unsampled trace, a merge) leaves b as it is.
+func satMul(a, b int64) int64 {
+	if a == 1 || a == -1 || (a < 1<<31 && a > -1<<31 && b < 1<<31 && b > -1<<31) {
+		return a * b
+	}
+	if a == 0 || b == 0 {
+		return 0
+	}
+	p := a * b
+	if p/b != a || p > countLimit || p < -countLimit {
+		if (a < 0) != (b < 0) {
+			return -countLimit
+		}
+		return countLimit
+	}
+	return p
 }
 
 // merge adds sign × o to s: mergeAgg(ScopeService, …) written out, as
@@ -376,6 +465,8 @@ type Document struct {
 	// Incidents are the incidents of the range (docs/SPEC.md §4.8), in order of
 	// their first minute; their figures cover their minutes in the range.
 	Incidents []IncidentDoc `json:"incidents"`
+	// Sampling says how sure the figures are (docs/SPEC.md §4.9).
+	Sampling FleetSamplingDoc `json:"sampling"`
 }
 
 // Fleet summarises all root APIs.
@@ -417,6 +508,8 @@ type APIDoc struct {
 	NaiveMisattributionRate   float64          `json:"naive_misattribution_rate"`
 	FailureEvents             int64            `json:"failure_events"`
 	Owners                    []OwnerDoc       `json:"owners"`
+	// Sampling says how sure its figures are (docs/SPEC.md §4.9).
+	Sampling SamplingDoc `json:"sampling"`
 }
 
 // OwnerDoc is an owner of failure events.
@@ -485,7 +578,8 @@ type EdgeDoc struct {
 // the sums.
 func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	d := &Document{Spans: r.Spans, Traces: r.Traces, Fragments: r.Fragments,
-		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}, Incidents: []IncidentDoc{}}
+		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}, Incidents: []IncidentDoc{},
+		Sampling: r.FleetSampling()}
 	potential := map[string]APIPotential{}
 	edges := map[graph.Edge]*graph.EdgeStats{}
 	for _, w := range windows {
@@ -522,7 +616,7 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 			MisattributedErrors: a.Misattributed, NaiveMisattributedErrors: a.Naive,
 			MisattributionRate:      attribution.MisattributionRate(a.Misattributed, a.Eligible),
 			NaiveMisattributionRate: attribution.MisattributionRate(a.Naive, a.Eligible),
-			FailureEvents:           a.Events, Owners: []OwnerDoc{},
+			FailureEvents:           a.Events, Owners: []OwnerDoc{}, Sampling: a.Sampling(),
 		}
 		if a.Failed > 0 {
 			ad.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)

@@ -11,8 +11,14 @@ import (
 	"github.com/stormradius/stormradius/radius"
 )
 
-// resultCodecVersion is the first byte of an encoded TraceResult.
-const resultCodecVersion = 1
+// resultCodecVersion is the first byte of an encoded TraceResult; the
+// result of a sampled trace (a weight above 1, or sampling flags) is
+// written as resultCodecSampled, its weight and flags after its flags,
+// so that unsampled results stay as they always were.
+const (
+	resultCodecVersion = 1
+	resultCodecSampled = 2
+)
 
 // ErrCorruptResult is returned (wrapped) by DecodeResult for data that is
 // not an encoded result.
@@ -67,7 +73,12 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 
 	uv := binary.AppendUvarint
 	v := binary.AppendVarint
-	b = append(b, resultCodecVersion)
+	sampled := r.W() > 1 || r.SamplingFlags != 0
+	if sampled {
+		b = append(b, resultCodecSampled)
+	} else {
+		b = append(b, resultCodecVersion)
+	}
 	b = append(b, r.TraceID[:]...)
 	b = uv(b, uint64(len(table)))
 	for _, s := range table {
@@ -87,6 +98,10 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 		flags |= 2
 	}
 	b = append(b, flags)
+	if sampled {
+		b = uv(b, uint64(r.W()))
+		b = append(b, r.SamplingFlags)
+	}
 	b = uv(b, uint64(len(r.Versions)))
 	for _, x := range r.Versions {
 		b = uv(b, e.names[x.Service])
@@ -157,7 +172,7 @@ func (r *resultReader) int(what string) int {
 // not an encoded result gives an error wrapping ErrCorruptResult.
 func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	r := &resultReader{wire.Reader{B: b, Corrupt: corruptResult}}
-	if len(b) < 17 || b[0] != resultCodecVersion {
+	if len(b) < 17 || b[0] != resultCodecVersion && b[0] != resultCodecSampled {
 		return nil, fmt.Errorf("%w: bad header", ErrCorruptResult)
 	}
 	out := &TraceResult{}
@@ -176,6 +191,14 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	} else {
 		out.RootFailed, out.RemoteParent = r.B[0]&1 != 0, r.B[0]&2 != 0
 		r.B = r.B[1:]
+	}
+	if b[0] == resultCodecSampled {
+		w := r.Uvarint("weight")
+		if w < 1 || w > graph.MaxAdjustedCount {
+			r.Fail("weight out of range")
+		}
+		out.Weight = int64(w)
+		out.SamplingFlags = r.Byte("sampling flags") & (graph.SamplingConflict | graph.SamplingUnusable)
 	}
 	if n := r.Count(2, "versions"); n > 0 {
 		out.Versions = make([]ServiceVersion, n)

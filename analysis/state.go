@@ -75,7 +75,11 @@ func NewState() *State {
 }
 
 // Add adds trace t to the state (sign +1), or removes it again (sign -1).
+// Every count is weighted: a sampled trace counts as the traces of the
+// traffic it stands for (t.W(), docs/SPEC.md §4.9), so that what the
+// window learns from a sample is what the whole traffic would teach.
 func (s *State) Add(t *graph.Trace, sign int64) {
+	sign *= t.W()
 	s.Traces += sign
 	for i := range t.Calls {
 		c := &t.Calls[i]

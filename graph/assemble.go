@@ -76,7 +76,7 @@ func (a *Assembler) Assemble(spans []Span) *Trace {
 // until its next call. For callers that are done with a trace before
 // they assemble the next (adding it to a window, encoding its facts).
 func (a *Assembler) AssembleTransient(spans []Span) *Trace {
-	t := &Trace{Root: -1}
+	t := &Trace{Root: -1, AdjustedCount: 1, Weight: 1}
 	if len(spans) == 0 {
 		return t
 	}
@@ -91,6 +91,7 @@ func (a *Assembler) AssembleTransient(spans []Span) *Trace {
 	if t.Root >= 0 {
 		t.APIName = t.Hops[t.Root].Key().String()
 	}
+	resolveSampling(t)
 	return t
 }
 
@@ -140,8 +141,12 @@ func preferSpan(a, b *Span) bool {
 		return bytes.Compare(a.ParentID[:], b.ParentID[:]) < 0
 	case a.Service != b.Service:
 		return a.Service < b.Service
+	case a.Name != b.Name:
+		return a.Name < b.Name
+	case a.Sampling != b.Sampling:
+		return a.Sampling < b.Sampling
 	}
-	return a.Name < b.Name
+	return a.AdjustedCount < b.AdjustedCount
 }
 
 // Reasons a span with a parent id roots a tree (Assembler.orphan).

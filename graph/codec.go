@@ -9,8 +9,14 @@ import (
 	"github.com/stormradius/stormradius/graph/wire"
 )
 
-// traceCodecVersion is the first byte of an encoded trace.
-const traceCodecVersion = 1
+// traceCodecVersion is the first byte of an encoded trace; a sampled
+// trace (a weight above 1, or sampling flags) is written as
+// traceCodecSampled, with its weight and flags after its own flags, so
+// that the facts of unsampled traces stay as they always were.
+const (
+	traceCodecVersion = 1
+	traceCodecSampled = 2
+)
 
 // maxDecodedRecords bounds the hops, calls, attempts and roots one encoded
 // trace may declare, so a corrupt length cannot allocate without limit.
@@ -59,13 +65,22 @@ func (e *TraceEncoder) Append(b []byte, t *Trace) []byte {
 	hopIdx, callIdx := idx[:3*len(t.Hops)], idx[3*len(t.Hops):]
 	base := t.Start()
 
-	b = append(b, traceCodecVersion)
+	sampled := t.W() > 1 || t.SamplingFlags != 0
+	if sampled {
+		b = append(b, traceCodecSampled)
+	} else {
+		b = append(b, traceCodecVersion)
+	}
 	b = append(b, t.ID[:]...)
 	b = binary.AppendUvarint(b, uint64(t.SpanCount))
 	b = binary.AppendUvarint(b, uint64(t.Duplicates))
 	b = binary.AppendUvarint(b, uint64(t.Fragments))
 	b = binary.AppendVarint(b, int64(t.Root))
 	b = append(b, bits(t.RemoteParent))
+	if sampled {
+		b = binary.AppendUvarint(b, uint64(t.W()))
+		b = append(b, t.SamplingFlags)
+	}
 	b = binary.AppendVarint(b, base)
 	b = binary.AppendUvarint(b, uint64(len(nt.table)-1))
 	for _, s := range nt.table[1:] {
@@ -196,7 +211,8 @@ func reuse[T any](s []T, n int) []T {
 // (returned for reuse).
 func decodeTrace(t *Trace, table []string, b []byte, intern func([]byte) string) ([]string, error) {
 	r := newTraceReader(b)
-	if r.Byte("version") != traceCodecVersion {
+	version := r.Byte("version")
+	if version != traceCodecVersion && version != traceCodecSampled {
 		return table, fmt.Errorf("%w: unknown version", ErrCorruptTrace)
 	}
 	if len(r.B) < 16 {
@@ -210,6 +226,16 @@ func decodeTrace(t *Trace, table []string, b []byte, intern func([]byte) string)
 	t.Fragments = int(min(r.Uvarint("fragments"), math.MaxInt32))
 	root := r.Varint("root")
 	t.RemoteParent = r.Byte("flags")&1 != 0
+	t.Weight, t.AdjustedCount = 1, 1
+	if version == traceCodecSampled {
+		w := r.Uvarint("weight")
+		if w < 1 || w > MaxAdjustedCount {
+			r.Fail("weight out of range")
+		}
+		t.Weight = int64(w)
+		t.AdjustedCount = float64(w)
+		t.SamplingFlags = r.Byte("sampling flags") & (SamplingConflict | SamplingUnusable)
+	}
 	base := r.Varint("base")
 	nNames := r.count(1, "names")
 	if cap(table) < nNames+1 {
@@ -319,8 +345,14 @@ func (t *Trace) check() error {
 }
 
 // spansCodecVersion is the first byte of a span list written by
-// TraceEncoder.AppendSpans.
-const spansCodecVersion = 2
+// TraceEncoder.AppendSpans; a list with a span that carries sampling
+// information is written as spansCodecSampled: its spans' flags hold
+// the Sampling source (bits 4–5) and the adjusted count follows the
+// target of a span that has one.
+const (
+	spansCodecVersion = 2
+	spansCodecSampled = 3
+)
 
 // AppendSpans appends spans as one record: their names once, in a table,
 // then every span with indexes into it and times as deltas (a spill file
@@ -335,7 +367,14 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		idx = append(idx, name(s.Service), name(s.Version), name(s.Name), name(s.Operation), name(s.Peer))
 	}
 	e.idx = idx
-	b = append(b, spansCodecVersion)
+	version := byte(spansCodecVersion)
+	for i := range spans {
+		if spans[i].Sampling != SamplingNone {
+			version = spansCodecSampled
+			break
+		}
+	}
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(nt.table)))
 	for _, s := range nt.table {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -352,7 +391,7 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		b = append(b, s.TraceID[:]...)
 		b = append(b, s.SpanID[:]...)
 		b = append(b, s.ParentID[:]...)
-		b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen), bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed))
+		b = append(b, byte(s.Kind), byte(s.Claim), byte(s.FailOpen), bits(s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed)|byte(s.Sampling&3)<<4)
 		for _, x := range idx[5*i : 5*i+5] {
 			b = binary.AppendUvarint(b, uint64(x))
 		}
@@ -361,6 +400,9 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 		b = binary.AppendVarint(b, int64(s.Resend))
 		b = binary.AppendVarint(b, int64(s.StatusCode))
 		b = binary.LittleEndian.AppendUint64(b, s.Target)
+		if s.Sampling == SamplingRecorded || s.Sampling == SamplingConfigured {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.AdjustedCount))
+		}
 	}
 	return b
 }
@@ -369,7 +411,8 @@ func (e *TraceEncoder) AppendSpans(b []byte, spans []Span) []byte {
 // names passed through intern when it is not nil.
 func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, error) {
 	r := newTraceReader(b)
-	if r.Byte("version") != spansCodecVersion {
+	version := r.Byte("version")
+	if version != spansCodecVersion && version != spansCodecSampled {
 		return dst, fmt.Errorf("%w: not a span list", ErrCorruptTrace)
 	}
 	nNames := r.count(1, "names")
@@ -389,6 +432,9 @@ func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, erro
 		s.Kind, s.Claim, s.FailOpen = Kind(r.B[32]), Claim(r.B[33]&3), Tri(r.B[34]%3)
 		f := r.B[35]
 		s.Failed, s.HasResend, s.CriteriaSatisfied, s.Suppressed = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+		if version == spansCodecSampled {
+			s.Sampling = Sampling(f>>4) & 3
+		}
 		r.B = r.B[36:]
 		s.Service = r.Str(table, "service")
 		s.Version = r.Str(table, "version")
@@ -405,6 +451,22 @@ func DecodeSpans(b []byte, dst []Span, intern func([]byte) string) ([]Span, erro
 		}
 		s.Target = binary.LittleEndian.Uint64(r.B)
 		r.B = r.B[8:]
+		switch s.Sampling {
+		case SamplingRecorded, SamplingConfigured:
+			if len(r.B) < 8 {
+				r.Fail("adjusted count")
+				break
+			}
+			a := math.Float64frombits(binary.LittleEndian.Uint64(r.B))
+			r.B = r.B[8:]
+			if !(a >= 1) || math.IsInf(a, 0) {
+				// Not what an encoder writes: the span keeps it as unusable.
+				s.Sampling, a = SamplingInvalid, 1
+			}
+			s.AdjustedCount = a
+		case SamplingInvalid:
+			s.AdjustedCount = 1
+		}
 		dst = append(dst, s)
 	}
 	if r.Err != nil {

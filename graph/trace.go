@@ -38,6 +38,17 @@ type Trace struct {
 
 	Duplicates int // spans dropped as duplicates of an earlier span id
 	Fragments  int // tree roots that are fragments (docs/SPEC.md §3)
+
+	// AdjustedCount is how many traces of the traffic the trace stands
+	// for, 1/p of the probability it was sampled with (docs/SPEC.md §2,
+	// "sampling"; 1 when unsampled, at most MaxAdjustedCount), and
+	// Weight the same rounded to an integer without bias (RoundWeight):
+	// what every count the trace adds to is multiplied by. Weight 0 means
+	// 1 (W). AdjustedCount is not encoded; Weight is.
+	AdjustedCount float64
+	Weight        int64
+	// SamplingFlags: SamplingConflict, SamplingUnusable.
+	SamplingFlags uint8
 }
 
 // Hop is one service handling one request: a SERVER span, the root span of

@@ -93,3 +93,18 @@ func (t *Trace) Call(parent graph.SpanID, caller, callee, op string, start, end 
 
 // C is shorthand for a list of CLIENT span options.
 func C(opts ...Opt) []Opt { return opts }
+
+// Sampled sets the span's sampling source and adjusted count.
+func Sampled(src graph.Sampling, adjusted float64) Opt {
+	return func(s *graph.Span) { s.Sampling, s.AdjustedCount = src, adjusted }
+}
+
+// Weighted sets every span's sampling to an adjusted count recorded on
+// the span (as a sampler that writes the trace's probability on each
+// span does), and returns t.
+func (t *Trace) Weighted(adjusted float64) *Trace {
+	for i := range t.Spans {
+		t.Spans[i].Sampling, t.Spans[i].AdjustedCount = graph.SamplingRecorded, adjusted
+	}
+	return t
+}

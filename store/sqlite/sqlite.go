@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,6 +417,13 @@ func migrate(ctx context.Context, db *sql.DB, dir string) error {
 			return fmt.Errorf("sqlite: %s: migration %d: %w", dir, m.Version, err)
 		}
 		for _, st := range m.Statements() {
+			if has, err := hasColumn(ctx, tx, st); err != nil || has {
+				if err != nil {
+					tx.Rollback()
+					return fmt.Errorf("sqlite: %s: migration %d (%s): %w", dir, m.Version, m.Name, err)
+				}
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, st); err != nil {
 				tx.Rollback()
 				return fmt.Errorf("sqlite: %s: migration %d (%s): %w", dir, m.Version, m.Name, err)
@@ -431,6 +439,23 @@ func migrate(ctx context.Context, db *sql.DB, dir string) error {
 		}
 	}
 	return nil
+}
+
+// addColumn matches a migration's statement that adds a column.
+var addColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b`)
+
+// hasColumn reports whether st adds a column the table already has: a
+// migration run again (after an interruption, or over a database an
+// older release's migrations brought back) skips it, as SQLite has no
+// ADD COLUMN IF NOT EXISTS.
+func hasColumn(ctx context.Context, tx *sql.Tx, st string) (bool, error) {
+	c := addColumn.FindStringSubmatch(st)
+	if c == nil {
+		return false, nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, c[1], c[2]).Scan(&n)
+	return n > 0, err
 }
 
 // checkMigrated returns store.ErrNotMigrated, saying what to run, unless

@@ -16,7 +16,10 @@ import (
 // figureTraces are three hand-built trace results whose figures are
 // worked out by hand in figureCases: a failed trace of api-a (A), a
 // failed trace of api-a a minute later (B), and a fragment trace (C, no
-// root API) between them.
+// root API) between them. B and C were sampled: B stands for 2 traces
+// of the traffic (W = 2), C for 3, A for itself (its spans recorded
+// conflicting probabilities and its root's was unusable: counted once),
+// so every count below is A's value + 2 × B's + 3 × C's.
 func figureTraces() []*analysis.TraceResult {
 	db := graph.Node{Service: "db", Operation: "q"}
 	cache := graph.Node{Service: "cache", Operation: "get"}
@@ -35,23 +38,26 @@ func figureTraces() []*analysis.TraceResult {
 				NaiveMisattributed: 8, Eligible: 9, ContextDrops: 10, OwnedFailures: 11, Requests: 12, VirtualRequests: 13,
 				Counterfactual: 14, Spurious: 15},
 		},
-		Nodes:    []analysis.NodeCount{{Node: db, Requests: 6, Owned: 1}, {Node: front, Requests: 5}},
-		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}},
+		Nodes:         []analysis.NodeCount{{Node: db, Requests: 6, Owned: 1}, {Node: front, Requests: 5}},
+		Versions:      []analysis.ServiceVersion{{Service: "db", Version: "1.2"}},
+		SamplingFlags: graph.SamplingConflict | graph.SamplingUnusable,
 	}
 	b := &analysis.TraceResult{
-		TraceID: graph.TraceID{0xf1, 2}, API: "api-a", Start: at(1, 20), Spans: 4,
-		Events: []analysis.Event{{Owner: db, Radius: 1}}, Radius: 1,
+		TraceID: graph.TraceID{0xf1, 2}, API: "api-a", Start: at(1, 20), Spans: 4, RootFailed: true,
+		Events: []analysis.Event{{Owner: db, Radius: 2}}, Radius: 2,
 		Owners:     []radius.OwnerStat{{Node: db, Hops: 3, First: 1, Spurious: 4}}, // amplification 3
 		Suppressed: 2, Hops: 5, Counterfactual: 9,
 		Services: []analysis.ServiceResult{{Service: "db", Claims: attribution.Counts{attribution.AuditCorrect: 1},
 			Misattributed: 1, NaiveMisattributed: 1, Eligible: 2, OwnedFailures: 1, Requests: 3, Counterfactual: 7, Spurious: 4}},
 		Nodes:    []analysis.NodeCount{{Node: db, Requests: 3, Owned: 1}},
 		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}, {Service: "front", Version: "9"}},
+		Weight:   2,
 	}
 	c := &analysis.TraceResult{
 		TraceID: graph.TraceID{0xf1, 3}, Start: at(0, 40), Spans: 2, Fragments: 2,
 		Services: []analysis.ServiceResult{{Service: "lost", ContextDrops: 2, Requests: 2}},
 		Nodes:    []analysis.NodeCount{{Node: graph.Node{Service: "lost", Operation: "op"}, Requests: 2}},
+		Weight:   3,
 	}
 	return []*analysis.TraceResult{a, b, c}
 }
@@ -100,63 +106,83 @@ func versionOf(r *analysis.Report, svc, v string) *analysis.VersionAgg {
 	return &analysis.VersionAgg{}
 }
 
-// figureCases has a case for every figure of analysis.Figures, by name.
+// figureCases has a case for every figure of analysis.Figures, by name:
+// A's value + 2 × B's + 3 × C's (figureTraces).
 var figureCases = map[string][]figureCase{
-	// 7 + 4 + 2 spans, three traces, 1 + 0 + 2 fragment roots.
-	"spans":     {{func(r *analysis.Report) any { return r.Spans }, int64(13)}},
-	"traces":    {{func(r *analysis.Report) any { return r.Traces }, int64(3)}},
-	"fragments": {{func(r *analysis.Report) any { return r.Fragments }, int64(3)}},
-	// api-a: A and B, both failed; A's root failed and had a remote parent.
-	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(2)}},
-	"api_failed":         {{func(r *analysis.Report) any { return apiOf(r).Failed }, int64(2)}},
-	"api_root_errors":    {{func(r *analysis.Report) any { return apiOf(r).RootErrors }, int64(1)}},
+	// 7 + 2×4 + 3×2 spans, 1 + 2 + 3 traces, 1 + 0 + 3×2 fragment roots.
+	"spans":     {{func(r *analysis.Report) any { return r.Spans }, int64(21)}},
+	"traces":    {{func(r *analysis.Report) any { return r.Traces }, int64(6)}},
+	"fragments": {{func(r *analysis.Report) any { return r.Fragments }, int64(7)}},
+	// What weighting added: (2−1) + (3−1) traces, (2−1)×4 + (3−1)×2
+	// spans; W(W−1): 2×1 + 3×2; A's flags.
+	"traces_excess":      {{func(r *analysis.Report) any { return r.TracesExcess }, int64(3)}},
+	"spans_excess":       {{func(r *analysis.Report) any { return r.SpansExcess }, int64(8)}},
+	"traces_var":         {{func(r *analysis.Report) any { return r.TracesVar }, int64(8)}},
+	"sampling_conflicts": {{func(r *analysis.Report) any { return r.SamplingConflicts }, int64(1)}},
+	"sampling_unusable":  {{func(r *analysis.Report) any { return r.SamplingUnusable }, int64(1)}},
+	// api-a: A and B, both failed with failed roots; A had a remote parent.
+	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(1 + 2)}},
+	"api_failed":         {{func(r *analysis.Report) any { return apiOf(r).Failed }, int64(1 + 2)}},
+	"api_root_errors":    {{func(r *analysis.Report) any { return apiOf(r).RootErrors }, int64(1 + 2)}},
 	"api_remote_parent":  {{func(r *analysis.Report) any { return apiOf(r).RemoteParent }, int64(1)}},
-	"api_radius_sum":     {{func(r *analysis.Report) any { return apiOf(r).RadiusSum }, int64(3 + 1)}},
-	"api_suppressed":     {{func(r *analysis.Report) any { return apiOf(r).Suppressed }, int64(6 + 2)}},
-	"api_hops":           {{func(r *analysis.Report) any { return apiOf(r).Hops }, int64(11 + 5)}},
-	"api_counterfactual": {{func(r *analysis.Report) any { return apiOf(r).Counterfactual }, int64(18 + 9)}},
+	"api_radius_sum":     {{func(r *analysis.Report) any { return apiOf(r).RadiusSum }, int64(3 + 2*2)}},
+	"api_suppressed":     {{func(r *analysis.Report) any { return apiOf(r).Suppressed }, int64(6 + 2*2)}},
+	"api_hops":           {{func(r *analysis.Report) any { return apiOf(r).Hops }, int64(11 + 2*5)}},
+	"api_counterfactual": {{func(r *analysis.Report) any { return apiOf(r).Counterfactual }, int64(18 + 2*9)}},
 	// Summed over the services of A (front) and B (db).
-	"api_misattributed": {{func(r *analysis.Report) any { return apiOf(r).Misattributed }, int64(7 + 1)}},
-	"api_naive":         {{func(r *analysis.Report) any { return apiOf(r).Naive }, int64(8 + 1)}},
-	"api_eligible":      {{func(r *analysis.Report) any { return apiOf(r).Eligible }, int64(9 + 2)}},
+	"api_misattributed": {{func(r *analysis.Report) any { return apiOf(r).Misattributed }, int64(7 + 2*1)}},
+	"api_naive":         {{func(r *analysis.Report) any { return apiOf(r).Naive }, int64(8 + 2*1)}},
+	"api_eligible":      {{func(r *analysis.Report) any { return apiOf(r).Eligible }, int64(9 + 2*2)}},
 	"api_fragments":     {{func(r *analysis.Report) any { return apiOf(r).Fragments }, int64(1)}},
-	"api_events":        {{func(r *analysis.Report) any { return apiOf(r).Events }, int64(2 + 1)}},
-	"radius":            {{func(r *analysis.Report) any { return apiOf(r).Radius }, map[int]int64{3: 1, 1: 1}}},
+	"api_events":        {{func(r *analysis.Report) any { return apiOf(r).Events }, int64(2 + 2*1)}},
+	// B's: W−1 = 1, c = W(W−1) = 2, times failed (1), root failed (1),
+	// radius 2 and 4, misattributed m = 1 and eligible e = 2 as m², m·e
+	// and e².
+	"api_excess":       {{func(r *analysis.Report) any { return apiOf(r).Excess }, int64(1)}},
+	"api_var":          {{func(r *analysis.Report) any { return apiOf(r).Var }, int64(2)}},
+	"api_var_failed":   {{func(r *analysis.Report) any { return apiOf(r).VarFailed }, int64(2)}},
+	"api_var_root":     {{func(r *analysis.Report) any { return apiOf(r).VarRoot }, int64(2)}},
+	"api_var_radius":   {{func(r *analysis.Report) any { return apiOf(r).VarRadius }, int64(2 * 2)}},
+	"api_var_radius2":  {{func(r *analysis.Report) any { return apiOf(r).VarRadius2 }, int64(2 * 4)}},
+	"api_var_mis2":     {{func(r *analysis.Report) any { return apiOf(r).VarMis2 }, int64(2 * 1)}},
+	"api_var_mis_elig": {{func(r *analysis.Report) any { return apiOf(r).VarMisElig }, int64(2 * 2)}},
+	"api_var_elig2":    {{func(r *analysis.Report) any { return apiOf(r).VarElig2 }, int64(2 * 4)}},
+	"radius":           {{func(r *analysis.Report) any { return apiOf(r).Radius }, map[int]int64{3: 1, 2: 2}}},
 	// A's largest amplification is db's 4/2, B's db's 3/1.
-	"amp": {{func(r *analysis.Report) any { return apiOf(r).Amplification }, map[float64]int64{2: 1, 3: 1}}},
+	"amp": {{func(r *analysis.Report) any { return apiOf(r).Amplification }, map[float64]int64{2: 1, 3: 2}}},
 	// db owns in A and B, cache in A.
 	"owner_events": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Events }, int64(4 + 3)},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Events }, int64(4 + 2*3)},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Events }, int64(1)},
 	},
 	"owner_spurious": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Spurious }, int64(5 + 4)},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Spurious }, int64(5 + 2*4)},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Spurious }, int64(2)},
 	},
 	"owner_traces": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Traces }, int64(2)},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Traces }, int64(1 + 2)},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Traces }, int64(1)},
 	},
 	"owner_suppressed": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Suppressed }, int64(6 + 2)},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Suppressed }, int64(6 + 2*2)},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Suppressed }, int64(6)},
 	},
 	"owner_radius_sum": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").RadiusSum }, int64(3 + 1)},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").RadiusSum }, int64(3 + 2*2)},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").RadiusSum }, int64(2)},
 	},
 	"owner_radius": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Radius }, map[int]int64{3: 1, 1: 1}},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Radius }, map[int]int64{3: 1, 2: 2}},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Radius }, map[int]int64{2: 1}},
 	},
 	"owner_amp": {
-		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Amplification }, map[float64]int64{2: 1, 3: 1}},
+		{func(r *analysis.Report) any { return ownerOf(r, "db", "q").Amplification }, map[float64]int64{2: 1, 3: 2}},
 		{func(r *analysis.Report) any { return ownerOf(r, "cache", "get").Amplification }, map[float64]int64{1: 1}},
 	},
 	// front is A's alone (distinct values), db A's and B's, lost C's.
 	"svc_correct": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditCorrect] }, int64(1)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Claims[attribution.AuditCorrect] }, int64(1)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Claims[attribution.AuditCorrect] }, int64(2 * 1)},
 	},
 	"svc_false_claim":   {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditFalseClaim] }, int64(2)}},
 	"svc_false_unclaim": {{func(r *analysis.Report) any { return svcOf(r, "front").Claims[attribution.AuditFalseUnclaim] }, int64(3)}},
@@ -165,28 +191,28 @@ var figureCases = map[string][]figureCase{
 	"svc_mismatches":    {{func(r *analysis.Report) any { return svcOf(r, "front").Mismatches }, int64(6)}},
 	"svc_misattributed": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Misattributed }, int64(7)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Misattributed }, int64(1)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Misattributed }, int64(2 * 1)},
 	},
 	"svc_naive": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").NaiveMisattributed }, int64(8)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").NaiveMisattributed }, int64(1)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").NaiveMisattributed }, int64(2 * 1)},
 	},
 	"svc_eligible": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Eligible }, int64(9)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Eligible }, int64(2)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Eligible }, int64(2 * 2)},
 	},
 	"svc_context_drops": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").ContextDrops }, int64(10)},
-		{func(r *analysis.Report) any { return svcOf(r, "lost").ContextDrops }, int64(2)},
+		{func(r *analysis.Report) any { return svcOf(r, "lost").ContextDrops }, int64(3 * 2)},
 	},
 	"svc_owned": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").OwnedFailures }, int64(11)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").OwnedFailures }, int64(1 + 1)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").OwnedFailures }, int64(1 + 2*1)},
 	},
 	"svc_requests": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Requests }, int64(12)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Requests }, int64(6 + 3)},
-		{func(r *analysis.Report) any { return svcOf(r, "lost").Requests }, int64(2)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Requests }, int64(6 + 2*3)},
+		{func(r *analysis.Report) any { return svcOf(r, "lost").Requests }, int64(3 * 2)},
 	},
 	"svc_virtual_requests": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").VirtualRequests }, int64(13)},
@@ -194,39 +220,50 @@ var figureCases = map[string][]figureCase{
 	},
 	"svc_counterfactual": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Counterfactual }, int64(14)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Counterfactual }, int64(9 + 7)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Counterfactual }, int64(9 + 2*7)},
 	},
 	"svc_spurious": {
 		{func(r *analysis.Report) any { return svcOf(r, "front").Spurious }, int64(15)},
-		{func(r *analysis.Report) any { return svcOf(r, "db").Spurious }, int64(5 + 4)},
+		{func(r *analysis.Report) any { return svcOf(r, "db").Spurious }, int64(5 + 2*4)},
 	},
 	"node_requests": {
-		{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Requests }, int64(6 + 3)},
+		{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Requests }, int64(6 + 2*3)},
 		{func(r *analysis.Report) any { return nodeOf(r, "front", "GET /a").Requests }, int64(5)},
-		{func(r *analysis.Report) any { return nodeOf(r, "lost", "op").Requests }, int64(2)},
+		{func(r *analysis.Report) any { return nodeOf(r, "lost", "op").Requests }, int64(3 * 2)},
 	},
-	"node_owned": {{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Owned }, int64(1 + 1)}},
+	"node_owned": {{func(r *analysis.Report) any { return nodeOf(r, "db", "q").Owned }, int64(1 + 2*1)}},
 	// db 1.2 ran in A and B, front 9 in B alone.
 	"ver_traces": {
-		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Traces }, int64(2)},
-		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Traces }, int64(1)},
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Traces }, int64(1 + 2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Traces }, int64(2)},
 	},
 	"ver_failed": {
-		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Failed }, int64(2)},
-		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Failed }, int64(1)},
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Failed }, int64(1 + 2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Failed }, int64(2)},
 	},
-	"ver_root_errors": {{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RootErrors }, int64(1)}},
+	"ver_root_errors": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RootErrors }, int64(1 + 2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").RootErrors }, int64(2)},
+	},
 	"ver_radius_sum": {
-		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RadiusSum }, int64(3 + 1)},
-		{func(r *analysis.Report) any { return versionOf(r, "front", "9").RadiusSum }, int64(1)},
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RadiusSum }, int64(3 + 2*2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").RadiusSum }, int64(2 * 2)},
 	},
 	"ver_radius": {
-		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Radius }, map[int]int64{3: 1, 1: 1}},
-		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Radius }, map[int]int64{1: 1}},
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Radius }, map[int]int64{3: 1, 2: 2}},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Radius }, map[int]int64{2: 2}},
 	},
 	"ver_amp": {
-		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Amplification }, map[float64]int64{2: 1, 3: 1}},
-		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Amplification }, map[float64]int64{3: 1}},
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Amplification }, map[float64]int64{2: 1, 3: 2}},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Amplification }, map[float64]int64{3: 2}},
+	},
+	"ver_excess": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Excess }, int64(1)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Excess }, int64(1)},
+	},
+	"ver_var": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Var }, int64(2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Var }, int64(2)},
 	},
 }
 

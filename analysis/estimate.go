@@ -1,0 +1,175 @@
+package analysis
+
+import "math"
+
+// Sampled traffic (docs/SPEC.md §4.9). Every count of a Report is a
+// Horvitz–Thompson estimate: each trace counted W times, W its adjusted
+// count 1/p rounded without bias. The Var sums beside the counts give
+// each rate's variance under Poisson sampling (every trace kept or not
+// independently, with its own probability: head, probabilistic and tail
+// samplers alike), by linearisation of the ratio of two estimates:
+//
+//	R = Σ W·y / Σ W·x,  v(R) = Σ W(W−1)·(y − R·x)² / (Σ W·x)²
+//
+// — W(W−1) the unbiased estimate of (1−p)/p² for a kept trace, so a
+// trace kept with certainty adds nothing. Expanded, v(R) needs Σc·y²,
+// Σc·x·y and Σc·x² (c = W(W−1)), which the report keeps per API.
+
+// Confidence is the confidence level of every interval (95 %).
+const Confidence = 0.95
+
+// z is the standard normal quantile of (1 + Confidence)/2.
+const z = 1.959963984540054
+
+// Interval is an estimate with its confidence interval (Confidence).
+// Unsampled figures are exact: Low and High equal the estimate.
+type Interval struct {
+	Estimate float64 `json:"estimate"`
+	Low      float64 `json:"low"`
+	High     float64 `json:"high"`
+}
+
+// SamplingDoc says how sure the figures of an API (or the fleet) are:
+// what was received, what it estimates, the effective sample size and
+// the main rates with their intervals (docs/SPEC.md §4.9).
+type SamplingDoc struct {
+	// Estimated reports that some trace stood for more than itself: the
+	// counts are estimates of the traffic, not counts of what was
+	// received.
+	Estimated bool `json:"estimated"`
+	// TracesReceived counts the traces received; TracesEstimated is the
+	// estimate of the traffic's (the traces figure).
+	TracesReceived  int64 `json:"traces_received"`
+	TracesEstimated int64 `json:"traces_estimated"`
+	// EffectiveSampleSize is Kish's (ΣW)²/ΣW²: as many unweighted traces
+	// would say as much. It equals TracesReceived when unsampled.
+	EffectiveSampleSize float64 `json:"effective_sample_size"`
+	// FailedTraceRate is failed_traces / traces; RootErrorRate
+	// root_errors / traces.
+	FailedTraceRate Interval `json:"failed_trace_rate"`
+	RootErrorRate   Interval `json:"root_error_rate"`
+	// MeanRadius is the mean radius of failed traces; MisattributionRate
+	// the misattribution rate (APIs only).
+	MeanRadius         *Interval `json:"mean_radius,omitempty"`
+	MisattributionRate *Interval `json:"misattribution_rate,omitempty"`
+}
+
+// ratio returns the estimate num/den and its interval, from the sums
+// Σc·y² (cyy), Σc·x·y (cxy) and Σc·x² (cxx). A proportion (0 ≤ y ≤ x)
+// gets a Wilson score interval on the effective number of units its
+// variance implies; any other ratio a normal one, kept within
+// [lo, hi]. fallbackN is the effective size used when the variance is
+// zero although the figure is sampled (a rate of exactly 0 or 1 in the
+// sample): Kish's, of the denominator's traces.
+func ratio(num, den, cyy, cxy, cxx int64, sampled, proportion bool, fallbackN, lo, hi float64) Interval {
+	if den <= 0 {
+		return Interval{}
+	}
+	r := float64(num) / float64(den)
+	if !sampled {
+		return Interval{Estimate: r, Low: r, High: r}
+	}
+	d := float64(den)
+	v := (float64(cyy) - 2*r*float64(cxy) + r*r*float64(cxx)) / (d * d)
+	if !(v > 0) || math.IsInf(v, 0) {
+		v = 0
+	}
+	if !proportion {
+		h := z * math.Sqrt(v)
+		return Interval{Estimate: r, Low: max(lo, r-h), High: min(hi, r+h)}
+	}
+	n := fallbackN
+	if v > 0 && r > 0 && r < 1 {
+		n = r * (1 - r) / v
+	}
+	l, h := wilson(r, n)
+	return Interval{Estimate: r, Low: l, High: h}
+}
+
+// wilson returns the Wilson score interval of a proportion p observed on
+// n (effective) units; p itself when n is not positive.
+func wilson(p, n float64) (float64, float64) {
+	if !(n > 0) || math.IsInf(n, 0) {
+		return p, p
+	}
+	z2 := z * z
+	den := 1 + z2/n
+	center := (p + z2/(2*n)) / den
+	half := z / den * math.Sqrt(p*(1-p)/n+z2/(4*n*n))
+	return max(0, center-half), min(1, center+half)
+}
+
+// kish returns Kish's effective sample size of units whose weights sum
+// to sum, with Σ W(W−1) = c: (ΣW)² / ΣW².
+func kish(sum, c int64) float64 {
+	if sum <= 0 {
+		return 0
+	}
+	s := float64(sum)
+	return s * s / (s + float64(c))
+}
+
+// Sampling returns how sure the API's figures are (docs/SPEC.md §4.9).
+func (a *APIAgg) Sampling() SamplingDoc {
+	sampled := a.Var != 0 || a.Excess != 0
+	d := SamplingDoc{
+		Estimated:           sampled,
+		TracesReceived:      a.Traces - a.Excess,
+		TracesEstimated:     a.Traces,
+		EffectiveSampleSize: kish(a.Traces, a.Var),
+	}
+	n := d.EffectiveSampleSize
+	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, sampled, true, n, 0, 1)
+	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, sampled, true, n, 0, 1)
+	if a.Failed > 0 {
+		m := ratio(a.RadiusSum, a.Failed, a.VarRadius2, a.VarRadius, a.VarFailed, sampled, false, 0, 0, float64(a.MaxRadius()))
+		d.MeanRadius = &m
+	}
+	if a.Eligible > 0 {
+		m := ratio(a.Misattributed, a.Eligible, a.VarMis2, a.VarMisElig, a.VarElig2, sampled, true, kish(a.Eligible, a.VarElig2), 0, 1)
+		d.MisattributionRate = &m
+	}
+	return d
+}
+
+// FleetSamplingDoc is the fleet's SamplingDoc, with the spans received
+// and what was wrong with the sampling information received.
+type FleetSamplingDoc struct {
+	SamplingDoc
+	SpansReceived int64 `json:"spans_received"`
+	// ConflictingTraces counts traces whose spans recorded different
+	// sampling probabilities (the root's counted); UnusableTraces those
+	// whose recorded probability could not be used (counted once).
+	ConflictingTraces int64 `json:"conflicting_traces"`
+	UnusableTraces    int64 `json:"unusable_traces"`
+	// Warnings say what makes the estimates doubtful, with the fix
+	// (tail sampling that records no probability).
+	Warnings []string `json:"warnings"`
+}
+
+// FleetSampling returns how sure the fleet's figures are: every trace
+// received and estimated, and the failed-trace and root-error rates of
+// the traces of every API.
+func (r *Report) FleetSampling() FleetSamplingDoc {
+	sampled := r.TracesVar != 0 || r.TracesExcess != 0
+	d := FleetSamplingDoc{SamplingDoc: SamplingDoc{
+		Estimated:           sampled,
+		TracesReceived:      r.Traces - r.TracesExcess,
+		TracesEstimated:     r.Traces,
+		EffectiveSampleSize: kish(r.Traces, r.TracesVar),
+	}, SpansReceived: r.Spans - r.SpansExcess, ConflictingTraces: r.SamplingConflicts,
+		UnusableTraces: r.SamplingUnusable, Warnings: []string{}}
+	var all APIAgg
+	for _, a := range r.APIs {
+		all.Traces += a.Traces
+		all.Failed += a.Failed
+		all.RootErrors += a.RootErrors
+		all.Var += a.Var
+		all.VarFailed += a.VarFailed
+		all.VarRoot += a.VarRoot
+	}
+	n := kish(all.Traces, all.Var)
+	d.FailedTraceRate = ratio(all.Failed, all.Traces, all.VarFailed, all.VarFailed, all.Var, sampled, true, n, 0, 1)
+	d.RootErrorRate = ratio(all.RootErrors, all.Traces, all.VarRoot, all.VarRoot, all.Var, sampled, true, n, 0, 1)
+	return d
+}

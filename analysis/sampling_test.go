@@ -1,0 +1,98 @@
+package analysis_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/sim"
+)
+
+// samplingScenario is a mesh with errors, fail-open edges, retries and
+// persistent faults: enough failed calls for the failure memory to
+// learn, incidents, claims.
+func samplingScenario(seed uint64, traces int) sim.Scenario {
+	sc := sim.Mesh(sim.MeshConfig{Seed: seed, APIs: 3, Depth: 5, Fanout: 2, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.02,
+		Policy: sim.Policy{Retry: sim.RetryNaive, Retries: 1, Claims: sim.ClaimsHonest, ResendAttr: true}})
+	sc.Traces = traces
+	sc.Faults = []sim.Fault{{Service: "svc-3-1", Rate: 0.3, Persistent: true}, {Service: "svc-2-0", Rate: 0.1}}
+	return sc
+}
+
+// withoutSampling clears what only a weighted analysis says (how sure
+// it is) and the example traces (whose ids differ between copies).
+func withoutSampling(d *analysis.Document) string {
+	d.Sampling = analysis.FleetSamplingDoc{}
+	for i := range d.APIs {
+		d.APIs[i].Sampling = analysis.SamplingDoc{}
+	}
+	for i := range d.Incidents {
+		d.Incidents[i].ExampleTraces = nil
+	}
+	b, _ := json.MarshalIndent(d, "", " ")
+	return string(b)
+}
+
+// A trace weighted k is, for every figure but how sure they are, the
+// same as k copies of it (docs/SPEC.md §4.9): counts, rates, histograms,
+// what the windows learn (fail-open edges, M_e, claims spoken),
+// incidents. The copies are independent of the code under test: the
+// oracle is the unweighted analysis.
+func TestWeightedEqualsReplicated(t *testing.T) {
+	_, spans := simulate(t, samplingScenario(11, 3000))
+	groups := graph.GroupTraces(spans)
+	var weighted, copies [][]graph.Span
+	var received, estimated int64
+	for _, g := range groups {
+		k := 1 + int(g[0].TraceID[15]%4)
+		received++
+		estimated += int64(k)
+		w := append([]graph.Span(nil), g...)
+		for i := range w {
+			w[i].Sampling, w[i].AdjustedCount = graph.SamplingRecorded, float64(k)
+		}
+		weighted = append(weighted, w)
+		for c := 0; c < k; c++ {
+			cp := append([]graph.Span(nil), g...)
+			for i := range cp {
+				cp[i].TraceID[0] ^= byte(c) << 4
+				cp[i].TraceID[1] ^= 0x5a * byte(c)
+			}
+			copies = append(copies, cp)
+		}
+	}
+	wd, _ := analysis.InMemory(graph.Lists(weighted), analysis.Config{}, 1)
+	cd, _ := analysis.InMemory(graph.Lists(copies), analysis.Config{}, 1)
+	if wd.Sampling.TracesReceived != received || wd.Traces != estimated || cd.Traces != estimated {
+		t.Fatalf("received %d estimated %d (copies %d), want %d and %d", wd.Sampling.TracesReceived, wd.Traces, cd.Traces, received, estimated)
+	}
+	if !wd.Sampling.Estimated || cd.Sampling.Estimated {
+		t.Fatalf("estimated: weighted %v, copies %v", wd.Sampling.Estimated, cd.Sampling.Estimated)
+	}
+	if len(wd.Incidents) == 0 {
+		t.Fatal("the scenario has no incident: it checks too little")
+	}
+	learned := 0
+	for _, e := range wd.Edges {
+		if e.FailOpenSource == "learned" {
+			learned++
+		}
+	}
+	if learned == 0 {
+		t.Fatal("the scenario learns no edge: it checks too little")
+	}
+	if w, c := withoutSampling(wd), withoutSampling(cd); w != c {
+		t.Fatalf("weighted and replicated documents differ:\n%s", firstDiff(w, c))
+	}
+}
+
+func firstDiff(a, b string) string {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			lo := max(0, i-300)
+			return "weighted: …" + a[lo:min(len(a), i+200)] + "\n\nreplicated: …" + b[lo:min(len(b), i+200)]
+		}
+	}
+	return "lengths differ"
+}
