@@ -7,6 +7,9 @@
 // claim middleware would behave, and returns one ptrace.Traces per trace
 // (plus fragment traces when a service drops context) together with ground
 // truth counters that tests can cross-check against trace analysis.
+// Sample then samples those traces as fleets do (the collector's
+// probabilistic_sampler, head sampling at the roots, Jaeger's sampler,
+// tail sampling, spoiled records), the unsampled ones staying the truth.
 //
 // Everything is deterministic for a given Scenario: random draws come from a
 // PCG source seeded by Seed in a fixed order, trace and span ids are derived
