@@ -79,6 +79,11 @@ var pinned = map[string]struct {
 	"api_var_elig2":      {ScopeAPI, "rollup_api", "var_elig2", 34},
 	"ver_excess":         {ScopeVersion, "rollup_version", "excess", 86},
 	"ver_var":            {ScopeVersion, "rollup_version", "var", 87},
+	"api_tail_clean_16":  {ScopeAPI, "rollup_api", "tail_clean_16", 90},
+	"api_tail_clean_2":   {ScopeAPI, "rollup_api", "tail_clean_2", 91},
+	"api_tail_clean":     {ScopeAPI, "rollup_api", "tail_clean", 92},
+	"api_tail_failed_2":  {ScopeAPI, "rollup_api", "tail_failed_2", 93},
+	"api_tail_failed":    {ScopeAPI, "rollup_api", "tail_failed", 94},
 }
 
 func TestFiguresPinned(t *testing.T) {

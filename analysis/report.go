@@ -89,6 +89,14 @@ type APIAgg struct {
 	// m·e (VarMisElig) and e² (VarElig2). All zero when unsampled.
 	Excess, Var, VarFailed, VarRoot, VarRadius, VarRadius2 int64
 	VarMis2, VarMisElig, VarElig2                          int64
+
+	// The Tail counts count the traces that stood for themselves alone
+	// (W = 1) by where their id falls under the hash of the collector's
+	// tail sampling policy (TailHash): without a failure event below
+	// 1/16, below 1/2 and all, with one below 1/2 and all. They tell tail
+	// sampling that recorded no probability (docs/SPEC.md §4.9;
+	// DetectTailSampling).
+	TailClean16, TailClean2, TailClean, TailFailed2, TailFailed int64
 }
 
 // OwnerAgg counts an owner's failure events and its share of the spurious
@@ -266,6 +274,9 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 			a.VarMis2 += satMul(c, satMul(mis, mis))
 			a.VarMisElig += satMul(c, satMul(mis, elig))
 			a.VarElig2 += satMul(c, satMul(elig, elig))
+		}
+		if tr.W() == 1 {
+			a.addTail(tr.TraceID, tr.Failed(), sign)
 		}
 		if tr.Failed() {
 			a.Failed += w

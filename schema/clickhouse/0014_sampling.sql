@@ -4,7 +4,10 @@
 -- received = traces − excess) and the sums the estimates' variances are
 -- computed from (c = W(W−1) times a trace's values). Every one is zero
 -- for an unsampled trace (no row), so the rows stored before hold what
--- they held. Adding values to the Enum rewrites nothing.
+-- they held. The tail counts count the traces that stood for themselves
+-- alone (W = 1) by where the tail sampling policy's hash puts their ids
+-- (analysis.TailCounts): what tells tail sampling that recorded no
+-- probability. Adding values to the Enum rewrites nothing.
 ALTER TABLE rollups MODIFY COLUMN stat Enum8('spans' = 0, 'traces' = 1, 'fragments' = 2,
     'traces_excess' = 3, 'spans_excess' = 4, 'traces_var' = 5, 'sampling_conflicts' = 6,
     'sampling_unusable' = 7,
@@ -22,4 +25,6 @@ ALTER TABLE rollups MODIFY COLUMN stat Enum8('spans' = 0, 'traces' = 1, 'fragmen
     'svc_virtual_requests' = 62, 'svc_counterfactual' = 63, 'svc_spurious' = 64,
     'node_requests' = 70, 'node_owned' = 71,
     'ver_traces' = 80, 'ver_failed' = 81, 'ver_root_errors' = 82, 'ver_radius_sum' = 83,
-    'ver_radius' = 84, 'ver_amp' = 85, 'ver_excess' = 86, 'ver_var' = 87);
+    'ver_radius' = 84, 'ver_amp' = 85, 'ver_excess' = 86, 'ver_var' = 87,
+    'api_tail_clean_16' = 90, 'api_tail_clean_2' = 91, 'api_tail_clean' = 92,
+    'api_tail_failed_2' = 93, 'api_tail_failed' = 94);

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"hash/fnv"
 	"reflect"
 	"testing"
 	"time"
@@ -16,10 +17,12 @@ import (
 // figureTraces are three hand-built trace results whose figures are
 // worked out by hand in figureCases: a failed trace of api-a (A), a
 // failed trace of api-a a minute later (B), and a fragment trace (C, no
-// root API) between them. B and C were sampled: B stands for 2 traces
+// root API) between them, and a trace of api-a without a failure (D,
+// whose figures show apart: 1 span, 1 hop, 1 counterfactual request,
+// standing for itself). B and C were sampled: B stands for 2 traces
 // of the traffic (W = 2), C for 3, A for itself (its spans recorded
 // conflicting probabilities and its root's was unusable: counted once),
-// so every count below is A's value + 2 × B's + 3 × C's.
+// so every count below is A's value + 2 × B's + 3 × C's + D's.
 func figureTraces() []*analysis.TraceResult {
 	db := graph.Node{Service: "db", Operation: "q"}
 	cache := graph.Node{Service: "cache", Operation: "get"}
@@ -59,7 +62,39 @@ func figureTraces() []*analysis.TraceResult {
 		Nodes:    []analysis.NodeCount{{Node: graph.Node{Service: "lost", Operation: "op"}, Requests: 2}},
 		Weight:   3,
 	}
-	return []*analysis.TraceResult{a, b, c}
+	// D: a trace of api-a without a failure, standing for itself, whose
+	// id the tail sampling policy's hash puts below 1/16 (tailID).
+	d := &analysis.TraceResult{TraceID: tailID(), API: "api-a", Start: at(0, 50), Spans: 1, Hops: 1, Counterfactual: 1}
+	return []*analysis.TraceResult{a, b, c, d}
+}
+
+// tailHash is the tail_sampling probabilistic policy's hash of id over
+// 2^64 (FNV-1a of its default salt, then the id), from the standard
+// library: what analysis.TailHash must agree with.
+func tailHash(id graph.TraceID) float64 {
+	h := fnv.New64a()
+	h.Write([]byte("default-hash-seed"))
+	h.Write(id[:])
+	return float64(h.Sum64()) / (1 << 64)
+}
+
+// tailID returns the first of the ids 0xf1, 0xd0, n… whose tailHash is
+// below 1/16.
+func tailID() graph.TraceID {
+	for n := byte(0); ; n++ {
+		id := graph.TraceID{0xf1, 0xd0, n}
+		if tailHash(id) < 1.0/16 {
+			return id
+		}
+	}
+}
+
+// below returns 1 when x < b, else 0.
+func below(x, b float64) int64 {
+	if x < b {
+		return 1
+	}
+	return 0
 }
 
 // figureCase is what a figure must read back as: got reads it from a
@@ -107,11 +142,12 @@ func versionOf(r *analysis.Report, svc, v string) *analysis.VersionAgg {
 }
 
 // figureCases has a case for every figure of analysis.Figures, by name:
-// A's value + 2 × B's + 3 × C's (figureTraces).
+// A's value + 2 × B's + 3 × C's + D's (figureTraces).
 var figureCases = map[string][]figureCase{
-	// 7 + 2×4 + 3×2 spans, 1 + 2 + 3 traces, 1 + 0 + 3×2 fragment roots.
-	"spans":     {{func(r *analysis.Report) any { return r.Spans }, int64(21)}},
-	"traces":    {{func(r *analysis.Report) any { return r.Traces }, int64(6)}},
+	// 7 + 2×4 + 3×2 + 1 spans, 1 + 2 + 3 + 1 traces, 1 + 0 + 3×2
+	// fragment roots.
+	"spans":     {{func(r *analysis.Report) any { return r.Spans }, int64(22)}},
+	"traces":    {{func(r *analysis.Report) any { return r.Traces }, int64(7)}},
 	"fragments": {{func(r *analysis.Report) any { return r.Fragments }, int64(7)}},
 	// What weighting added: (2−1) + (3−1) traces, (2−1)×4 + (3−1)×2
 	// spans; W(W−1): 2×1 + 3×2; A's flags.
@@ -120,15 +156,16 @@ var figureCases = map[string][]figureCase{
 	"traces_var":         {{func(r *analysis.Report) any { return r.TracesVar }, int64(8)}},
 	"sampling_conflicts": {{func(r *analysis.Report) any { return r.SamplingConflicts }, int64(1)}},
 	"sampling_unusable":  {{func(r *analysis.Report) any { return r.SamplingUnusable }, int64(1)}},
-	// api-a: A and B, both failed with failed roots; A had a remote parent.
-	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(1 + 2)}},
+	// api-a: A and B, both failed with failed roots, A had a remote
+	// parent; D.
+	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(1 + 2 + 1)}},
 	"api_failed":         {{func(r *analysis.Report) any { return apiOf(r).Failed }, int64(1 + 2)}},
 	"api_root_errors":    {{func(r *analysis.Report) any { return apiOf(r).RootErrors }, int64(1 + 2)}},
 	"api_remote_parent":  {{func(r *analysis.Report) any { return apiOf(r).RemoteParent }, int64(1)}},
 	"api_radius_sum":     {{func(r *analysis.Report) any { return apiOf(r).RadiusSum }, int64(3 + 2*2)}},
 	"api_suppressed":     {{func(r *analysis.Report) any { return apiOf(r).Suppressed }, int64(6 + 2*2)}},
-	"api_hops":           {{func(r *analysis.Report) any { return apiOf(r).Hops }, int64(11 + 2*5)}},
-	"api_counterfactual": {{func(r *analysis.Report) any { return apiOf(r).Counterfactual }, int64(18 + 2*9)}},
+	"api_hops":           {{func(r *analysis.Report) any { return apiOf(r).Hops }, int64(11 + 2*5 + 1)}},
+	"api_counterfactual": {{func(r *analysis.Report) any { return apiOf(r).Counterfactual }, int64(18 + 2*9 + 1)}},
 	// Summed over the services of A (front) and B (db).
 	"api_misattributed": {{func(r *analysis.Report) any { return apiOf(r).Misattributed }, int64(7 + 2*1)}},
 	"api_naive":         {{func(r *analysis.Report) any { return apiOf(r).Naive }, int64(8 + 2*1)}},
@@ -148,6 +185,13 @@ var figureCases = map[string][]figureCase{
 	"api_var_mis_elig": {{func(r *analysis.Report) any { return apiOf(r).VarMisElig }, int64(2 * 2)}},
 	"api_var_elig2":    {{func(r *analysis.Report) any { return apiOf(r).VarElig2 }, int64(2 * 4)}},
 	"radius":           {{func(r *analysis.Report) any { return apiOf(r).Radius }, map[int]int64{3: 1, 2: 2}}},
+	// The traces standing for themselves: A (failed) and D (not, below
+	// 1/16).
+	"api_tail_clean_16": {{func(r *analysis.Report) any { return apiOf(r).TailClean16 }, int64(1)}},
+	"api_tail_clean_2":  {{func(r *analysis.Report) any { return apiOf(r).TailClean2 }, int64(1)}},
+	"api_tail_clean":    {{func(r *analysis.Report) any { return apiOf(r).TailClean }, int64(1)}},
+	"api_tail_failed_2": {{func(r *analysis.Report) any { return apiOf(r).TailFailed2 }, below(tailHash(graph.TraceID{0xf1, 1}), 0.5)}},
+	"api_tail_failed":   {{func(r *analysis.Report) any { return apiOf(r).TailFailed }, int64(1)}},
 	// A's largest amplification is db's 4/2, B's db's 3/1.
 	"amp": {{func(r *analysis.Report) any { return apiOf(r).Amplification }, map[float64]int64{2: 1, 3: 2}}},
 	// db owns in A and B, cache in A.
@@ -316,7 +360,7 @@ func testFigures(t *testing.T, open Opener) {
 	extra.TraceID = graph.TraceID{0xf1, 4}
 	batches := [][]store.Change{
 		{{New: record(&early, 1)}, {New: record(traces[2], 1)}, {New: record(&extra, 1)}},
-		{{Old: record(&early, 1), New: record(traces[0], 2)}, {New: record(traces[1], 2)}},
+		{{Old: record(&early, 1), New: record(traces[0], 2)}, {New: record(traces[1], 2)}, {New: record(traces[3], 2)}},
 		{{Old: record(&extra, 1)}},
 	}
 	for _, b := range batches {

@@ -21,3 +21,11 @@ ALTER TABLE rollup_api ADD COLUMN var_mis_elig INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE rollup_api ADD COLUMN var_elig2 INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE rollup_version ADD COLUMN excess INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE rollup_version ADD COLUMN var INTEGER NOT NULL DEFAULT 0;
+-- Traces that stood for themselves alone (W = 1), by where the tail
+-- sampling policy's hash puts their ids (analysis.TailCounts): what
+-- tells tail sampling that recorded no probability.
+ALTER TABLE rollup_api ADD COLUMN tail_clean_16 INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE rollup_api ADD COLUMN tail_clean_2 INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE rollup_api ADD COLUMN tail_clean INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE rollup_api ADD COLUMN tail_failed_2 INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE rollup_api ADD COLUMN tail_failed INTEGER NOT NULL DEFAULT 0;
