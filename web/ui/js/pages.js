@@ -147,7 +147,9 @@ export function incidentsTable(list, id = 'incidents') {
 }
 
 export async function apiPage(ctx) {
-  const name = ctx.params.get('name');
+  // name= is what the UI's links write; api= is what REST takes (and what
+  // a link written by hand after it says): either opens the page.
+  const name = ctx.params.get('name') || ctx.params.get('api');
   if (!name) return [h('h1', null, 'No API named'), h('p', null, 'Pick a root API on the ', h('a', { href: link('/') }, 'fleet page'), '.')];
   ctx.title(name);
   const [list, series, graph, incs] = await settle([
