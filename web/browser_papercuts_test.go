@@ -332,3 +332,56 @@ func TestBrowserDAGEdgeLabelsCrowded(t *testing.T) {
 	checkDAGLabels(t, "the crowded graph", d)
 	b.safe("the crowded graph")
 }
+
+// The fleet's mean of the APIs' max radius and an API's mean radius per
+// trace are shown under names of their own. Over the rollout the one API's
+// max radius is 2, so the fleet's mean of the APIs' max radius is 2, while
+// the API's mean radius over its failed traces (radius 1 in two phases, 2
+// in one) lies between 1 and 2: one "Mean radius" above the other read as
+// the same figure, twice different.
+func TestBrowserFleetMeanOfMaxRadiusNamedApart(t *testing.T) {
+	b := newUIBrowser(t)
+	st := uiStore(t)
+	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
+	t.Cleanup(srv.Close)
+	var apis struct{ APIs []analysis.APIDoc }
+	uiGetJSON(t, srv, "/api/v1/apis?"+uiRange(), &apis)
+	if len(apis.APIs) != 1 || apis.APIs[0].MaxRadius != 2 || !(apis.APIs[0].MeanRadius > 1 && apis.APIs[0].MeanRadius < 2) {
+		t.Fatalf("apis %+v: want one, max radius 2, mean radius strictly between 1 and 2", apis.APIs)
+	}
+	a := apis.APIs[0]
+	labelsJS := `[...document.querySelectorAll('#app .card')].map((c) => [c.dataset.field, c.querySelector('.label').textContent])`
+	cardLabel := func(field string) string {
+		for _, c := range uiEval[[][2]string](b, labelsJS) {
+			if c[0] == field {
+				return c[1]
+			}
+		}
+		return ""
+	}
+
+	b.open(srv.URL, "/", nil)
+	b.waitPage("fleet")
+	cards := uiEval[map[string]uiCell](b, `(`+uiCellsJS+`)(document.getElementById('fleet-cards'))`)
+	uiShows(t, "the fleet's mean of the APIs' max radius", cards["mean_max_radius"], 2, "")
+	if l := cardLabel("mean_max_radius"); l != "Mean of the APIs\u2019 max radius" {
+		t.Errorf("the fleet's card is labelled %q", l)
+	}
+	heads := uiEval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('#apis thead th')].map((th, i) => [
+		document.querySelector('#apis tbody tr').cells[i].dataset.field || '', th.textContent.replace(/[▲▼]/g, '').trim()]))`)
+	if h := heads["mean_radius"]; h != "Mean radius / trace" {
+		t.Errorf("the APIs' mean radius column is headed %q", h)
+	}
+	rows := uiTableRows(b, "#apis")
+	uiShows(t, "the API's mean radius per trace", rows[0].Fields["mean_radius"], a.MeanRadius, "")
+	b.safe("fleet")
+
+	b.open(srv.URL, "/api", url.Values{"name": {fixture.API}})
+	b.waitPage("api")
+	cards = uiEval[map[string]uiCell](b, `(`+uiCellsJS+`)(document.getElementById('api-cards'))`)
+	uiShows(t, "the API page's mean radius per trace", cards["mean_radius"], a.MeanRadius, "")
+	if l := cardLabel("mean_radius"); l != "Mean radius per trace" {
+		t.Errorf("the API page's card is labelled %q", l)
+	}
+	b.safe("API page")
+}
