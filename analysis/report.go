@@ -482,12 +482,16 @@ type Document struct {
 
 // Fleet summarises all root APIs.
 type Fleet struct {
-	// MaxRadius and MeanRadius are over the APIs with a failure event, of
-	// each API's max_radius.
-	MaxRadius  int     `json:"max_radius"`
-	MeanRadius float64 `json:"mean_radius"`
-	APIs       int     `json:"apis"`
-	FailedAPIs int     `json:"failed_apis"`
+	// MaxRadius and MeanMaxRadius are over the APIs with a failure event,
+	// of each API's max_radius: the largest and the mean. MeanRadius is
+	// MeanMaxRadius under its first name, kept because field names are
+	// stable (docs/SPEC.md §5.2); it is not a mean over traces, as an
+	// API's mean_radius is.
+	MaxRadius     int     `json:"max_radius"`
+	MeanRadius    float64 `json:"mean_radius"`
+	MeanMaxRadius float64 `json:"mean_max_radius"`
+	APIs          int     `json:"apis"`
+	FailedAPIs    int     `json:"failed_apis"`
 	// Potential radius over all APIs, with and without ownership.
 	MaxPotentialRadius        int     `json:"max_potential_radius"`
 	MeanPotentialRadius       float64 `json:"mean_potential_radius"`
@@ -660,7 +664,8 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	}
 	d.Fleet.APIs = len(names)
 	if d.Fleet.FailedAPIs > 0 {
-		d.Fleet.MeanRadius = float64(radiusSum) / float64(d.Fleet.FailedAPIs)
+		d.Fleet.MeanMaxRadius = float64(radiusSum) / float64(d.Fleet.FailedAPIs)
+		d.Fleet.MeanRadius = d.Fleet.MeanMaxRadius
 	}
 	if len(names) > 0 {
 		d.Fleet.MeanPotentialRadius = float64(potSum) / float64(len(names))

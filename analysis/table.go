@@ -19,11 +19,13 @@ func (d *Document) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "%d spans, %d traces, %d fragments, %d root APIs (%d with failures)\n",
 		d.Spans, d.Traces, d.Fragments, d.Fleet.APIs, d.Fleet.FailedAPIs)
-	fmt.Fprintf(ew, "fleet: max radius %d, mean radius %.2f; potential radius max %d (without ownership %d); spurious requests prevented %d\n\n",
-		d.Fleet.MaxRadius, d.Fleet.MeanRadius, d.Fleet.MaxPotentialRadius, d.Fleet.MaxPotentialWithout, d.Fleet.SpuriousRequestsPrevented)
+	// The fleet's mean is of the APIs' max radius (MeanMaxRadius), not over
+	// traces as an API's MEAN R/TRACE: the labels keep them apart.
+	fmt.Fprintf(ew, "fleet: max radius %d, mean of the APIs' max radius %.2f; potential radius max %d (without ownership %d); spurious requests prevented %d\n\n",
+		d.Fleet.MaxRadius, d.Fleet.MeanMaxRadius, d.Fleet.MaxPotentialRadius, d.Fleet.MaxPotentialWithout, d.Fleet.SpuriousRequestsPrevented)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t")
+	fmt.Fprintln(tw, "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R/TRACE\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t")
 	var remote int64
 	for _, a := range d.APIs {
 		owner := "-"
@@ -40,6 +42,7 @@ func (d *Document) WriteTable(w io.Writer) error {
 	if len(d.APIs) > 0 {
 		fmt.Fprintln(ew, "ROOT ERRORS: requests that failed at the root API (what its callers saw).")
 		fmt.Fprintln(ew, "W/ FAILURE: traces with a failure event anywhere, including errors absorbed on the way up.")
+		fmt.Fprintln(ew, "MAX R, MEAN R/TRACE: the largest and the mean radius over those traces.")
 		fmt.Fprintln(ew, "POTENTIAL R: with ownership / without.")
 		if remote > 0 {
 			fmt.Fprintf(ew, "%d trace(s) entered from a caller outside the trace (remote parent: a load balancer, a browser, an unsampled client).\n", remote)
@@ -78,7 +81,7 @@ func (d *Document) WriteTable(w io.Writer) error {
 	if len(d.Incidents) > 0 {
 		fmt.Fprintln(ew, "\nincidents (an owner's failures ≥ 5% of its requests and ≥ 10 in a minute; 5 quiet minutes close one):")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "OWNER\tSTART (UTC)\tEND\tSTATE\tPEAK RATE\tOWNED\tMAX R\tMEAN R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tAPIS\t")
+		fmt.Fprintln(tw, "OWNER\tSTART (UTC)\tEND\tSTATE\tPEAK RATE\tOWNED\tMAX R\tMEAN R/EVENT\tMAX AMP\tSUPPRESSED\tSPURIOUS\tAPIS\t")
 		for _, in := range d.Incidents {
 			state := "closed"
 			if in.Open {

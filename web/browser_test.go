@@ -401,7 +401,7 @@ func TestBrowser(t *testing.T) {
 	b.waitPage("fleet")
 	cards := uiEval[map[string]uiCell](b, `(`+uiCellsJS+`)(document.getElementById('fleet-cards'))`)
 	uiShows(t, "fleet max radius", cards["max_radius"], float64(fleet.Fleet.MaxRadius), "")
-	uiShows(t, "fleet mean radius", cards["mean_radius"], fleet.Fleet.MeanRadius, "")
+	uiShows(t, "fleet mean of the APIs' max radius", cards["mean_max_radius"], fleet.Fleet.MeanMaxRadius, "")
 	rows := uiTableRows(b, "#apis")
 	if len(rows) != len(apis.APIs) {
 		t.Fatalf("fleet shows %d APIs, the API answers %d", len(rows), len(apis.APIs))

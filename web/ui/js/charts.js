@@ -100,6 +100,22 @@ export function timeChart(opts) {
   return h('div', { class: 'chart', dataset: { chart: opts.name } }, legend, svg);
 }
 
+// TICK_STEPS are the steps of a time axis: whole minutes, hours, days.
+const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080].map((m) => m * 60000);
+
+// timeTicks returns the round instants (multiples of a step from
+// TICK_STEPS, in UTC) within [t0, t1], at most max of them: labels at a
+// minute's precision or coarser, each naming the instant it is drawn at,
+// and no two alike.
+export function timeTicks(t0, t1, max) {
+  const week = TICK_STEPS[TICK_STEPS.length - 1];
+  const step = TICK_STEPS.find((st) => Math.floor(t1 / st) - Math.ceil(t0 / st) + 1 <= max) ||
+    Math.ceil((t1 - t0) / (max - 1) / week) * week;
+  const out = [];
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+  return out;
+}
+
 // incidentTimeline draws incidents as bars per owner over time: hot
 // minutes solid (the storm colour when the radius went past 1), the quiet
 // minutes that closed it faint, an open one with an arrow.
@@ -116,10 +132,11 @@ export function incidentTimeline(list, href) {
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'group', 'aria-label': 'Incidents over time, per owner' });
   const grid = s('g', { class: 'grid' }), axis = s('g', { class: 'axis' });
   const long = t1 - t0 > 36 * 3600e3;
-  for (let i = 0; i <= 6; i++) {
-    const t = t0 + ((t1 - t0) * i) / 6;
-    grid.append(s('line', { x1: x(t), x2: x(t), y1: T, y2: H - B }));
-    axis.append(s('text', { x: x(t), y: H - 7, 'text-anchor': i === 0 ? 'start' : i === 6 ? 'end' : 'middle' }, clock(t, long)));
+  const half = long ? 36 : 16; // about half a label's width
+  for (const t of timeTicks(t0, t1, 7)) {
+    const xt = x(t);
+    grid.append(s('line', { x1: xt, x2: xt, y1: T, y2: H - B }));
+    axis.append(s('text', { x: xt, y: H - 7, 'text-anchor': xt - half < L ? 'start' : xt + half > W - R ? 'end' : 'middle' }, clock(t, long)));
   }
   svg.append(grid, axis);
   owners.forEach((o, i) => {

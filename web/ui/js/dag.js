@@ -118,6 +118,23 @@ export function stormPath(nodes, edges, lay, owner) {
 const CH = 7.1; // an average character's width at 12–13px
 const clip = (t, max) => (t.length > max ? t.slice(0, max - 1) + '…' : t);
 
+// labelWidth is the width of an edge label (11px, at the storm labels'
+// weight, the wider) in the page's font, measured on a canvas; by the
+// character when there is none.
+let measure = null;
+function labelWidth(text) {
+  try {
+    if (!measure) {
+      measure = document.createElement('canvas').getContext('2d');
+      measure.font = '600 11px ' + getComputedStyle(document.body).fontFamily;
+    }
+    return Math.ceil(measure.measureText(text).width);
+  } catch {
+    return Math.ceil(text.length * 7.2);
+  }
+}
+
+
 // render draws the graph answer (/api/v1/graph). ownerName names the node
 // to highlight (the top owner by default); link(node) gives a node's href.
 export function renderDAG(g, opts = {}) {
@@ -143,14 +160,33 @@ export function renderDAG(g, opts = {}) {
     };
   });
 
-  // Geometry: columns are layers, left to right.
-  const NH = 74, GX = 90, GY = 26, PAD = 24;
+  // Edge labels: retried calls and amplification, or fail-open.
+  const labels = edges.map((e) => {
+    const ampE = e.calls ? e.attempts / e.calls : 0;
+    return e.retried_calls > 0 ? '↻ ' + num(e.retried_calls) + ' · ×' + ampE.toFixed(2) : (e.fail_open ? 'fail-open' : '');
+  });
+  const labelW = labels.map((t) => (t ? labelWidth(t) : 0));
+
+  // Geometry: columns are layers, left to right. A forward edge's label
+  // goes in a gap between two columns that the edge crosses, where no node
+  // is, and a self-call's to the right of its node: each gap is made wide
+  // enough for the labels that may go in it (LM clear on each side). The
+  // gap after the last column is the right margin.
+  const NH = 74, GX = 90, GY = 26, PAD = 24, LM = 8, SELF = 4;
   const width = nodes.map((x, i) => Math.round(Math.min(300, Math.max(170, 24 + Math.max(8.2 * Math.min(x.service.length, 34), CH * Math.min(x.operation.length, 38), 6.7 * stats[i].text.length)))));
   const colW = lay.layers.map((l) => Math.max(...l.map((v) => width[v])));
+  const col = new Array(nodes.length);
+  lay.layers.forEach((l, li) => l.forEach((v) => { col[v] = li; }));
+  const gap = colW.map((_, li) => (li < colW.length - 1 ? GX : PAD));
+  lay.ends.forEach(([a, b], ei) => {
+    if (a === undefined || b === undefined || !labels[ei]) return;
+    if (a === b) gap[col[a]] = Math.max(gap[col[a]], SELF + labelW[ei] + LM);
+    else if (!lay.back.has(ei)) for (let g = col[a]; g < col[b]; g++) gap[g] = Math.max(gap[g], labelW[ei] + 2 * LM);
+  });
   const colX = [];
   let x = PAD;
-  for (const w of colW) { colX.push(x); x += w + GX; }
-  const W = Math.max(x - GX + PAD, 300);
+  colW.forEach((w, li) => { colX.push(x); x += w + gap[li]; });
+  const W = Math.max(x, 300);
   const rows = Math.max(...lay.layers.map((l) => l.length));
   const backCount = lay.back.size;
   const H = PAD * 2 + rows * NH + (rows - 1) * GY + (backCount ? 50 : 0);
@@ -166,8 +202,59 @@ export function renderDAG(g, opts = {}) {
     s('path', { d: 'M0,0 L10,5 L0,10 z' }));
   svg.append(s('defs', null, marker('a', ''), marker('s', 'm-storm'), marker('w', 'm-warn')));
 
-  const eg = s('g', { class: 'edges' });
+  // A forward edge's route: out of its node, along its row to the edge of
+  // its column, then through each column it skips in the free lane (between
+  // two nodes, above the first or below the last) nearest its way, and into
+  // its node; it turns only in the gaps between columns, so that it passes
+  // under no node. route[ei] lists the points: the turns are from point
+  // 2k+1 to 2k+2, in the k-th gap it crosses.
+  const route = new Array(edges.length);
+  lay.ends.forEach(([a, b], ei) => {
+    if (a === undefined || b === undefined || a === b || lay.back.has(ei)) return;
+    const x1 = P[a].x + P[a].w, y1 = P[a].y + NH / 2, x2 = P[b].x, y2 = P[b].y + NH / 2;
+    const pts = [{ x: x1, y: y1 }, { x: colX[col[a]] + colW[col[a]], y: y1 }];
+    for (let c = col[a] + 1; c < col[b]; c++) {
+      const cx = colX[c] + colW[c] / 2;
+      const want = y1 + ((y2 - y1) * (cx - x1)) / (x2 - x1);
+      const ys = lay.layers[c].map((v) => P[v].y);
+      const lanes = [ys[0] - GY / 2, ...ys.map((y) => y + NH + GY / 2)];
+      const lane = lanes.reduce((best, y) => (Math.abs(y - want) < Math.abs(best - want) ? y : best));
+      pts.push({ x: colX[c], y: lane }, { x: colX[c] + colW[c], y: lane });
+    }
+    pts.push({ x: colX[col[b]], y: y2 }, { x: x2, y: y2 });
+    route[ei] = pts;
+  });
+
+  // Where each label goes (its x is its middle, y its baseline): a
+  // self-call's right of its loop, above its node; a back edge's under its
+  // curve, below every node; a forward edge's on its line (just above, else
+  // just below) in the middle of a gap it crosses, the gap nearest its
+  // middle where it meets no label placed before.
   const bottom = PAD + rows * NH + (rows - 1) * GY;
+  const at = new Array(edges.length);
+  const placed = [];
+  const boxOf = (p, w) => ({ l: p.x - w / 2 - 2, r: p.x + w / 2 + 2, t: p.y - 12, b: p.y + 4 });
+  const free = (bx) => bx.t >= 0 && bx.b <= H && placed.every((o) => bx.r <= o.l || o.r <= bx.l || bx.b <= o.t || o.b <= bx.t);
+  lay.ends.forEach(([a, b], ei) => {
+    if (a === undefined || b === undefined || !labels[ei] || a !== b) return;
+    at[ei] = { x: P[a].x + P[a].w + SELF + labelW[ei] / 2, y: P[a].y - 6 };
+    placed.push(boxOf(at[ei], labelW[ei]));
+  });
+  lay.ends.forEach(([a, b], ei) => {
+    if (!route[ei] || !labels[ei]) return;
+    const pts = route[ei];
+    const n = col[b] - col[a];
+    const order = [...Array(n).keys()].sort((i, j) => Math.abs(i - (n - 1) / 2) - Math.abs(j - (n - 1) / 2) || i - j);
+    const cands = order.flatMap((k) => {
+      const p = pts[2 * k + 1], q = pts[2 * k + 2];
+      const gx = colX[col[a] + k] + colW[col[a] + k] + gap[col[a] + k] / 2, gy = (p.y + q.y) / 2;
+      return [{ x: gx, y: gy - 5 }, { x: gx, y: gy + 14 }];
+    });
+    at[ei] = cands.find((p) => free(boxOf(p, labelW[ei]))) || cands[0];
+    placed.push(boxOf(at[ei], labelW[ei]));
+  });
+
+  const eg = s('g', { class: 'edges' });
   lay.ends.forEach(([a, b], ei) => {
     if (a === undefined || b === undefined) return;
     const e = edges[ei];
@@ -179,20 +266,24 @@ export function renderDAG(g, opts = {}) {
     if (a === b) {
       const cx = pa.x + pa.w - 20, cy = pa.y;
       d = `M${cx - 14},${cy} C${cx - 20},${cy - 30} ${cx + 26},${cy - 30} ${cx + 14},${cy}`;
-      lx = cx; ly = cy - 26;
     } else if (isBack) {
       const x1 = pa.x + pa.w / 2, y1 = pa.y + NH, x2 = pb.x + pb.w / 2, y2 = pb.y + NH;
       const yb = bottom + 40;
       d = `M${x1},${y1} C${x1},${yb} ${x2},${yb} ${x2},${y2}`;
       lx = (x1 + x2) / 2; ly = yb - 8;
     } else {
-      const x1 = pa.x + pa.w, y1 = pa.y + NH / 2, x2 = pb.x, y2 = pb.y + NH / 2;
-      const dx = Math.max(30, (x2 - x1) / 2);
-      d = `M${x1},${y1} C${x1 + dx},${y1} ${x2 - dx},${y2} ${x2},${y2}`;
-      lx = (x1 + x2) / 2; ly = (y1 + y2) / 2 - 6;
+      const pts = route[ei];
+      d = `M${pts[0].x},${pts[0].y}`;
+      for (let i = 1; i < pts.length; i++) {
+        const p = pts[i - 1], q = pts[i];
+        if (q.x === p.x && q.y === p.y) continue;
+        const xm = (p.x + q.x) / 2;
+        d += q.y === p.y ? ` L${q.x},${q.y}` : ` C${xm},${p.y} ${xm},${q.y} ${q.x},${q.y}`;
+      }
     }
+    if (at[ei]) { lx = at[ei].x; ly = at[ei].y; }
     const ampE = e.calls ? e.attempts / e.calls : 0;
-    const label = e.retried_calls > 0 ? '↻ ' + num(e.retried_calls) + ' · ×' + ampE.toFixed(2) : (e.fail_open ? 'fail-open' : '');
+    const label = labels[ei];
     const title = nodeName(e.from) + ' → ' + nodeName(e.to) + '\n' +
       num(e.calls) + ' calls, ' + num(e.attempts) + ' attempts (×' + ampE.toFixed(2) + '), ' + num(e.retried_calls) + ' retried, ' +
       num(e.failed_calls) + ' failed, max ' + num(e.max_attempts) + ' attempts' +

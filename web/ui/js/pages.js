@@ -66,7 +66,7 @@ export async function fleetPage(ctx) {
     { key: 'failed_traces', label: 'Failed', num: true, value: (a) => a.failed_traces, raw: (a) => a.failed_traces, title: 'traces with at least one failure event' },
     { key: 'root_errors', label: 'Root errors', num: true, value: (a) => a.root_errors, raw: (a) => a.root_errors, title: 'errors users saw' },
     { key: 'max_radius', label: 'Max radius', num: true, value: (a) => a.max_radius, raw: (a) => a.max_radius, cls: (a) => (a.max_radius > 1 ? 'alarm' : '') },
-    { key: 'mean_radius', label: 'Mean radius', num: true, value: (a) => a.mean_radius, raw: (a) => a.mean_radius },
+    { key: 'mean_radius', label: 'Mean radius / trace', num: true, value: (a) => a.mean_radius, raw: (a) => a.mean_radius, title: 'mean radius over the API\u2019s traces with a failure event' },
     { key: 'potential_radius', label: 'Potential', num: true, value: (a) => a.potential_radius, raw: (a) => a.potential_radius, title: 'potential radius: how far a storm could reach in this call graph' },
     { key: 'max_amplification', label: 'Max amp.', num: true, value: (a) => a.max_amplification, raw: (a) => a.max_amplification, cell: (a) => amp(a.max_amplification) },
     { key: 'suppressed_retries', label: 'Suppressed', num: true, value: (a) => a.suppressed_retries, raw: (a) => a.suppressed_retries, title: 'retries the ownership protocol suppressed' },
@@ -103,7 +103,7 @@ export async function fleetPage(ctx) {
       fl.fragments ? ' · ' + num(fl.fragments) + ' fragments' : ''),
     h('div', { class: 'cards', id: 'fleet-cards' },
       card('Fleet max radius', num(f.max_radius), { field: 'max_radius', raw: f.max_radius, hot: f.max_radius > 1, note: 'largest max radius of an API' }),
-      card('Fleet mean radius', num(f.mean_radius), { field: 'mean_radius', raw: f.mean_radius, note: 'mean of the APIs\u2019 max radius' }),
+      card('Mean of the APIs\u2019 max radius', num(f.mean_max_radius), { field: 'mean_max_radius', raw: f.mean_max_radius, note: 'over the ' + num(f.failed_apis || 0) + (f.failed_apis === 1 ? ' API' : ' APIs') + ' with failures; not a mean over traces' }),
       f.apis !== undefined ? card('Root APIs', num(f.apis), { field: 'apis', raw: f.apis, note: num(f.failed_apis || 0) + ' with failures' }) : null,
       f.max_potential_radius !== undefined ? card('Max potential radius', num(f.max_potential_radius), { field: 'max_potential_radius', raw: f.max_potential_radius, note: 'without ownership: ' + num(f.max_potential_radius_without_ownership) }) : null,
       f.spurious_requests_prevented !== undefined ? card('Spurious requests prevented', num(f.spurious_requests_prevented), { field: 'spurious_requests_prevented', raw: f.spurious_requests_prevented }) : null),
@@ -138,7 +138,7 @@ export function incidentsTable(list, id = 'incidents') {
     { key: 'affected', label: 'Affected APIs', value: (d) => d.affected_apis.join(', '), cls: () => 'name',
       cell: (d) => h('span', null, d.affected_apis.map((a, i) => [i ? ', ' : '', h('a', { href: link('/api', { name: a }) }, a)])) },
     { key: 'max_radius', label: 'Max radius', num: true, value: (d) => d.max_radius, raw: (d) => d.max_radius, cls: (d) => (d.max_radius > 1 ? 'alarm' : '') },
-    { key: 'mean_radius', label: 'Mean radius', num: true, value: (d) => d.mean_radius, raw: (d) => d.mean_radius },
+    { key: 'mean_radius', label: 'Mean radius / event', num: true, value: (d) => d.mean_radius, raw: (d) => d.mean_radius, title: 'mean radius over the incident\u2019s failure events' },
     { key: 'max_amplification', label: 'Max amp.', num: true, value: (d) => d.max_amplification, raw: (d) => d.max_amplification, cell: (d) => amp(d.max_amplification) },
     { key: 'owned_failures', label: 'Owned failures', num: true, value: (d) => d.owned_failures, raw: (d) => d.owned_failures },
     { key: 'suppressed_retries', label: 'Suppressed', num: true, value: (d) => d.suppressed_retries, raw: (d) => d.suppressed_retries },
@@ -147,7 +147,9 @@ export function incidentsTable(list, id = 'incidents') {
 }
 
 export async function apiPage(ctx) {
-  const name = ctx.params.get('name');
+  // name= is what the UI's links write; api= is what REST takes (and what
+  // a link written by hand after it says): either opens the page.
+  const name = ctx.params.get('name') || ctx.params.get('api');
   if (!name) return [h('h1', null, 'No API named'), h('p', null, 'Pick a root API on the ', h('a', { href: link('/') }, 'fleet page'), '.')];
   ctx.title(name);
   const [list, series, graph, incs] = await settle([
@@ -172,7 +174,7 @@ export async function apiPage(ctx) {
       card('Traces', num(a.traces), { field: 'traces', raw: a.traces, note: a.remote_parent_traces ? num(a.remote_parent_traces) + ' with a remote parent' : null }),
       card('Failed traces', num(a.failed_traces), { field: 'failed_traces', raw: a.failed_traces, note: num(a.root_errors) + ' root errors' }),
       card('Max radius', num(a.max_radius), { field: 'max_radius', raw: a.max_radius, hot: a.max_radius > 1 }),
-      card('Mean radius', num(a.mean_radius), { field: 'mean_radius', raw: a.mean_radius }),
+      card('Mean radius per trace', num(a.mean_radius), { field: 'mean_radius', raw: a.mean_radius, note: 'over the ' + num(a.failed_traces) + (a.failed_traces === 1 ? ' trace' : ' traces') + ' with a failure event' }),
       card('Potential radius', num(a.potential_radius), { field: 'potential_radius', raw: a.potential_radius,
         note: a.potential_radius_without_ownership !== undefined ? 'without ownership: ' + num(a.potential_radius_without_ownership) : null }),
       card('Max amplification', amp(a.max_amplification), { field: 'max_amplification', raw: a.max_amplification, hot: a.max_amplification > 2 }),
@@ -202,7 +204,7 @@ export async function apiPage(ctx) {
         h('div', { class: 'panel' }, h('h3', null, 'Storm radius per ' + Math.round(series.ok.step_seconds / 60) + ' min'),
           timeChart({ name: 'radius', label: 'Max and mean storm radius of ' + name + ' over time', points: pts, stepMs: step, integer: true,
             lines: [{ key: 'max', cls: 's-max', label: 'max radius', step: true, values: pts.map((p) => p.max_radius) },
-              { key: 'mean', cls: 's-mean', label: 'mean radius', values: pts.map((p) => p.mean_radius) }],
+              { key: 'mean', cls: 's-mean', label: 'mean radius per trace', values: pts.map((p) => p.mean_radius) }],
             refs: a ? [{ value: a.potential_radius, label: 'potential radius ' + a.potential_radius }] : [] })),
         h('div', { class: 'panel' }, h('h3', null, 'Traces and failed traces'),
           timeChart({ name: 'traces', label: 'Traces and failed traces of ' + name + ' over time', points: pts, stepMs: step, height: 150,
@@ -214,7 +216,7 @@ export async function apiPage(ctx) {
           { key: 'traces', label: 'Traces', num: true, value: (p) => p.traces },
           { key: 'failed_traces', label: 'Failed', num: true, value: (p) => p.failed_traces },
           { key: 'max_radius', label: 'Max radius', num: true, value: (p) => p.max_radius, raw: (p) => p.max_radius },
-          { key: 'mean_radius', label: 'Mean radius', num: true, value: (p) => p.mean_radius },
+          { key: 'mean_radius', label: 'Mean radius / trace', num: true, value: (p) => p.mean_radius },
           { key: 'max_amplification', label: 'Max amp.', num: true, value: (p) => p.max_amplification },
           { key: 'suppressed_retries', label: 'Suppressed', num: true, value: (p) => p.suppressed_retries },
           { key: 'spurious', label: 'Prevented', num: true, value: (p) => p.spurious_requests_prevented },
@@ -282,7 +284,7 @@ export async function incidentPage(ctx) {
     h('p', { class: 'sub' }, time(d.start), ' – ', time(d.end), d.closed_at ? ' · closed ' + time(d.closed_at) : ' · still open'),
     h('div', { class: 'cards', id: 'incident-cards' },
       card('Max radius', num(d.max_radius), { field: 'max_radius', raw: d.max_radius, hot: d.max_radius > 1 }),
-      card('Mean radius', num(d.mean_radius), { field: 'mean_radius', raw: d.mean_radius }),
+      card('Mean radius per event', num(d.mean_radius), { field: 'mean_radius', raw: d.mean_radius, note: 'over its failure events' }),
       card('Max amplification', amp(d.max_amplification), { field: 'max_amplification', raw: d.max_amplification }),
       card('Owned failures', num(d.owned_failures), { field: 'owned_failures', raw: d.owned_failures, note: 'of ' + num(d.requests) + ' requests · peak ' + pct(d.peak_owned_failure_rate) + '/min' }),
       card('Suppressed retries', num(d.suppressed_retries), { field: 'suppressed_retries', raw: d.suppressed_retries }),
