@@ -1,6 +1,9 @@
 package analysis
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Sampled traffic (docs/SPEC.md §4.9). Every count of a Report is a
 // Horvitz–Thompson estimate: each trace counted W times, W its adjusted
@@ -52,6 +55,11 @@ type SamplingDoc struct {
 	// the misattribution rate (APIs only).
 	MeanRadius         *Interval `json:"mean_radius,omitempty"`
 	MisattributionRate *Interval `json:"misattribution_rate,omitempty"`
+	// TailSamplingSuspected: the traces look tail-sampled by a policy
+	// that recorded no probability (DetectTailSampling), so failures are
+	// overstated; the warnings say why and how to fix it.
+	TailSamplingSuspected bool     `json:"tail_sampling_suspected"`
+	Warnings              []string `json:"warnings"`
 }
 
 // ratio returns the estimate num/den and its interval, from the sums
@@ -117,7 +125,9 @@ func (a *APIAgg) Sampling() SamplingDoc {
 		TracesReceived:      a.Traces - a.Excess,
 		TracesEstimated:     a.Traces,
 		EffectiveSampleSize: kish(a.Traces, a.Var),
+		Warnings:            []string{},
 	}
+	d.suspect(a.TailCounts())
 	n := d.EffectiveSampleSize
 	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, sampled, true, n, 0, 1)
 	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, sampled, true, n, 0, 1)
@@ -142,9 +152,6 @@ type FleetSamplingDoc struct {
 	// whose recorded probability could not be used (counted once).
 	ConflictingTraces int64 `json:"conflicting_traces"`
 	UnusableTraces    int64 `json:"unusable_traces"`
-	// Warnings say what makes the estimates doubtful, with the fix
-	// (tail sampling that records no probability).
-	Warnings []string `json:"warnings"`
 }
 
 // FleetSampling returns how sure the fleet's figures are: every trace
@@ -157,10 +164,13 @@ func (r *Report) FleetSampling() FleetSamplingDoc {
 		TracesReceived:      r.Traces - r.TracesExcess,
 		TracesEstimated:     r.Traces,
 		EffectiveSampleSize: kish(r.Traces, r.TracesVar),
+		Warnings:            []string{},
 	}, SpansReceived: r.Spans - r.SpansExcess, ConflictingTraces: r.SamplingConflicts,
-		UnusableTraces: r.SamplingUnusable, Warnings: []string{}}
+		UnusableTraces: r.SamplingUnusable}
 	var all APIAgg
+	var tail TailCounts
 	for _, a := range r.APIs {
+		tail.Merge(a.TailCounts())
 		all.Traces += a.Traces
 		all.Failed += a.Failed
 		all.RootErrors += a.RootErrors
@@ -171,5 +181,20 @@ func (r *Report) FleetSampling() FleetSamplingDoc {
 	n := kish(all.Traces, all.Var)
 	d.FailedTraceRate = ratio(all.Failed, all.Traces, all.VarFailed, all.VarFailed, all.Var, sampled, true, n, 0, 1)
 	d.RootErrorRate = ratio(all.RootErrors, all.Traces, all.VarRoot, all.VarRoot, all.Var, sampled, true, n, 0, 1)
+	d.suspect(tail)
+	if r.SamplingConflicts > 0 {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%d trace(s) whose spans recorded different sampling probabilities: the root span's counted", r.SamplingConflicts))
+	}
+	if r.SamplingUnusable > 0 {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%d trace(s) whose sampling probability was recorded but unusable (malformed, zero, negative or above 1): each counted once", r.SamplingUnusable))
+	}
 	return d
+}
+
+// suspect adds what DetectTailSampling finds in t to d.
+func (d *SamplingDoc) suspect(t TailCounts) {
+	if s, ok := DetectTailSampling(&t); ok {
+		d.TailSamplingSuspected = true
+		d.Warnings = append(d.Warnings, s.Warning())
+	}
 }

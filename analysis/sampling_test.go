@@ -2,10 +2,13 @@ package analysis_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -95,4 +98,72 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "lengths differ"
+}
+
+// sampled simulates sc, samples its traces with s (nil: none) and
+// analyses what was kept as one batch.
+func sampled(t *testing.T, sc sim.Scenario, s sim.Sampler) (*analysis.Document, *sim.SampleStats) {
+	t.Helper()
+	res, err := sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := res.TraceData()
+	var st *sim.SampleStats
+	if s != nil {
+		if data, st, err = sim.Sample(data, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	var spans []graph.Span
+	for _, td := range data {
+		spans = dec.AppendTraces(spans, td)
+	}
+	doc, _ := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+	return doc, st
+}
+
+// Tail sampling that records no probability is told from the trace ids
+// (docs/SPEC.md §4.9): the collector's policy keeps the traces without a
+// failure by the hash of their id, so those hashes lie low while the
+// failed traces' spread. Unsampled traffic, head sampling (other bits of
+// the id) and tail sampling that records its probabilities say nothing.
+func TestTailSamplingDetected(t *testing.T) {
+	sc := samplingScenario(21, 6000)
+	for _, c := range []struct {
+		name    string
+		s       sim.Sampler
+		suspect bool
+		bound   float64
+	}{
+		{"unsampled", nil, false, 0},
+		{"tail 5%, nothing recorded", sim.Tail{Fraction: 0.05, Record: sim.RecordNone}, true, 1.0 / 16},
+		{"tail 30%, nothing recorded", sim.Tail{Fraction: 0.3, Record: sim.RecordNone}, true, 0.5},
+		{"head 10% by the trace id", sim.Head{Rates: map[string]float64{"api-0": 0.1, "api-1": 0.1, "api-2": 0.1}}, false, 0},
+		{"collector's probabilistic sampler 10%", sim.Probabilistic{Percentage: 10}, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doc, _ := sampled(t, sc, c.s)
+			if doc.Sampling.TailSamplingSuspected != c.suspect {
+				t.Fatalf("suspected %v, want %v: %q", doc.Sampling.TailSamplingSuspected, c.suspect, doc.Sampling.Warnings)
+			}
+			if !c.suspect {
+				return
+			}
+			if len(doc.Sampling.Warnings) == 0 || !strings.Contains(doc.Sampling.Warnings[0], "tail_sampling") ||
+				!strings.Contains(doc.Sampling.Warnings[0], fmt.Sprintf("%.3g %%", 100*c.bound)) {
+				t.Fatalf("warnings %q, want one bounding q at %v", doc.Sampling.Warnings, c.bound)
+			}
+			n := 0
+			for _, a := range doc.APIs {
+				if a.Sampling.TailSamplingSuspected {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Fatal("no API suspected")
+			}
+		})
+	}
 }

@@ -146,17 +146,17 @@ func DetectTailSampling(t *TailCounts) (TailSuspect, bool) {
 }
 
 // Warning says what s means and how to fix it.
-func (s TailSuspect) Warning(scope string) string {
+func (s TailSuspect) Warning() string {
 	pct := fmt.Sprintf("%.3g %%", 100*s.Bound)
 	if s.Sampled {
-		return fmt.Sprintf("%s: traces seem sampled by a tail_sampling probabilistic policy at about %s or less, with no probability recorded "+
+		return fmt.Sprintf("traces seem sampled by a tail_sampling probabilistic policy at about %s or less, with no probability recorded "+
 			"(%d of %d traces have ids that policy keeps there; half would by chance): counts are of the sample, not of the traffic. "+
 			"Record each trace's probability (an adjusted-count attribute, deploy/collector/tail-sampling.yaml) or give it with --sampling-probability",
-			scope, pct, s.Concentrated, s.Clean)
+			pct, s.Concentrated, s.Clean)
 	}
-	return fmt.Sprintf("%s: tail sampling without recorded probabilities suspected: of %d traces without a failure, %d have ids the collector's "+
+	return fmt.Sprintf("tail sampling without recorded probabilities suspected: of %d traces without a failure, %d have ids the collector's "+
 		"tail_sampling probabilistic policy keeps at about %s or less (half would by chance), while the failed traces are spread evenly: every failed "+
 		"trace seems kept and few of the others, so failure counts and rates are overstated. Record each kept trace's probability "+
 		"(deploy/collector/tail-sampling.yaml sets sampling.adjusted_count) or analyse the traces before tail sampling",
-		scope, s.Clean, s.Concentrated, pct)
+		s.Clean, s.Concentrated, pct)
 }
