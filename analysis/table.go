@@ -24,8 +24,21 @@ func (d *Document) WriteTable(w io.Writer) error {
 	fmt.Fprintf(ew, "fleet: max radius %d, mean of the APIs' max radius %.2f; potential radius max %d (without ownership %d); spurious requests prevented %d\n\n",
 		d.Fleet.MaxRadius, d.Fleet.MeanMaxRadius, d.Fleet.MaxPotentialRadius, d.Fleet.MaxPotentialWithout, d.Fleet.SpuriousRequestsPrevented)
 
+	sampled := d.Sampling.Estimated
+	if sampled {
+		// Estimates, not counts (docs/SPEC.md §4.9): said first, and the
+		// APIs' table gets what was received and the failed-trace rate
+		// with its interval.
+		fmt.Fprintf(ew, "sampled traffic: %d traces received stand for an estimated %d (effective sample size %.0f); every count is an estimate, rates with 95%% intervals\n\n",
+			d.Sampling.TracesReceived, d.Sampling.TracesEstimated, d.Sampling.EffectiveSampleSize)
+	}
+
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R/TRACE\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t")
+	head := "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R/TRACE\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t"
+	if sampled {
+		head += "RECEIVED\tW/ FAILURE % (95% CI)\t"
+	}
+	fmt.Fprintln(tw, head)
 	var remote int64
 	for _, a := range d.APIs {
 		owner := "-"
@@ -34,9 +47,14 @@ func (d *Document) WriteTable(w io.Writer) error {
 			owner = fmt.Sprintf("%s (%d)", Printable(o.Service+" "+o.Operation), o.OwnedFailures)
 		}
 		remote += a.RemoteParentTraces
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t",
 			Printable(a.API), a.Traces, a.RootErrors, a.FailedTraces, a.MaxRadius, a.MeanRadius, a.PotentialRadius, a.PotentialWithout,
 			a.MaxAmplification, a.SuppressedRetries, a.SpuriousRequestsPrevented, a.MisattributedErrors, owner)
+		if sampled {
+			r := a.Sampling.FailedTraceRate
+			fmt.Fprintf(tw, "%d\t%.1f (%.1f–%.1f)\t", a.Sampling.TracesReceived, 100*r.Estimate, 100*r.Low, 100*r.High)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if len(d.APIs) > 0 {
@@ -76,6 +94,13 @@ func (d *Document) WriteTable(w io.Writer) error {
 	}
 	if len(open) > 0 {
 		fmt.Fprintf(ew, "\nfail-open edges: %s\n", strings.Join(open, ", "))
+	}
+
+	if len(d.Sampling.Warnings) > 0 {
+		fmt.Fprintln(ew)
+		for _, w := range d.Sampling.Warnings {
+			fmt.Fprintf(ew, "warning: %s\n", w)
+		}
 	}
 
 	if len(d.Incidents) > 0 {
