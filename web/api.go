@@ -122,7 +122,7 @@ type route struct {
 func (s *server) routes() []route {
 	apis := func(d *analysis.Document) map[string]any { return map[string]any{"apis": d.APIs} }
 	fleet := func(d *analysis.Document) map[string]any {
-		return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments}
+		return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments, "sampling": d.Sampling}
 	}
 	services := func(d *analysis.Document) map[string]any {
 		return map[string]any{"services": d.Services, "edges": d.Edges}

@@ -199,7 +199,9 @@ func components() map[string]any {
 				"edges":  arr(obj("an edge", map[string]any{"from": map[string]any{"type": "object"}, "to": map[string]any{"type": "object"}, "calls": integer, "attempts": integer, "fail_open": boolean})),
 				"owners": arr(map[string]any{"type": "object"})}, "api", "nodes", "edges"),
 			"Fleet": obj("the fleet", map[string]any{"fleet": schemaOf(reflect.TypeFor[analysis.Fleet](), "fleet figures (docs/SPEC.md §5.2): mean_max_radius is the mean of the max_radius of the APIs with a failure event; mean_radius is the same figure under its first name",
-				"max_radius", "mean_max_radius", "mean_radius"), "spans": integer, "traces": integer, "fragments": integer}, "fleet"),
+				"max_radius", "mean_max_radius", "mean_radius"), "spans": integer, "traces": integer, "fragments": integer,
+				"sampling": schemaOf(reflect.TypeFor[analysis.FleetSamplingDoc](), "how sure the figures are (docs/SPEC.md §4.9): traces received and estimated, effective sample size, 95% intervals, warnings",
+					"estimated", "traces_received", "traces_estimated", "effective_sample_size", "warnings")}, "fleet", "sampling"),
 			"Incident":     incident,
 			"IncidentList": obj("incidents", map[string]any{"incidents": arr(ref("Incident"))}, "incidents"),
 			"Service":      service,
@@ -260,6 +262,14 @@ func typeSchema(t reflect.Type) map[string]any {
 		for f := range t.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's fields are the document's own, as
+				// encoding/json writes them.
+				for k, v := range typeSchema(f.Type)["properties"].(map[string]any) {
+					props[k] = v
+				}
 				continue
 			}
 			if name == "" {
