@@ -629,10 +629,13 @@ type packedSpan struct {
 	trace                                   int32
 	service, version, name, operation, peer uint32
 	Resend, StatusCode                      int32
-	Kind                                    graph.Kind
-	Claim                                   graph.Claim
-	FailOpen                                graph.Tri
-	flags                                   uint8
+	// adjusted is the span's adjusted count, an index in the store's
+	// table of them (a sampled input has few distinct ones; 0: none).
+	adjusted uint32
+	Kind     graph.Kind
+	Claim    graph.Claim
+	FailOpen graph.Tri
+	flags    uint8 // the flags below, and the span's sampling source at bits 4–5
 }
 
 // Span flags.
@@ -661,10 +664,14 @@ type spanStore struct {
 	last   int32 // the trace of the last span added, -1 when none
 	lastID graph.TraceID
 
-	names     map[string]uint32
-	table     []string
-	nameBytes int64
-	cache     []nameSlot
+	names map[string]uint32
+	table []string
+	// adjusted numbers the adjusted counts of the spans added, from 1
+	// (adjustedTable[i-1]).
+	adjusted      map[float64]uint32
+	adjustedTable []float64
+	nameBytes     int64
+	cache         []nameSlot
 
 	// By group: the traces in id order, where each one's spans start in
 	// perm, and the spans (their places in the chunks) by trace.
@@ -690,6 +697,7 @@ func (s *spanStore) reset() {
 	s.ids, s.counts = s.ids[:0], s.counts[:0]
 	s.names = make(map[string]uint32, 256)
 	s.table, s.nameBytes = s.table[:0], 0
+	s.adjusted, s.adjustedTable = nil, s.adjustedTable[:0]
 	if s.cache == nil {
 		s.cache = make([]nameSlot, 4096)
 	} else {
@@ -753,10 +761,15 @@ func (s *spanStore) add(sp *graph.Span) {
 	if sp.Suppressed {
 		f |= fSuppressed
 	}
+	f |= uint8(sp.Sampling&3) << 4
+	var adj uint32
+	if sp.Sampling != graph.SamplingNone {
+		adj = s.adjustedCount(sp.AdjustedCount)
+	}
 	chunk := s.chunks[c]
 	chunk = chunk[:len(chunk)+1]
 	p := &chunk[len(chunk)-1]
-	*p = packedSpan{
+	*p = packedSpan{adjusted: adj,
 		SpanID: sp.SpanID, ParentID: sp.ParentID, Start: sp.Start, End: sp.End, Target: sp.Target, trace: t,
 		service: s.name(sp.Service), version: s.name(sp.Version), name: s.name(sp.Name),
 		operation: s.name(sp.Operation), peer: s.name(sp.Peer),
@@ -764,6 +777,21 @@ func (s *spanStore) add(sp *graph.Span) {
 	}
 	s.chunks[c] = chunk
 	s.n++
+}
+
+// adjustedCount returns the number of adjusted count a (from 1).
+func (s *spanStore) adjustedCount(a float64) uint32 {
+	if s.adjusted == nil {
+		s.adjusted = map[float64]uint32{}
+	}
+	i, ok := s.adjusted[a]
+	if !ok {
+		s.adjustedTable = append(s.adjustedTable, a)
+		i = uint32(len(s.adjustedTable))
+		s.adjusted[a] = i
+		s.nameBytes += 24 // accounted with the names
+	}
+	return i
 }
 
 // group orders the store's traces by id and their spans by trace (each
@@ -818,6 +846,10 @@ func (s *spanStore) gather(r int, dst []graph.Span) []graph.Span {
 			Start: p.Start, End: p.End, Failed: p.flags&fFailed != 0, Claim: p.Claim,
 			HasResend: p.flags&fHasResend != 0, Resend: p.Resend, CriteriaSatisfied: p.flags&fCriteria != 0,
 			Suppressed: p.flags&fSuppressed != 0, FailOpen: p.FailOpen, Target: p.Target, StatusCode: p.StatusCode,
+			Sampling: graph.Sampling(p.flags>>4) & 3,
+		}
+		if p.adjusted > 0 {
+			d.AdjustedCount = s.adjustedTable[p.adjusted-1]
 		}
 	}
 	return dst

@@ -38,6 +38,15 @@ const DefaultMetricsMaxAPIs = 1000
 //     counting all retained data instead would drop every day retention
 //     deletes one, which Prometheus takes for a reset and a spike).
 //
+// Sampled traffic (docs/SPEC.md §4.9): every figure above estimates the
+// traffic; beside them stormradius_traces_received_total and
+// stormradius_traces_estimated_total (counters, as the others),
+// stormradius_effective_sample_size and stormradius_failed_trace_rate
+// (with its 95 % interval, labelled bound="estimate", "low", "high";
+// gauges over the last MetricsWindow), and for the fleet, since the
+// process started, stormradius_tail_sampling_suspected and the traces
+// whose sampling information was conflicting or unusable.
+//
 // At most MaxAPIs root APIs get series of their own: each the first time
 // a scrape sees it while there is room (the busiest first among those a
 // scrape sees together), for the process's life. Every other root API is
@@ -63,6 +72,7 @@ type Collector struct {
 	window  []apiSeries // per API (own series, then the overflow); nil until a read succeeded
 	total   []apiSeries
 	open    int
+	fleet   analysis.FleetSamplingDoc // since the process started
 	lastErr error
 	own     map[string]bool // APIs with series of their own
 	folded  int             // APIs in the overflow series at the last refresh
@@ -74,6 +84,11 @@ type apiSeries struct {
 	maxRadius                           int
 	meanRadius                          float64
 	suppressed, spurious, misattributed int64
+	// received and estimated traces; ess the effective sample size;
+	// failed the failed-trace rate (nil for the overflow series).
+	received, estimated int64
+	ess                 float64
+	failed              *analysis.Interval
 }
 
 var (
@@ -91,6 +106,20 @@ var (
 		"Incidents open now (docs/SPEC.md §4.8).", nil, nil)
 	descUp = prometheus.NewDesc("stormradius_rollups_up",
 		"1 when the last read of the rollups for these metrics succeeded.", nil, nil)
+	descReceived = prometheus.NewDesc("stormradius_traces_received_total",
+		"Traces of the root API received (a sample, when sampled: docs/SPEC.md §4.9).", []string{"api"}, nil)
+	descEstimated = prometheus.NewDesc("stormradius_traces_estimated_total",
+		"Traces of the root API in the traffic, estimated from those received weighted by their adjusted counts (docs/SPEC.md §4.9); equal to stormradius_traces_received_total when unsampled.", []string{"api"}, nil)
+	descESS = prometheus.NewDesc("stormradius_effective_sample_size",
+		"Kish's effective sample size of the root API's traces in the last 5 minutes: how many unweighted traces would say as much.", []string{"api"}, nil)
+	descFailedRate = prometheus.NewDesc("stormradius_failed_trace_rate",
+		"Share of the root API's traces with a failure event in the last 5 minutes: the estimate and its 95% interval (bound=estimate|low|high).", []string{"api", "bound"}, nil)
+	descTail = prometheus.NewDesc("stormradius_tail_sampling_suspected",
+		"1 when the traces received since the process started look tail-sampled by a policy that recorded no probability (failures overstated; docs/SPEC.md §4.9).", nil, nil)
+	descConflicts = prometheus.NewDesc("stormradius_traces_sampling_conflicts_total",
+		"Traces whose spans recorded different sampling probabilities (the root's counted).", nil, nil)
+	descUnusable = prometheus.NewDesc("stormradius_traces_sampling_unusable_total",
+		"Traces whose recorded sampling probability was unusable (counted once).", nil, nil)
 	descFolded = prometheus.NewDesc("stormradius_metrics_apis_folded",
 		"Root APIs whose figures are in the series labelled api=\""+graph.OtherAPI+"\" (past --metrics-max-apis, or past the analysis's caps), at the last read.", nil, nil)
 )
@@ -109,7 +138,8 @@ func NewCollector(svc *query.Service, since time.Time, now func() time.Time, log
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMax, descMean, descSuppressed, descSpurious, descMisattributed, descIncidents, descUp, descFolded} {
+	for _, d := range []*prometheus.Desc{descMax, descMean, descSuppressed, descSpurious, descMisattributed, descIncidents, descUp, descFolded,
+		descReceived, descEstimated, descESS, descFailedRate, descTail, descConflicts, descUnusable} {
 		ch <- d
 	}
 }
@@ -132,6 +162,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, a := range c.window {
 			ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(a.maxRadius), a.api)
 			ch <- prometheus.MustNewConstMetric(descMean, prometheus.GaugeValue, a.meanRadius, a.api)
+			ch <- prometheus.MustNewConstMetric(descESS, prometheus.GaugeValue, a.ess, a.api)
+			if a.failed != nil {
+				ch <- prometheus.MustNewConstMetric(descFailedRate, prometheus.GaugeValue, a.failed.Estimate, a.api, "estimate")
+				ch <- prometheus.MustNewConstMetric(descFailedRate, prometheus.GaugeValue, a.failed.Low, a.api, "low")
+				ch <- prometheus.MustNewConstMetric(descFailedRate, prometheus.GaugeValue, a.failed.High, a.api, "high")
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(descIncidents, prometheus.GaugeValue, float64(c.open))
 	}
@@ -139,6 +175,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSuppressed, prometheus.CounterValue, float64(a.suppressed), a.api)
 		ch <- prometheus.MustNewConstMetric(descSpurious, prometheus.CounterValue, float64(a.spurious), a.api)
 		ch <- prometheus.MustNewConstMetric(descMisattributed, prometheus.CounterValue, float64(a.misattributed), a.api)
+		ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(a.received), a.api)
+		ch <- prometheus.MustNewConstMetric(descEstimated, prometheus.CounterValue, float64(a.estimated), a.api)
+	}
+	if c.total != nil {
+		tail := 0.0
+		if c.fleet.TailSamplingSuspected {
+			tail = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descTail, prometheus.GaugeValue, tail)
+		ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(c.fleet.ConflictingTraces))
+		ch <- prometheus.MustNewConstMetric(descUnusable, prometheus.CounterValue, float64(c.fleet.UnusableTraces))
 	}
 }
 
@@ -180,10 +227,12 @@ func (c *Collector) series(d *analysis.Document) ([]apiSeries, map[string]bool) 
 	in := map[string]bool{}
 	overflow := false
 	var failed int64
-	var radiusSum float64
+	var radiusSum, otherVar float64
 	for _, a := range d.APIs {
+		rate := a.Sampling.FailedTraceRate
 		s := apiSeries{api: a.API, maxRadius: a.MaxRadius, meanRadius: a.MeanRadius, suppressed: a.SuppressedRetries,
-			spurious: a.SpuriousRequestsPrevented, misattributed: a.MisattributedErrors}
+			spurious: a.SpuriousRequestsPrevented, misattributed: a.MisattributedErrors,
+			received: a.Sampling.TracesReceived, estimated: a.Sampling.TracesEstimated, ess: a.Sampling.EffectiveSampleSize, failed: &rate}
 		if c.own[a.API] {
 			out = append(out, s)
 			continue
@@ -198,10 +247,20 @@ func (c *Collector) series(d *analysis.Document) ([]apiSeries, map[string]bool) 
 		other.suppressed += a.SuppressedRetries
 		other.spurious += a.SpuriousRequestsPrevented
 		other.misattributed += a.MisattributedErrors
+		other.received += a.Sampling.TracesReceived
+		other.estimated += a.Sampling.TracesEstimated
+		// Kish's size n = N²/ΣW² of each gives back its ΣW² = N²/n, which
+		// sum.
+		if n := a.Sampling.EffectiveSampleSize; n > 0 {
+			otherVar += float64(a.Traces) * float64(a.Traces) / n
+		}
 	}
 	if overflow {
 		if failed > 0 {
 			other.meanRadius = radiusSum / float64(failed)
+		}
+		if otherVar > 0 {
+			other.ess = float64(other.estimated) * float64(other.estimated) / otherVar
 		}
 		out = append(out, other)
 	}
@@ -222,6 +281,7 @@ func (c *Collector) refresh(now time.Time) {
 			var inW, inT map[string]bool
 			c.window, inW = c.series(win)
 			c.total, inT = c.series(tot)
+			c.fleet = tot.Sampling
 			maps.Copy(inW, inT)
 			c.folded = len(inW)
 		}

@@ -209,8 +209,8 @@ func refHot(current map[graph.TraceID]*analysis.TraceResult, q store.Query, minO
 				sum[m] = map[graph.Node]analysis.NodeAgg{}
 			}
 			a := sum[m][n.Node]
-			a.Requests += n.Requests
-			a.Owned += n.Owned
+			a.Requests += r.W() * n.Requests
+			a.Owned += r.W() * n.Owned
 			sum[m][n.Node] = a
 		}
 	}

@@ -73,6 +73,18 @@ func Scenario(n int, start time.Time, spacing time.Duration) sim.Scenario {
 // NewCorpus simulates Scenario(n, start, spacing) and assembles it.
 func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Corpus {
 	t.Helper()
+	return newCorpus(t, n, start, spacing, true)
+}
+
+// NewUnsampledCorpus is NewCorpus of traffic received whole: what a
+// store written before sampled traffic was weighted holds.
+func NewUnsampledCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Corpus {
+	t.Helper()
+	return newCorpus(t, n, start, spacing, false)
+}
+
+func newCorpus(t testing.TB, n int, start time.Time, spacing time.Duration, sampled bool) *Corpus {
+	t.Helper()
 	res, err := sim.Run(Scenario(n, start, spacing))
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +95,9 @@ func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Cor
 		spans = dec.AppendTraces(spans, tr.Data)
 	}
 	c := &Corpus{Spans: graph.GroupTraces(spans), Windows: analysis.NewWindows(time.Hour)}
+	if sampled {
+		sampleCorpus(c.Spans)
+	}
 	var asm graph.Assembler
 	for _, sp := range c.Spans {
 		tr := asm.Assemble(append([]graph.Span(nil), sp...))
@@ -96,6 +111,30 @@ func NewCorpus(t testing.TB, n int, start time.Time, spacing time.Duration) *Cor
 		c.Results = append(c.Results, &r)
 	}
 	return c
+}
+
+// sampleCorpus makes a corpus's traces sampled traffic (docs/SPEC.md
+// §4.9), as a head sampler that records its probability on every span
+// writes it: a quarter of the traces (by the last byte of their id)
+// sampled at 1/4, a quarter at 0.3 (an adjusted count that is no
+// integer: weights 3 and 4), the rest unsampled. So every test of a
+// store, the pipeline or analyze over a corpus holds sampled traffic to
+// the same answers as the rest.
+func sampleCorpus(traces [][]graph.Span) {
+	for _, tr := range traces {
+		var a float64
+		switch tr[0].TraceID[15] % 4 {
+		case 0:
+			a = 4
+		case 1:
+			a = 1 / 0.3
+		default:
+			continue
+		}
+		for i := range tr {
+			tr[i].Sampling, tr[i].AdjustedCount = graph.SamplingRecorded, a
+		}
+	}
 }
 
 // Record returns the record of trace i.

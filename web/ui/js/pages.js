@@ -51,28 +51,68 @@ const OTHER_SERVICE = '\u27e8other services\u27e9';
 const OVERFLOW_NOTE = 'Root APIs past an analysis window\u2019s cap (--max-apis), and those of services past theirs ' +
   '(--max-services), counted together under ' + OTHER_API + ': their traces, figures and call graphs are summed here.';
 
+// ---- sampled traffic (docs/SPEC.md §4.9) ----
+
+// EST marks an estimated count: the traces received stood for more
+// traffic than themselves.
+const EST = '\u2248\u202f';
+const EST_NOTE = 'estimated from a sample: each trace weighted by its adjusted count (1/p)';
+
+// est shows a count, marked as an estimate when sampled.
+function est(x, sampled) {
+  return sampled ? h('span', { class: 'est', title: EST_NOTE }, EST + num(x)) : num(x);
+}
+
+// interval shows a rate and its 95% interval.
+function interval(r) {
+  if (!r) return '—';
+  if (r.low === r.high) return pct(r.estimate);
+  return pct(r.estimate) + ' (' + pct(r.low) + '–' + pct(r.high) + ')';
+}
+
+// samplingNotice says that the figures are estimates and how sure they
+// are, and every warning (tail sampling without recorded probabilities,
+// conflicting or unusable sampling information); nothing for traffic
+// received whole without warnings.
+function samplingNotice(sm, id) {
+  if (!sm) return null;
+  const out = [];
+  if (sm.estimated) {
+    out.push(h('p', { class: 'notice', id: id + '-sampled', dataset: { received: sm.traces_received, estimated: sm.traces_estimated } },
+      h('strong', null, 'Estimated from sampled traffic. '),
+      num(sm.traces_received) + ' traces received stand for about ' + num(sm.traces_estimated) +
+      ' (effective sample size ' + num(Math.round(sm.effective_sample_size)) + '); counts marked \u2248 are estimates, rates show their 95% interval.'));
+  }
+  for (const w of sm.warnings || []) out.push(h('p', { class: 'notice warn', role: 'alert', dataset: { warning: id } }, 'Warning: ' + w));
+  return out;
+}
+
 // ---- fleet ----
 
 export async function fleetPage(ctx) {
   const [fl, list, incs] = await Promise.all([api('/fleet', ctx.range, ctx), api('/apis', ctx.range, ctx),
     api('/incidents', { ...ctx.range, limit: 5 }, ctx).catch((e) => { if (e.status === 401 || e.name === 'AbortError') throw e; return { error: e }; })]);
   const f = fl.fleet;
+  const sm = fl.sampling || {};
+  const sampled = !!sm.estimated;
   ctx.shown(fl.from, fl.to);
   const apis = list.apis || [];
   const sparks = new Map(apis.map((a) => [a.api, h('span', { class: 'spark-cell', dataset: { state: 'loading' } })]));
   const tbl = table([
     { key: 'api', label: 'Root API', value: (a) => a.api, cls: () => 'name', cell: (a) => h('a', { href: link('/api', { name: a.api }), dataset: { apiLink: a.api }, title: a.api === OTHER_API ? OVERFLOW_NOTE : null }, a.api) },
-    { key: 'traces', label: 'Traces', num: true, value: (a) => a.traces, raw: (a) => a.traces },
-    { key: 'failed_traces', label: 'Failed', num: true, value: (a) => a.failed_traces, raw: (a) => a.failed_traces, title: 'traces with at least one failure event' },
-    { key: 'root_errors', label: 'Root errors', num: true, value: (a) => a.root_errors, raw: (a) => a.root_errors, title: 'errors users saw' },
+    { key: 'traces', label: 'Traces', num: true, value: (a) => a.traces, raw: (a) => a.traces, cell: (a) => est(a.traces, a.sampling && a.sampling.estimated) },
+    sampled ? { key: 'received', label: 'Received', num: true, value: (a) => a.sampling.traces_received, raw: (a) => a.sampling.traces_received, title: 'traces received (the sample)' } : null,
+    { key: 'failed_traces', label: 'Failed', num: true, value: (a) => a.failed_traces, raw: (a) => a.failed_traces, title: 'traces with at least one failure event', cell: (a) => est(a.failed_traces, a.sampling && a.sampling.estimated) },
+    sampled ? { key: 'failed_rate', label: 'Failed % (95% CI)', num: true, value: (a) => a.sampling.failed_trace_rate.estimate, raw: (a) => a.sampling.failed_trace_rate.estimate, cell: (a) => interval(a.sampling.failed_trace_rate), title: 'share of traces with a failure event, with its 95% interval' } : null,
+    { key: 'root_errors', label: 'Root errors', num: true, value: (a) => a.root_errors, raw: (a) => a.root_errors, title: 'errors users saw', cell: (a) => est(a.root_errors, a.sampling && a.sampling.estimated) },
     { key: 'max_radius', label: 'Max radius', num: true, value: (a) => a.max_radius, raw: (a) => a.max_radius, cls: (a) => (a.max_radius > 1 ? 'alarm' : '') },
     { key: 'mean_radius', label: 'Mean radius / trace', num: true, value: (a) => a.mean_radius, raw: (a) => a.mean_radius, title: 'mean radius over the API\u2019s traces with a failure event' },
     { key: 'potential_radius', label: 'Potential', num: true, value: (a) => a.potential_radius, raw: (a) => a.potential_radius, title: 'potential radius: how far a storm could reach in this call graph' },
     { key: 'max_amplification', label: 'Max amp.', num: true, value: (a) => a.max_amplification, raw: (a) => a.max_amplification, cell: (a) => amp(a.max_amplification) },
-    { key: 'suppressed_retries', label: 'Suppressed', num: true, value: (a) => a.suppressed_retries, raw: (a) => a.suppressed_retries, title: 'retries the ownership protocol suppressed' },
-    { key: 'spurious_requests_prevented', label: 'Prevented', num: true, value: (a) => a.spurious_requests_prevented, raw: (a) => a.spurious_requests_prevented, title: 'spurious requests prevented' },
+    { key: 'suppressed_retries', label: 'Suppressed', num: true, value: (a) => a.suppressed_retries, raw: (a) => a.suppressed_retries, title: 'retries the ownership protocol suppressed', cell: (a) => est(a.suppressed_retries, a.sampling && a.sampling.estimated) },
+    { key: 'spurious_requests_prevented', label: 'Prevented', num: true, value: (a) => a.spurious_requests_prevented, raw: (a) => a.spurious_requests_prevented, title: 'spurious requests prevented', cell: (a) => est(a.spurious_requests_prevented, a.sampling && a.sampling.estimated) },
     { key: 'trend', label: 'Max radius trend', cell: (a) => sparks.get(a.api) },
-  ], apis, { id: 'apis', sort: 'max_radius', rowAttrs: (a) => ({ dataset: { api: a.api } }) });
+  ].filter(Boolean), apis, { id: 'apis', sort: 'max_radius', rowAttrs: (a) => ({ dataset: { api: a.api } }) });
 
   // Sparklines after the table shows, four requests at a time.
   ctx.after(async () => {
@@ -99,14 +139,18 @@ export async function fleetPage(ctx) {
 
   return [
     h('h1', null, 'Fleet'),
-    h('p', { class: 'sub' }, rangeText(fl.from, fl.to), ' · ', num(fl.traces), ' traces · ', num(fl.spans), ' spans',
-      fl.fragments ? ' · ' + num(fl.fragments) + ' fragments' : ''),
+    h('p', { class: 'sub' }, rangeText(fl.from, fl.to), ' · ', est(fl.traces, sampled), ' traces · ', est(fl.spans, sampled), ' spans',
+      fl.fragments ? [' · ', est(fl.fragments, sampled), ' fragments'] : '', sampled ? ' · ' + num(sm.traces_received) + ' received' : ''),
+    samplingNotice(sm, 'fleet'),
     h('div', { class: 'cards', id: 'fleet-cards' },
       card('Fleet max radius', num(f.max_radius), { field: 'max_radius', raw: f.max_radius, hot: f.max_radius > 1, note: 'largest max radius of an API' }),
       card('Mean of the APIs\u2019 max radius', num(f.mean_max_radius), { field: 'mean_max_radius', raw: f.mean_max_radius, note: 'over the ' + num(f.failed_apis || 0) + (f.failed_apis === 1 ? ' API' : ' APIs') + ' with failures; not a mean over traces' }),
       f.apis !== undefined ? card('Root APIs', num(f.apis), { field: 'apis', raw: f.apis, note: num(f.failed_apis || 0) + ' with failures' }) : null,
       f.max_potential_radius !== undefined ? card('Max potential radius', num(f.max_potential_radius), { field: 'max_potential_radius', raw: f.max_potential_radius, note: 'without ownership: ' + num(f.max_potential_radius_without_ownership) }) : null,
-      f.spurious_requests_prevented !== undefined ? card('Spurious requests prevented', num(f.spurious_requests_prevented), { field: 'spurious_requests_prevented', raw: f.spurious_requests_prevented }) : null),
+      f.spurious_requests_prevented !== undefined ? card('Spurious requests prevented', est(f.spurious_requests_prevented, sampled), { field: 'spurious_requests_prevented', raw: f.spurious_requests_prevented }) : null,
+      sampled ? card('Effective sample size', num(Math.round(sm.effective_sample_size)), { field: 'effective_sample_size', raw: sm.effective_sample_size,
+        note: num(sm.traces_received) + ' traces received stand for about ' + num(sm.traces_estimated) }) : null,
+      sampled ? card('Failed traces (95% CI)', interval(sm.failed_trace_rate), { field: 'failed_trace_rate', raw: sm.failed_trace_rate.estimate, note: 'share of the traffic\u2019s traces with a failure event' }) : null),
     h('h2', null, 'Root APIs'),
     apis.length ? [filtered('Filter APIs', 'filter-apis', tbl, (tr) => tr.dataset.api || ''), tbl]
       : empty('No traces in this range. Pick a wider range above, or send traces to the OTLP receivers.'),
@@ -170,18 +214,25 @@ export async function apiPage(ctx) {
   if (name === OTHER_API) out.push(h('p', { class: 'notice', id: 'api-overflow' }, OVERFLOW_NOTE));
   if (list.ok && !a) out.push(h('p', { class: 'notice' }, 'No traces of this API in the range. Pick another range above.'));
   if (a) {
+    const sm = a.sampling || {};
+    const sampled = !!sm.estimated;
+    const ci = (r) => (sampled && r ? '95% interval ' + interval(r) : null);
+    out.push(samplingNotice(sm, 'api'));
     out.push(h('div', { class: 'cards', id: 'api-cards' },
-      card('Traces', num(a.traces), { field: 'traces', raw: a.traces, note: a.remote_parent_traces ? num(a.remote_parent_traces) + ' with a remote parent' : null }),
-      card('Failed traces', num(a.failed_traces), { field: 'failed_traces', raw: a.failed_traces, note: num(a.root_errors) + ' root errors' }),
-      card('Max radius', num(a.max_radius), { field: 'max_radius', raw: a.max_radius, hot: a.max_radius > 1 }),
-      card('Mean radius per trace', num(a.mean_radius), { field: 'mean_radius', raw: a.mean_radius, note: 'over the ' + num(a.failed_traces) + (a.failed_traces === 1 ? ' trace' : ' traces') + ' with a failure event' }),
+      card('Traces', est(a.traces, sampled), { field: 'traces', raw: a.traces,
+        note: [sampled ? num(sm.traces_received) + ' received, effective sample size ' + num(Math.round(sm.effective_sample_size)) : null,
+          a.remote_parent_traces ? num(a.remote_parent_traces) + ' with a remote parent' : null].filter(Boolean).join('; ') || null }),
+      card('Failed traces', est(a.failed_traces, sampled), { field: 'failed_traces', raw: a.failed_traces,
+        note: sampled ? interval(sm.failed_trace_rate) + ' of traces; ' + num(a.root_errors) + ' root errors' : num(a.root_errors) + ' root errors' }),
+      card('Max radius', num(a.max_radius), { field: 'max_radius', raw: a.max_radius, hot: a.max_radius > 1, note: sampled ? 'largest observed' : null }),
+      card('Mean radius per trace', num(a.mean_radius), { field: 'mean_radius', raw: a.mean_radius, note: ci(sm.mean_radius) || ('over the ' + num(a.failed_traces) + (a.failed_traces === 1 ? ' trace' : ' traces') + ' with a failure event') }),
       card('Potential radius', num(a.potential_radius), { field: 'potential_radius', raw: a.potential_radius,
         note: a.potential_radius_without_ownership !== undefined ? 'without ownership: ' + num(a.potential_radius_without_ownership) : null }),
       card('Max amplification', amp(a.max_amplification), { field: 'max_amplification', raw: a.max_amplification, hot: a.max_amplification > 2 }),
-      card('Suppressed retries', num(a.suppressed_retries), { field: 'suppressed_retries', raw: a.suppressed_retries }),
-      card('Spurious requests prevented', num(a.spurious_requests_prevented), { field: 'spurious_requests_prevented', raw: a.spurious_requests_prevented }),
-      card('Misattributed errors', num(a.misattributed_errors), { field: 'misattributed_errors', raw: a.misattributed_errors,
-        note: a.naive_misattributed_errors !== undefined ? 'naive attributor: ' + num(a.naive_misattributed_errors) : null })));
+      card('Suppressed retries', est(a.suppressed_retries, sampled), { field: 'suppressed_retries', raw: a.suppressed_retries }),
+      card('Spurious requests prevented', est(a.spurious_requests_prevented, sampled), { field: 'spurious_requests_prevented', raw: a.spurious_requests_prevented }),
+      card('Misattributed errors', est(a.misattributed_errors, sampled), { field: 'misattributed_errors', raw: a.misattributed_errors,
+        note: ci(sm.misattribution_rate) || (a.naive_misattributed_errors !== undefined ? 'naive attributor: ' + num(a.naive_misattributed_errors) : null) })));
   }
 
   out.push(h('h2', null, 'Call graph'));
