@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/stormradius/stormradius/e2e/e2ekit"
@@ -86,18 +85,12 @@ func build() error {
 }
 
 // buildCollector builds ./otelcol into the cache shared with the other
-// suites (otelcol-KEY), keyed by this module's go.mod and go.sum and the
-// program's sources, or takes it from there: the cold build takes minutes
-// on two cores.
+// suites (otelcol-KEY; e2e/sampling runs it too), keyed by this module's
+// go.mod and go.sum and the program's sources, or takes it from there:
+// the cold build takes minutes on two cores.
 func buildCollector(moduleDir string) error {
-	srcs, _ := filepath.Glob(filepath.Join(moduleDir, "otelcol", "*.go"))
-	sort.Strings(srcs)
 	var err error
-	suite.otelcol, err = e2ekit.CachedBuild{
-		What: "the collector", Prefix: "otelcol-", File: "otelcol", Dir: moduleDir, Pkg: "./otelcol",
-		Inputs: append([]string{filepath.Join(moduleDir, "go.mod"), filepath.Join(moduleDir, "go.sum")}, srcs...),
-		Cold:   "minutes",
-	}.Build()
+	suite.otelcol, err = e2ekit.CollectorBuild(filepath.Dir(moduleDir)).Build()
 	return err
 }
 

@@ -1,5 +1,5 @@
 // Package e2ekit holds what stormradius' end-to-end suites (e2e/collector,
-// e2e/loadbalancing, e2e/hotrod) share: processes started for a test and
+// e2e/loadbalancing, e2e/sampling, e2e/hotrod) share: processes started for a test and
 // their output, the environment they start from, cached builds of the
 // programs the suites run, the field-by-field comparison of two
 // docs/SPEC.md §5.2 documents, and small HTTP readers. Each suite is a

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/stormradius/stormradius/e2e/e2ekit"
@@ -75,7 +74,7 @@ func build() error {
 	}
 	// The collector and stormradius build at once.
 	bin := filepath.Join(suite.tmp, "bin")
-	if err := e2ekit.BuildCommands(suite.repo, bin, func() error { return buildCollector(filepath.Join(wd, "otelcol")) }, "stormradius", "ingest"); err != nil {
+	if err := e2ekit.BuildCommands(suite.repo, bin, func() error { return buildCollector(wd) }, "stormradius", "ingest"); err != nil {
 		return err
 	}
 	suite.stormradius, suite.ingest = filepath.Join(bin, "stormradius"), filepath.Join(bin, "ingest")
@@ -85,20 +84,14 @@ func build() error {
 	return reference()
 }
 
-// buildCollector builds the collector module in dir into the cache shared
-// with e2e/collector, keyed by its go.mod, go.sum and sources, or takes it
-// from there: the cold build takes minutes on two cores. Its binaries are
-// lbcol-KEY, apart from e2e/collector's otelcol-KEY, which that suite's
-// sweep of stale keys takes.
-func buildCollector(dir string) error {
-	srcs, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-	sort.Strings(srcs)
+// buildCollector builds the collector module otelcol/ into the cache
+// shared with the other suites (lbcol-KEY, apart from e2e/collector's
+// otelcol-KEY; e2e/sampling runs it too), keyed by its go.mod, go.sum and
+// sources, or takes it from there: the cold build takes minutes on two
+// cores.
+func buildCollector(wd string) error {
 	var err error
-	suite.otelcol, err = e2ekit.CachedBuild{
-		What: "the collector", Prefix: "lbcol-", File: "otelcol", Dir: dir, Pkg: ".",
-		Inputs: append([]string{filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")}, srcs...),
-		Cold:   "minutes",
-	}.Build()
+	suite.otelcol, err = e2ekit.LBCollectorBuild(filepath.Dir(wd)).Build()
 	return err
 }
 

@@ -1,8 +1,9 @@
 // Command otelcol is the minimal OpenTelemetry Collector the end-to-end
 // suite runs in front of stormradius: core v0.165.0 (otlp receiver, batch
 // processor, otlp_grpc / otlp_http / debug exporters) and contrib's file
-// and kafka exporters, built from their Go modules as a plain program, the
-// way the collector's builder would generate it. It takes the collector's
+// and kafka exporters and probabilistic_sampler processor (for
+// e2e/sampling), built from their Go modules as a plain program, the way
+// the collector's builder would generate it. It takes the collector's
 // usual flags (--config FILE).
 package main
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/kafkaexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/probabilisticsamplerprocessor"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
@@ -33,7 +35,9 @@ func components() (otelcol.Factories, error) {
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
 		return f, err
 	}
-	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](batchprocessor.NewFactory()); err != nil {
+	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
+		batchprocessor.NewFactory(), probabilisticsamplerprocessor.NewFactory(),
+	); err != nil {
 		return f, err
 	}
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](

@@ -5,13 +5,16 @@
 // v0.165 line e2e/collector uses. Components: the otlp receiver, the batch
 // processor, the otlp_grpc and debug exporters and contrib's
 // load_balancing exporter (which embeds otlp_grpc's configuration for
-// each backend). It takes the collector's usual flags (--config FILE).
+// each backend); contrib's tail_sampling and transform processors, for
+// e2e/sampling (deploy/collector/tail-sampling.yaml). It takes the collector's usual flags (--config FILE).
 package main
 
 import (
 	"log"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
@@ -33,7 +36,9 @@ func components() (otelcol.Factories, error) {
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
 		return f, err
 	}
-	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](batchprocessor.NewFactory()); err != nil {
+	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
+		batchprocessor.NewFactory(), tailsamplingprocessor.NewFactory(), transformprocessor.NewFactory(),
+	); err != nil {
 		return f, err
 	}
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
