@@ -377,8 +377,13 @@ func TestStateAfterStoppedApply(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if rebuilt.Traces != 10 {
-		t.Fatalf("rebuilt from %d records, want 10", rebuilt.Traces)
+	// The state counts the traffic each trace stands for (its weight).
+	var want int64
+	for _, tr := range c.Traces {
+		want += tr.W()
+	}
+	if rebuilt.Traces != want {
+		t.Fatalf("rebuilt from records weighing %d, want the 10 traces' %d", rebuilt.Traces, want)
 	}
 	if err := s.Apply(ctx, store.Batch{States: map[int64]*analysis.State{w: rebuilt}}); err != nil {
 		t.Fatal(err)
