@@ -5,26 +5,49 @@
 // is one pure function that the REST handler (GET /api/v1/gate, usable as
 // a Flagger webhook or an Argo Rollouts web metric) and `stormradius gate`
 // share, so both say the same thing for the same figures.
+//
+// A decision is one of three: pass, fail, or undecided — too little
+// evidence to say either (docs/ANALYSIS.md, "Rollout gate"). Undecided is
+// never a pass; what a client makes of it (wait, or count a failed check)
+// is for the client to say.
 package gate
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 )
 
-// DefaultMinTraces is how many traces each side needs when MinTraces is
-// not given: fewer say too little about a rollout to pass it.
+// DefaultMinTraces is the effective sample size each side needs when
+// MinTraces is not given: less says too little about a rollout to decide.
 const DefaultMinTraces = 10
+
+// The three decisions.
+const (
+	Pass      = "pass"
+	Fail      = "fail"
+	Undecided = "undecided"
+)
 
 // Figures are what is compared, for one side.
 type Figures struct {
 	// Label names the side: "candidate", "baseline", a version, a window.
-	Label            string  `json:"label"`
-	Traces           int64   `json:"traces"`
-	FailedTraces     int64   `json:"failed_traces"`
-	MaxRadius        int     `json:"max_radius"`
-	MeanRadius       float64 `json:"mean_radius"`
-	MaxAmplification float64 `json:"max_amplification"`
+	Label string `json:"label"`
+	// Traces is the side's traces: with sampled traces, the estimate of
+	// the traffic they stand for.
+	Traces int64 `json:"traces"`
+	// TracesReceived is how many traces were received (Traces without
+	// sampling).
+	TracesReceived int64 `json:"traces_received"`
+	// EffectiveSampleSize (Kish) is how many traces the evidence is worth:
+	// what MinTraces is compared with (TracesReceived without sampling).
+	EffectiveSampleSize float64 `json:"effective_sample_size"`
+	FailedTraces        int64   `json:"failed_traces"`
+	MaxRadius           int     `json:"max_radius"`
+	MeanRadius          float64 `json:"mean_radius"`
+	MaxAmplification    float64 `json:"max_amplification"`
 }
 
 // Thresholds are the gate's conditions; nil ones are not checked. At
@@ -38,14 +61,19 @@ type Thresholds struct {
 	// MaxAmplification: the candidate's max amplification must not exceed
 	// it.
 	MaxAmplification *float64 `json:"max_amplification,omitempty"`
-	// MinTraces: each side needs at least this many traces
-	// (DefaultMinTraces when zero).
+	// MinTraces: a side is judged only with an effective sample size of
+	// at least this many traces (DefaultMinTraces when zero).
 	MinTraces int64 `json:"min_traces"`
 }
 
 // Decision is the gate's answer, with the figures it compared.
 type Decision struct {
-	Pass       bool       `json:"pass"`
+	// Decision is Pass, Fail or Undecided.
+	Decision string `json:"decision"`
+	// Pass is Decision == Pass (kept for the clients that read it).
+	Pass bool `json:"pass"`
+	// Reasons say why it did not pass: every threshold exceeded, every
+	// side short of evidence; none on a pass.
 	Reasons    []string   `json:"reasons"`
 	API        string     `json:"api"`
 	Candidate  Figures    `json:"candidate"`
@@ -76,9 +104,18 @@ func (t Thresholds) Check(haveBaseline bool) error {
 }
 
 // Decide compares the candidate against the thresholds and the baseline
-// (nil: none). It fails, with a reason each, on every threshold exceeded
-// and on a side with too few traces to judge; it passes otherwise. The
-// thresholds must have passed Check.
+// (nil: none). The thresholds must have passed Check. The rule:
+//
+//   - a side has enough evidence when its EffectiveSampleSize is at least
+//     MinTraces;
+//   - a candidate without enough evidence is Undecided, whatever its
+//     figures (what it exceeded on that evidence is said, not judged);
+//   - otherwise every threshold the candidate exceeds is a reason to Fail;
+//     MaxRadiusIncrease is judged only when the baseline has enough
+//     evidence, and is undecided when it has not (the baseline is read by
+//     no other threshold);
+//   - Fail when a threshold judged was exceeded, else Undecided when one
+//     could not be judged, else Pass.
 func Decide(api string, candidate Figures, baseline *Figures, t Thresholds) Decision {
 	min := t.MinTraces
 	if min == 0 {
@@ -86,27 +123,56 @@ func Decide(api string, candidate Figures, baseline *Figures, t Thresholds) Deci
 	}
 	t.MinTraces = min
 	d := Decision{API: api, Candidate: candidate, Baseline: baseline, Thresholds: t, Reasons: []string{}}
-	if candidate.Traces < min {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%s has %d traces of %s, fewer than the %d needed to judge",
-			candidate.Label, candidate.Traces, api, min))
-	}
-	if baseline != nil && baseline.Traces < min {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%s has %d traces of %s, fewer than the %d needed to compare with",
-			baseline.Label, baseline.Traces, api, min))
-	}
+	var exceeded []string
 	if t.MaxRadius != nil && candidate.MaxRadius > *t.MaxRadius {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%s: max radius %d exceeds %d", candidate.Label, candidate.MaxRadius, *t.MaxRadius))
+		exceeded = append(exceeded, fmt.Sprintf("%s: max radius %d exceeds %d", candidate.Label, candidate.MaxRadius, *t.MaxRadius))
 	}
+	if t.MaxAmplification != nil && candidate.MaxAmplification > *t.MaxAmplification {
+		exceeded = append(exceeded, fmt.Sprintf("%s: max amplification %.3g exceeds %.3g",
+			candidate.Label, candidate.MaxAmplification, *t.MaxAmplification))
+	}
+	unjudged := false
 	if t.MaxRadiusIncrease != nil && baseline != nil {
-		if inc := candidate.MaxRadius - baseline.MaxRadius; inc > *t.MaxRadiusIncrease {
-			d.Reasons = append(d.Reasons, fmt.Sprintf("%s: max radius %d is %d above %s's %d (allowed: %d)",
+		if !enough(*baseline, min) {
+			unjudged = true
+			d.Reasons = append(d.Reasons, shortOf("baseline", *baseline, min)+": max_radius_increase cannot be judged")
+		} else if inc := candidate.MaxRadius - baseline.MaxRadius; inc > *t.MaxRadiusIncrease {
+			exceeded = append(exceeded, fmt.Sprintf("%s: max radius %d is %d above %s's %d (allowed: %d)",
 				candidate.Label, candidate.MaxRadius, inc, baseline.Label, baseline.MaxRadius, *t.MaxRadiusIncrease))
 		}
 	}
-	if t.MaxAmplification != nil && candidate.MaxAmplification > *t.MaxAmplification {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%s: max amplification %.3g exceeds %.3g",
-			candidate.Label, candidate.MaxAmplification, *t.MaxAmplification))
+	switch {
+	case !enough(candidate, min):
+		d.Decision = Undecided
+		reasons := []string{shortOf("candidate", candidate, min)}
+		for _, r := range exceeded {
+			reasons = append(reasons, "not judged on that evidence: "+r)
+		}
+		d.Reasons = append(reasons, d.Reasons...)
+	case len(exceeded) > 0:
+		d.Decision = Fail
+		d.Reasons = append(exceeded, d.Reasons...)
+	case unjudged:
+		d.Decision = Undecided
+	default:
+		d.Decision = Pass
 	}
-	d.Pass = len(d.Reasons) == 0
+	d.Pass = d.Decision == Pass
 	return d
+}
+
+// enough reports whether a side's evidence may be judged.
+func enough(f Figures, min int64) bool { return f.EffectiveSampleSize >= float64(min) }
+
+// shortOf says which side lacks evidence and how much it had:
+// "candidate route 1.5.0: effective sample size 3.2 below min_traces 10
+// (4 traces received)".
+func shortOf(role string, f Figures, min int64) string {
+	label := f.Label
+	if !strings.HasPrefix(label, role) {
+		label = strings.TrimSpace(role + " " + label)
+	}
+	// Rounded down to a tenth, so that it never reads as min_traces.
+	ess := strconv.FormatFloat(math.Floor(f.EffectiveSampleSize*10)/10, 'f', -1, 64)
+	return fmt.Sprintf("%s: effective sample size %s below min_traces %d (%d traces received)", label, ess, min, f.TracesReceived)
 }

@@ -8,39 +8,72 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
+// fig is a side without sampling: every trace received, each worth one.
+func fig(label string, traces int64, radius int, amp float64) Figures {
+	return Figures{Label: label, Traces: traces, TracesReceived: traces, EffectiveSampleSize: float64(traces), MaxRadius: radius, MaxAmplification: amp}
+}
+
 func TestDecide(t *testing.T) {
-	cand := Figures{Label: "v2", Traces: 100, MaxRadius: 3, MaxAmplification: 4}
-	base := &Figures{Label: "v1", Traces: 100, MaxRadius: 1, MaxAmplification: 2}
+	cand := fig("v2", 100, 3, 4)
+	base := fig("v1", 100, 1, 2)
+	short := fig("v1", 3, 1, 2)
+	// Sampled: 12 traces received stand for 1,000, but their weights make
+	// them worth 8.5.
+	sampled := Figures{Label: "v2", Traces: 1000, TracesReceived: 12, EffectiveSampleSize: 8.5, MaxRadius: 1, MaxAmplification: 2}
 	for _, tc := range []struct {
-		name   string
-		base   *Figures
-		th     Thresholds
-		pass   bool
-		reason string
+		name     string
+		cand     Figures
+		base     *Figures
+		th       Thresholds
+		decision string
+		reasons  []string
 	}{
-		{"absolute radius ok", nil, Thresholds{MaxRadius: ptr(3)}, true, ""},
-		{"absolute radius exceeded", nil, Thresholds{MaxRadius: ptr(2)}, false, "max radius 3 exceeds 2"},
-		{"increase of 2 allowed", base, Thresholds{MaxRadiusIncrease: ptr(2)}, true, ""},
-		{"increase of 2 not allowed", base, Thresholds{MaxRadiusIncrease: ptr(1)}, false, "is 2 above v1's 1 (allowed: 1)"},
-		{"amplification", nil, Thresholds{MaxAmplification: ptr(3.5)}, false, "max amplification 4 exceeds 3.5"},
-		{"too few candidate traces", nil, Thresholds{MaxRadius: ptr(9), MinTraces: 101}, false, "100 traces of api, fewer than the 101"},
-		{"too few baseline traces", &Figures{Label: "v1", Traces: 3}, Thresholds{MaxRadiusIncrease: ptr(5)}, false, "v1 has 3 traces"},
-		{"default min traces", nil, Thresholds{MaxRadius: ptr(9)}, true, ""},
+		{"absolute radius ok", cand, nil, Thresholds{MaxRadius: ptr(3)}, Pass, nil},
+		{"absolute radius exceeded", cand, nil, Thresholds{MaxRadius: ptr(2)}, Fail, []string{"v2: max radius 3 exceeds 2"}},
+		{"increase of 2 allowed", cand, &base, Thresholds{MaxRadiusIncrease: ptr(2)}, Pass, nil},
+		{"increase of 2 not allowed", cand, &base, Thresholds{MaxRadiusIncrease: ptr(1)}, Fail, []string{"v2: max radius 3 is 2 above v1's 1 (allowed: 1)"}},
+		{"amplification", cand, nil, Thresholds{MaxAmplification: ptr(3.5)}, Fail, []string{"v2: max amplification 4 exceeds 3.5"}},
+		{"both exceeded", cand, &base, Thresholds{MaxRadius: ptr(2), MaxRadiusIncrease: ptr(0)}, Fail,
+			[]string{"v2: max radius 3 exceeds 2", "v2: max radius 3 is 2 above v1's 1 (allowed: 0)"}},
+		{"too little candidate evidence", cand, nil, Thresholds{MaxRadius: ptr(9), MinTraces: 101}, Undecided,
+			[]string{"candidate v2: effective sample size 100 below min_traces 101 (100 traces received)"}},
+		// Too little evidence is undecided whatever it shows: said, not judged.
+		{"too little candidate evidence over the threshold", fig("v2", 4, 3, 4), &base, Thresholds{MaxRadius: ptr(2), MaxRadiusIncrease: ptr(0)}, Undecided,
+			[]string{"candidate v2: effective sample size 4 below min_traces 10 (4 traces received)",
+				"not judged on that evidence: v2: max radius 3 exceeds 2",
+				"not judged on that evidence: v2: max radius 3 is 2 above v1's 1 (allowed: 0)"}},
+		{"no candidate traces at all", fig("route 9.9", 0, 0, 0), &base, Thresholds{MaxRadiusIncrease: ptr(0)}, Undecided,
+			[]string{"candidate route 9.9: effective sample size 0 below min_traces 10 (0 traces received)"}},
+		{"a window's label names its side", fig("candidate 10:00–10:10", 7, 0, 0), nil, Thresholds{MaxRadius: ptr(2)}, Undecided,
+			[]string{"candidate 10:00–10:10: effective sample size 7 below min_traces 10 (7 traces received)"}},
+		{"the effective sample size is compared, not the traces", sampled, nil, Thresholds{MaxRadius: ptr(2)}, Undecided,
+			[]string{"candidate v2: effective sample size 8.5 below min_traces 10 (12 traces received)"}},
+		{"9.96 is below 10, and reads so", Figures{Label: "v2", Traces: 11, TracesReceived: 11, EffectiveSampleSize: 9.96}, nil, Thresholds{MaxRadius: ptr(2)}, Undecided,
+			[]string{"candidate v2: effective sample size 9.9 below min_traces 10 (11 traces received)"}},
+		{"exactly min_traces is enough", Figures{Label: "v2", Traces: 14, TracesReceived: 14, EffectiveSampleSize: 10}, nil, Thresholds{MaxRadius: ptr(2)}, Pass, nil},
+		// The baseline's evidence matters to the increase only.
+		{"too little baseline evidence", cand, &short, Thresholds{MaxRadiusIncrease: ptr(5)}, Undecided,
+			[]string{"baseline v1: effective sample size 3 below min_traces 10 (3 traces received): max_radius_increase cannot be judged"}},
+		{"too little baseline evidence, an absolute threshold exceeded", cand, &short, Thresholds{MaxRadiusIncrease: ptr(5), MaxAmplification: ptr(2.0)}, Fail,
+			[]string{"v2: max amplification 4 exceeds 2",
+				"baseline v1: effective sample size 3 below min_traces 10 (3 traces received): max_radius_increase cannot be judged"}},
+		{"too little baseline evidence, absolute thresholds only", cand, &short, Thresholds{MaxRadius: ptr(3)}, Pass, nil},
+		{"default min traces", cand, nil, Thresholds{MaxRadius: ptr(9)}, Pass, nil},
 	} {
-		d := Decide("api", cand, tc.base, tc.th)
-		if d.Pass != tc.pass {
-			t.Errorf("%s: pass %v, want %v (%v)", tc.name, d.Pass, tc.pass, d.Reasons)
+		d := Decide("api", tc.cand, tc.base, tc.th)
+		if d.Decision != tc.decision || d.Pass != (tc.decision == Pass) {
+			t.Errorf("%s: decision %q pass %v, want %q (%v)", tc.name, d.Decision, d.Pass, tc.decision, d.Reasons)
 		}
-		if tc.reason != "" && !strings.Contains(strings.Join(d.Reasons, "; "), tc.reason) {
-			t.Errorf("%s: reasons %v lack %q", tc.name, d.Reasons, tc.reason)
+		if want := append([]string{}, tc.reasons...); strings.Join(d.Reasons, "\n") != strings.Join(want, "\n") || d.Reasons == nil {
+			t.Errorf("%s: reasons\n%q\nwant\n%q", tc.name, d.Reasons, want)
 		}
 		if d.Thresholds.MinTraces == 0 {
 			t.Errorf("%s: the decision does not say the min traces it used", tc.name)
 		}
 	}
 	// Nine traces under the default of ten: never a pass.
-	if d := Decide("api", Figures{Label: "c", Traces: 9}, nil, Thresholds{MaxRadius: ptr(100)}); d.Pass {
-		t.Error("9 traces passed with the default minimum of 10")
+	if d := Decide("api", fig("c", 9, 0, 1), nil, Thresholds{MaxRadius: ptr(100)}); d.Pass || d.Decision != Undecided {
+		t.Errorf("9 traces with the default minimum of 10: %q", d.Decision)
 	}
 }
 

@@ -52,7 +52,7 @@ func (r *GateRequest) Validate() error {
 
 // Gate decides a GateRequest from the rollups. An API with no trace on
 // either side is ErrNotFound (a typo must not pass a rollout); a side with
-// too few traces fails.
+// too little evidence leaves the decision undecided (gate.Decide).
 func (s *Service) Gate(ctx context.Context, r GateRequest) (*gate.Decision, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -106,6 +106,7 @@ func (s *Service) windowFigures(ctx context.Context, api string, q store.Query, 
 	f := Figures{Label: label + " " + rangeText(q)}
 	if a := rep.APIs[api]; a != nil {
 		f.Traces, f.FailedTraces = a.Traces, a.Failed
+		f.TracesReceived, f.EffectiveSampleSize = evidence(a.Traces)
 		f.MaxRadius, f.MaxAmplification = a.MaxRadius(), a.MaxAmplification()
 		if a.Failed > 0 {
 			f.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
@@ -121,11 +122,21 @@ func versionFigures(rep *analysis.Report, api, service, version string) Figures 
 		return f
 	}
 	f.Traces, f.FailedTraces = v.Traces, v.Failed
+	f.TracesReceived, f.EffectiveSampleSize = evidence(v.Traces)
 	f.MaxRadius, f.MaxAmplification = analysis.MaxOf(v.Radius), analysis.MaxOf(v.Amplification)
 	if v.Failed > 0 {
 		f.MeanRadius = float64(v.RadiusSum) / float64(v.Failed)
 	}
 	return f
+}
+
+// evidence is a side's traces received and effective sample size. Every
+// trace is still received and counts once, so both are its traces; with
+// sampled traces they will be read from the rollups (Traces becoming the
+// estimate of the traffic), and gate.Decide already compares the
+// effective sample size.
+func evidence(traces int64) (received int64, ess float64) {
+	return traces, float64(traces)
 }
 
 func rangeText(q store.Query) string {

@@ -5,7 +5,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -82,6 +81,8 @@ type server struct {
 	cfg    Config
 	tokens *bearer.Tokens
 	cache  *answers // nil: no cache
+	// canaries: when the gate first saw each Flagger canary.
+	canaries canaries
 }
 
 // Handler returns the REST API under /api/v1 and the UI under /.
@@ -428,66 +429,4 @@ func (s *server) incidentsArgs(r *http.Request) (q store.Query, limit int, err e
 
 func (s *server) incident(r *http.Request) (any, error) {
 	return s.svc.Incident(r.Context(), chi.URLParam(r, "id"))
-}
-
-// gate answers GET /api/v1/gate, and POST as a Flagger webhook: Flagger
-// posts {"name", "namespace", "phase", "metadata": {...}}, and the
-// metadata's values are the same parameters as the query's (the query's
-// win): strings, as Flagger sends them, or numbers and booleans, which an
-// Argo Rollouts web metric's jsonBody written by hand may hold.
-// always_200=true answers 200 whatever the decision, for clients that read
-// pass from the body and take any other status for an error (an Argo
-// Rollouts web metric).
-func (s *server) gate(r *http.Request) (any, error) {
-	v := r.URL.Query()
-	if r.Method == http.MethodPost {
-		var hook struct {
-			Metadata map[string]json.RawMessage `json:"metadata"`
-		}
-		if err := s.decodeBody(r, &hook, false, "a Flagger webhook payload with the gate's parameters in metadata"); err != nil {
-			return nil, err
-		}
-		for k, raw := range hook.Metadata {
-			val, err := metadataValue(raw)
-			if err != nil {
-				return nil, badParam("metadata."+k, "%v", err)
-			}
-			if !v.Has(k) {
-				v.Set(k, val)
-			}
-		}
-	}
-	always200 := v.Get("always_200") == "true"
-	req, err := query.ParseGate(v, s.now(r))
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.svc.Gate(r.Context(), req)
-	if err != nil {
-		return nil, err
-	}
-	if !d.Pass && !always200 {
-		return nil, &statusError{http.StatusPreconditionFailed, d}
-	}
-	return d, nil
-}
-
-// metadataValue is a webhook metadata value as a query parameter: a string
-// as it is, a number or a boolean as written.
-func metadataValue(raw json.RawMessage) (string, error) {
-	var x any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&x); err != nil {
-		return "", err
-	}
-	switch x := x.(type) {
-	case string:
-		return x, nil
-	case json.Number:
-		return x.String(), nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	}
-	return "", fmt.Errorf("%s: want a string, a number or a boolean", raw)
 }

@@ -201,16 +201,16 @@ func (s *server) whatifKey(r *http.Request) (string, []member, bool) {
 }
 
 // gateKey: the decision's request as parsed, its windows to the
-// nanosecond (a decision names them).
+// nanosecond (a decision names them), and how it is answered. A GET has no
+// canary to age: its answer depends on nothing else.
 func (s *server) gateKey(r *http.Request) (string, []member, bool) {
-	v := r.URL.Query()
-	req, err := query.ParseGate(v, s.now(r))
+	req, ans, err := s.gateRequest(r, r.URL.Query())
 	if err != nil {
 		return "", nil, false
 	}
 	b, err := json.Marshal(struct {
-		R         query.GateRequest
-		Always200 bool
-	}{req, v.Get("always_200") == "true"})
+		R query.GateRequest
+		A query.GateAnswer
+	}{req, ans})
 	return string(b), nil, err == nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/query/timerange"
 )
 
@@ -39,6 +40,21 @@ var (
 	pTrace    = param{"traceID", "path", "the trace id, 32 hex digits", true, "string"}
 )
 
+// gateParams are GET /api/v1/gate's (query.GateParams, documented).
+var gateParams = []param{pAPI,
+	{"max_radius", "query", "the candidate's max radius must not exceed it", false, "integer"},
+	{"max_radius_increase", "query", "the candidate's max radius must not exceed the baseline's by more (needs a baseline)", false, "integer"},
+	{"max_amplification", "query", "the candidate's max amplification must not exceed it (≥ 1)", false, "number"},
+	{"min_traces", "query", "the effective sample size each side needs to be judged (default 10); less is undecided", false, "integer"},
+	{"baseline", "query", "the baseline: a window FROM/TO, or a version with service", false, "string"},
+	{"candidate", "query", "the candidate: a window FROM/TO (default from/to), or a version with service", false, "string"},
+	{"service", "query", "compare baseline and candidate as service.versions of this service", false, "string"},
+	{"baseline_version", "query", "the baseline's version, as baseline with service", false, "string"},
+	{"candidate_version", "query", "the candidate's version, as candidate with service", false, "string"},
+	{"undecided", "query", "how an undecided decision is answered: pass (200), fail (412), or a DURATION (default 10m, at most 24h): 200 while a Flagger canary — a POST payload's namespace, name and checksum — was first seen by this gate less than DURATION ago, 412 after, and at once without one (a GET)", false, "string"},
+	{"always_200", "query", "true: answer 200 whatever the decision (read decision from the body; for an Argo Rollouts web metric)", false, "boolean"},
+	pFrom, pTo}
+
 var (
 	opAPIs = operation{id: "listAPIs", summary: "Root APIs with their docs/SPEC.md §5.2 figures",
 		description: "Every root API with traces in the range, each row the docs/SPEC.md §5.2 per-API fields (radius, amplification, suppressed retries, spurious requests prevented, misattributions, owners).",
@@ -63,22 +79,15 @@ var (
 	opWhatIf = operation{id: "whatIf", summary: "What-if: requests each service would see under a retry policy",
 		description: `Either a chain ({"chain": ["A","B","C"], "fail": ["C"]}) or a root API's learned call graph ({"api": "...", "fail": ["service operation"]}, over the range).`,
 		params:      []param{pFrom, pTo}, body: "WhatIfRequest", ok: "WhatIfAnswer", statuses: []int{413, 422}}
-	opGate = operation{id: "gate", summary: "Rollout gate: 200 pass, 412 fail (a Flagger webhook, an Argo Rollouts web metric)",
-		description: "Compares the candidate against absolute thresholds and, when given, a baseline: two windows (baseline=FROM/TO, candidate=FROM/TO, default candidate: from/to) or two service.versions of one service (service=S&baseline=V1&candidate=V2, looked for in from/to). A side with fewer than min_traces traces fails; an unknown API is a 404.",
-		params: []param{pAPI,
-			{"max_radius", "query", "the candidate's max radius must not exceed it", false, "integer"},
-			{"max_radius_increase", "query", "the candidate's max radius must not exceed the baseline's by more (needs a baseline)", false, "integer"},
-			{"max_amplification", "query", "the candidate's max amplification must not exceed it (≥ 1)", false, "number"},
-			{"min_traces", "query", "traces each side needs (default 10)", false, "integer"},
-			{"baseline", "query", "the baseline: a window FROM/TO, or a version with service", false, "string"},
-			{"candidate", "query", "the candidate: a window FROM/TO (default from/to), or a version with service", false, "string"},
-			{"service", "query", "compare baseline and candidate as service.versions of this service", false, "string"},
-			{"always_200", "query", "true: answer 200 whatever the decision (read pass from the body; for an Argo Rollouts web metric)", false, "boolean"},
-			pFrom, pTo},
-		ok: "GateDecision", statuses: []int{404, 412}}
+	opGate = operation{id: "gate", summary: "Rollout gate: pass, fail or undecided — 200 pass, 412 fail, undecided as undecided says (a Flagger webhook, an Argo Rollouts web metric)",
+		description: "Compares the candidate against absolute thresholds and, when given, a baseline: two windows (baseline=FROM/TO, candidate=FROM/TO, default candidate: from/to) or two service.versions of one service (service=S&baseline=V1&candidate=V2, looked for in from/to). " +
+			"decision is pass, fail, or undecided: a candidate whose effective sample size is below min_traces is undecided whatever its figures; a baseline below it leaves max_radius_increase undecided (docs/ANALYSIS.md, Rollout gate). " +
+			"An unknown API is a 404; a parameter not listed here is a 400 naming it.",
+		params: gateParams, ok: "GateDecision", statuses: []int{404, 412}}
 	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook or an Argo Rollouts web metric (POST, jsonBody): the parameters in the payload's metadata",
-		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters, as strings (numbers and booleans are taken too; query parameters win). A POST body carries names with spaces (every root API) that a URL built by substitution cannot. 200 pass, 412 fail; with always_200=true, 200 and pass in the body.`,
-		body:        "FlaggerWebhook", ok: "GateDecision", statuses: []int{404, 412, 413}}
+		description: `Flagger posts {"name": ..., "namespace": ..., "phase": ..., "checksum": ..., "metadata": {"api": "...", "max_radius": "2", ...}}; the metadata holds GET /api/v1/gate's parameters, as strings (numbers and booleans are taken too; query parameters win; a key not among them is a 400 naming it). ` +
+			`A POST body carries names with spaces (every root API) that a URL built by substitution cannot. 200 pass, 412 fail; undecided: by default 200 while the canary (namespace, name, checksum) was first seen by this gate less than 10 minutes ago, 412 after (undecided=pass|fail|DURATION); with always_200=true, 200 and the decision in the body.`,
+		body: "FlaggerWebhook", ok: "GateDecision", statuses: []int{404, 412, 413}}
 	opOpenAPI = operation{id: "openapi", summary: "This document", ok: "OpenAPI"}
 )
 
@@ -142,7 +151,7 @@ func (op operation) doc(auth bool) map[string]any {
 		desc := http.StatusText(st)
 		schema := "Error"
 		if st == http.StatusPreconditionFailed {
-			desc, schema = "the gate failed: reasons and the figures compared", "GateDecision"
+			desc, schema = "the gate failed, or is undecided and answered so (undecided): the decision, its reasons and the figures compared", "GateDecision"
 		}
 		resp[strconv.Itoa(st)] = map[string]any{"description": desc, "content": jsonContent(schema)}
 	}
@@ -182,8 +191,6 @@ func components() map[string]any {
 	// The documents' schemas are read off the Go types the handlers
 	// encode, so that a field added to a document is documented with it.
 	api := schemaOf(reflect.TypeFor[analysis.APIDoc](), "docs/SPEC.md §5.2 per-API figures", "api", "traces", "max_radius", "mean_radius")
-	figures := obj("one side of the gate", map[string]any{"label": str, "traces": integer, "failed_traces": integer,
-		"max_radius": integer, "mean_radius": num, "max_amplification": num})
 	incident := schemaOf(reflect.TypeFor[analysis.IncidentDoc](), "an incident (docs/SPEC.md §4.8)",
 		"id", "service", "operation", "start", "end", "open")
 	service := schemaOf(reflect.TypeFor[analysis.ServiceDoc](), "claim integrity of a service", "service", "claims")
@@ -211,15 +218,23 @@ func components() map[string]any {
 			"WhatIfRequest": obj("a what-if question", map[string]any{"chain": arr(str), "api": str, "fail": arr(str), "retries": num,
 				"budget": num, "error_rate": num, "policy": map[string]any{"type": "string", "enum": []string{"naive", "budget", "ownership"}}}, "fail"),
 			"WhatIfAnswer": obj("requests per service", map[string]any{"policy": str, "requests": map[string]any{"type": "object", "additionalProperties": num}}, "policy", "requests"),
-			"GateDecision": obj("the gate's decision", map[string]any{"pass": boolean, "reasons": arr(str), "api": str,
-				"candidate": figures, "baseline": figures, "thresholds": map[string]any{"type": "object"}}, "pass", "reasons"),
-			"OpenAPI": map[string]any{"type": "object"},
-			"FlaggerWebhook": obj("a Flagger webhook payload, or an Argo Rollouts web metric's jsonBody of the same shape", map[string]any{"name": str, "namespace": str, "phase": str,
-				"metadata": map[string]any{"type": "object", "description": "GET /api/v1/gate's parameters",
+			"GateDecision": gateDecision(),
+			"OpenAPI":      map[string]any{"type": "object"},
+			"FlaggerWebhook": obj("a Flagger webhook payload, or an Argo Rollouts web metric's jsonBody of the same shape; other top-level fields are let through", map[string]any{
+				"name": str, "namespace": str, "phase": str, "checksum": str,
+				"metadata": map[string]any{"type": "object", "description": "GET /api/v1/gate's parameters (any other key is a 400)",
 					"additionalProperties": map[string]any{"oneOf": []any{str, map[string]any{"type": "number"}, map[string]any{"type": "boolean"}}}}}),
 		},
 		"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 	}
+}
+
+// gateDecision is the gate's answer, read off gate.Decision, with its
+// decision's values.
+func gateDecision() map[string]any {
+	d := schemaOf(reflect.TypeFor[gate.Decision](), "the gate's decision: pass, fail or undecided (too little evidence), with the figures compared", "decision", "pass", "reasons", "api", "candidate")
+	d["properties"].(map[string]any)["decision"] = map[string]any{"type": "string", "enum": []string{gate.Pass, gate.Fail, gate.Undecided}}
+	return d
 }
 
 // schemaOf is the JSON schema of a document type as encoding/json writes

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -193,15 +194,52 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 			"/api/v1/incidents" + q("from", at(0), "to", at(30)): "IncidentList",
 			"/api/v1/incidents/" + list.Incidents[0].ID:          "Incident",
 			"/api/v1/services" + q("from", at(0), "to", at(30)):  "Services",
+			"/api/v1/gate" + q("api", fixture.API, "from", at(0), "to", at(30), "service", "route", "baseline", "1.0", "candidate", "2.0",
+				"max_radius_increase", "0", "always_200", "true"): "GateDecision",
 		} {
 			var answer any
 			getJSON(t, srv, path, 200, &answer)
 			checked += undocumented(t, path, answer, doc.Components.Schemas[schema], doc.Components.Schemas)
 		}
 		// Objects with fields: the API rows, their owners, incidents and
-		// their services, claims.
+		// their services, claims, the gate's sides.
 		if checked < 50 {
 			t.Fatalf("checked %d fields: the answers are not the fixture's", checked)
+		}
+	})
+}
+
+// The gate's documented parameters are the ones it takes (a parameter it
+// does not know is a 400), and its decision's values are listed.
+func TestOpenAPIGate(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		srv := serve(t, st, web.Config{})
+		var doc struct {
+			Paths map[string]map[string]struct {
+				Parameters []struct{ Name string }
+			}
+			Components struct {
+				Schemas map[string]struct {
+					Required   []string
+					Properties map[string]struct {
+						Enum []string
+					}
+				}
+			}
+		}
+		getJSON(t, srv, "/api/v1/openapi.json", 200, &doc)
+		var names []string
+		for _, p := range doc.Paths["/api/v1/gate"]["get"].Parameters {
+			names = append(names, p.Name)
+		}
+		slices.Sort(names)
+		want := slices.Sorted(slices.Values(query.GateParams))
+		if !slices.Equal(names, want) {
+			t.Errorf("GET /api/v1/gate documents %v, takes %v", names, want)
+		}
+		d := doc.Components.Schemas["GateDecision"]
+		if e := d.Properties["decision"].Enum; !slices.Equal(e, []string{"pass", "fail", "undecided"}) || !slices.Contains(d.Required, "decision") {
+			t.Errorf("GateDecision: decision %v, required %v", e, d.Required)
 		}
 	})
 }

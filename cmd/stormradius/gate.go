@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 
 // runGate asks the gate — a running server's (--url) or a store's
 // directly (--data, --store) — and exits 0 on pass, 1 on fail, 2 when it
-// could not decide (a bad flag, an unknown API, an unreachable server).
+// could not decide: the decision is undecided (too little evidence), or
+// there is none (a bad flag, an unknown API, an unreachable server).
 func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("gate", stderr)
 	srvURL := fs.String("url", "", "stormradius server to ask (http://host:8080); or --data / --store")
@@ -31,7 +33,7 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	maxRadius := fs.String("max-radius", "", "fail when the candidate's max radius exceeds N")
 	maxInc := fs.String("max-radius-increase", "", "fail when the candidate's max radius exceeds the baseline's by more than N")
 	maxAmp := fs.String("max-amplification", "", "fail when the candidate's max amplification exceeds X")
-	minTraces := fs.String("min-traces", "", fmt.Sprintf("traces each side needs (default %d)", gate.DefaultMinTraces))
+	minTraces := fs.String("min-traces", "", fmt.Sprintf("effective sample size each side needs to be judged; less is undecided (default %d)", gate.DefaultMinTraces))
 	from := fs.String("from", "", "start of the candidate's window (default: an hour ago); with versions, where they are looked for")
 	to := fs.String("to", "", "end of that window (default: now)")
 	baseline := fs.String("baseline", "", "baseline window FROM/TO (e.g. now-2h/now-1h)")
@@ -46,7 +48,8 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "         [--max-radius N] [--max-radius-increase N] [--max-amplification X] [--min-traces N]")
 		fmt.Fprintln(stderr, "         [--from T] [--to T] [--baseline FROM/TO] [--candidate FROM/TO]")
 		fmt.Fprintln(stderr, "         [--service S --baseline-version V --candidate-version W]")
-		fmt.Fprintln(stderr, "\nDecides whether a rollout may proceed on its retry storm radius: exit 0 pass, 1 fail, 2 error.")
+		fmt.Fprintln(stderr, "\nDecides whether a rollout may proceed on its retry storm radius: exit 0 pass, 1 fail,")
+		fmt.Fprintln(stderr, "2 undecided (too little evidence: a side below --min-traces) or no decision (an error).")
 		fmt.Fprintln(stderr, "Times are RFC 3339, unix seconds or now±DURATION, within "+timerange.RangeText+".")
 		fs.PrintDefaults()
 	}
@@ -103,10 +106,13 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	} else {
 		printDecision(stdout, d)
 	}
-	if !d.Pass {
+	switch d.Decision {
+	case gate.Pass:
+		return exitOK
+	case gate.Fail:
 		return exitFail
 	}
-	return exitOK
+	return exitUsage
 }
 
 // flagNames turns the REST parameter names of an error into the flags'.
@@ -156,8 +162,16 @@ func askServer(ctx context.Context, base, token string, v url.Values, timeout ti
 		if err := json.Unmarshal(body, &d); err != nil {
 			return nil, fmt.Errorf("%s answered %s with an unreadable decision: %v", u.Host, resp.Status, err)
 		}
-		if d.Pass != (resp.StatusCode == http.StatusOK) {
-			return nil, fmt.Errorf("%s answered %s with pass=%v", u.Host, resp.Status, d.Pass)
+		if d.Decision == "" && d.Pass {
+			d.Decision = gate.Pass // a server from before undecided: it said pass or not
+		} else if d.Decision == "" {
+			d.Decision = gate.Fail
+		}
+		// Asked without undecided or always_200, the server answers 200 to
+		// a pass only.
+		if d.Pass != (d.Decision == gate.Pass) || (d.Decision == gate.Pass) != (resp.StatusCode == http.StatusOK) ||
+			!slices.Contains([]string{gate.Pass, gate.Fail, gate.Undecided}, d.Decision) {
+			return nil, fmt.Errorf("%s answered %s with decision %q, pass=%v", u.Host, resp.Status, d.Decision, d.Pass)
 		}
 		return &d, nil
 	}
@@ -169,14 +183,14 @@ func askServer(ctx context.Context, base, token string, v url.Values, timeout ti
 }
 
 func printDecision(w io.Writer, d *gate.Decision) {
-	verdict := "PASS"
-	if !d.Pass {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(w, "%s  %s\n", verdict, d.API)
+	fmt.Fprintf(w, "%s  %s\n", strings.ToUpper(d.Decision), d.API)
 	side := func(f *gate.Figures) {
-		fmt.Fprintf(w, "  %-40s traces %d, failed %d, max radius %d, mean radius %.2f, max amplification %.3g\n",
-			f.Label, f.Traces, f.FailedTraces, f.MaxRadius, f.MeanRadius, f.MaxAmplification)
+		evidence := ""
+		if f.TracesReceived != f.Traces || f.EffectiveSampleSize != float64(f.TracesReceived) {
+			evidence = fmt.Sprintf(" (%d received, effective sample size %.1f)", f.TracesReceived, f.EffectiveSampleSize)
+		}
+		fmt.Fprintf(w, "  %-40s traces %d%s, failed %d, max radius %d, mean radius %.2f, max amplification %.3g\n",
+			f.Label, f.Traces, evidence, f.FailedTraces, f.MaxRadius, f.MeanRadius, f.MaxAmplification)
 	}
 	side(&d.Candidate)
 	if d.Baseline != nil {

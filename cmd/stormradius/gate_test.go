@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,7 +19,8 @@ import (
 )
 
 // stormradius gate asks a server (--url) or a store (--data) and exits 0
-// on pass, 1 on fail, 2 when it cannot decide.
+// on pass, 1 on fail, 2 when it cannot decide: undecided (too little
+// evidence), or no decision at all.
 func TestGateCommand(t *testing.T) {
 	dir, st := rolloutStore(t)
 	srv := httptest.NewServer(web.Handler(query.New(st), web.Config{Tokens: []string{"tok"}}))
@@ -35,7 +38,16 @@ func TestGateCommand(t *testing.T) {
 		{"windows", []string{"--api", fixture.API, "--baseline", at(0) + "/" + at(10), "--candidate", at(10) + "/" + at(20), "--max-radius-increase", "0"}, 1,
 			"max radius 2 is 1 above"},
 		{"absolute", []string{"--api", fixture.API, "--from", at(20), "--to", at(30), "--max-radius", "1"}, 0, "PASS"},
-		{"too few traces", []string{"--api", fixture.API, "--from", at(20), "--to", at(30), "--max-radius", "1", "--min-traces", "1000"}, 1, "fewer than the 1000"},
+		// 600 traces from 10:20 to 10:30: undecided, not failed.
+		{"too few traces", []string{"--api", fixture.API, "--from", at(20), "--to", at(30), "--max-radius", "1", "--min-traces", "1000"}, 2,
+			"UNDECIDED  front GET /dispatch\n  candidate 2026-03-02T10:20:00Z–2026-03-02T10:30:00Z traces 600, failed "},
+		{"too few traces: why", []string{"--api", fixture.API, "--from", at(20), "--to", at(30), "--max-radius", "1", "--min-traces", "1000"}, 2,
+			", max radius 1, mean radius 1.00, max amplification 2\n" +
+				"  - candidate 2026-03-02T10:20:00Z–2026-03-02T10:30:00Z: effective sample size 600 below min_traces 1000 (600 traces received)\n"},
+		{"too few traces, whatever they show", []string{"--api", fixture.API, "--from", at(10), "--to", at(20), "--max-radius", "1", "--min-traces", "601"}, 2,
+			"not judged on that evidence: candidate 2026-03-02T10:10:00Z–2026-03-02T10:20:00Z: max radius 2 exceeds 1"},
+		{"a canary without traces", append(versions[:10:10], "--candidate-version", "9.9", "--max-radius-increase", "0"), 2,
+			"candidate route 9.9: effective sample size 0 below min_traces 10 (0 traces received)"},
 		{"no threshold", []string{"--api", fixture.API}, 2, "give --max-radius"},
 		{"bad number", []string{"--api", fixture.API, "--max-radius", "two"}, 2, "--max-radius"},
 		{"unknown api", []string{"--api", "nope GET /", "--from", at(0), "--to", at(30), "--max-radius", "1"}, 2, "no traces"},
@@ -66,10 +78,52 @@ func TestGateCommand(t *testing.T) {
 		}
 	}
 	// --format json prints the decision.
-	code, out, _ := runCmd(t, "gate", "--data", dir, "--format", "json", "--api", fixture.API, "--from", at(10), "--to", at(20), "--max-amplification", "5")
-	var d gate.Decision
-	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 1 || d.Pass || d.Candidate.MaxAmplification != 6 {
-		t.Errorf("json: exit %d %s", code, out)
+	for _, c := range []struct {
+		args     []string
+		code     int
+		decision string
+	}{
+		{[]string{"--from", at(10), "--to", at(20), "--max-amplification", "5"}, 1, "fail"},
+		{[]string{"--from", at(10), "--to", at(20), "--max-amplification", "6"}, 0, "pass"},
+		{[]string{"--from", at(10), "--to", at(20), "--max-amplification", "5", "--min-traces", "601"}, 2, "undecided"},
+	} {
+		code, out, _ := runCmd(t, append([]string{"gate", "--data", dir, "--format", "json", "--api", fixture.API}, c.args...)...)
+		var d struct {
+			Decision  string
+			Pass      *bool
+			Candidate gate.Figures
+		}
+		if err := json.Unmarshal([]byte(out), &d); err != nil || code != c.code || d.Decision != c.decision || d.Pass == nil || *d.Pass != (c.decision == "pass") ||
+			d.Candidate.MaxAmplification != 6 || d.Candidate.TracesReceived != 600 || d.Candidate.EffectiveSampleSize != 600 {
+			t.Errorf("json %v: exit %d %s, want %d and %s", c.args, code, out, c.code, c.decision)
+		}
+	}
+	// A server's answer is checked: 200 is a pass, 412 a fail or
+	// undecided; a server from before undecided said pass or not.
+	for _, c := range []struct {
+		status int
+		body   string
+		code   int
+		out    string
+	}{
+		{200, `{"decision":"pass","pass":true,"reasons":[],"api":"a"}`, 0, "PASS  a"},
+		{412, `{"decision":"undecided","pass":false,"reasons":["too little"],"api":"a"}`, 2, "UNDECIDED  a"},
+		{412, `{"decision":"fail","pass":false,"reasons":["wide"],"api":"a"}`, 1, "FAIL  a"},
+		{412, `{"pass":false,"reasons":["wide"],"api":"a"}`, 1, "FAIL  a"},
+		{200, `{"pass":true,"reasons":[],"api":"a"}`, 0, "PASS  a"},
+		{200, `{"decision":"undecided","pass":false,"reasons":[],"api":"a"}`, 2, `answered 200 OK with decision "undecided", pass=false`},
+		{412, `{"decision":"pass","pass":true,"reasons":[],"api":"a"}`, 2, `answered 412 Precondition Failed with decision "pass"`},
+		{412, `{"decision":"maybe","pass":false,"reasons":[],"api":"a"}`, 2, `decision "maybe"`},
+	} {
+		fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(c.status)
+			io.WriteString(w, c.body)
+		}))
+		code, out, errOut := runCmd(t, "gate", "--url", fake.URL, "--api", "a", "--max-radius", "1")
+		fake.Close()
+		if code != c.code || !strings.Contains(out+errOut, c.out) {
+			t.Errorf("%d %s: exit %d %s%s, want %d with %q", c.status, c.body, code, out, errOut, c.code, c.out)
+		}
 	}
 	// Neither or both sources: usage errors.
 	if code, _, _ := runCmd(t, "gate", "--api", fixture.API, "--max-radius", "1"); code != 2 {

@@ -19,8 +19,8 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // bad input, or a gate that did not pass
-	exitUsage = 2 // bad command line, or an error that prevented an answer
+	exitFail  = 1 // bad input, or a gate that failed
+	exitUsage = 2 // bad command line, an error that prevented an answer, or an undecided gate
 )
 
 type command struct {
@@ -34,7 +34,7 @@ var commands = []command{
 	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
 	{"serve", "receive OTLP (gRPC, HTTP, Kafka), store, analyse continuously, serve the results", runServe},
 	{"report", "print the storm radius report of stored traces (from rollups)", runReport},
-	{"gate", "decide whether a rollout may proceed on its storm radius (exit 0 pass, 1 fail, 2 error)", runGate},
+	{"gate", "decide whether a rollout may proceed on its storm radius (exit 0 pass, 1 fail, 2 undecided or error)", runGate},
 	{"migrate", "apply (or, with --dry-run, print) the store's schema migrations", runMigrate},
 	{"healthcheck", "ask a running service's /healthz or /readyz (exit 0 when it answers 2xx): the image's probe", runHealthcheck},
 }

@@ -130,10 +130,7 @@ func writeGate(w io.Writer, title string, d *gate.Decision) {
 	if d == nil {
 		return
 	}
-	verdict := "PASS"
-	if !d.Pass {
-		verdict = "FAIL"
-	}
+	verdict := strings.ToUpper(d.Decision) // PASS, FAIL or UNDECIDED
 	base := ""
 	if d.Baseline != nil {
 		base = " vs " + d.Baseline.Label

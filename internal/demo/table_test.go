@@ -23,8 +23,8 @@ func sampleResult() *Result {
 	return &Result{
 		Before:   Phase{Policy: Naive, Report: doc(8, 7.5, 0), Load: map[string]float64{DeepAPI: 50}},
 		After:    Phase{Policy: Ownership, Report: doc(1, 1, 2100), Load: map[string]float64{DeepAPI: 1.25}},
-		Gate:     &gate.Decision{Pass: true, API: DeepAPI, Thresholds: th, Candidate: gate.Figures{Label: "frontend " + Ownership.Version}},
-		GateBack: &gate.Decision{Pass: false, Reasons: []string{"max radius 8 exceeds 3"}, API: DeepAPI, Thresholds: th},
+		Gate:     &gate.Decision{Decision: gate.Pass, Pass: true, API: DeepAPI, Thresholds: th, Candidate: gate.Figures{Label: "frontend " + Ownership.Version}},
+		GateBack: &gate.Decision{Decision: gate.Fail, Pass: false, Reasons: []string{"max radius 8 exceeds 3"}, API: DeepAPI, Thresholds: th},
 	}
 }
 
