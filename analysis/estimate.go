@@ -107,8 +107,12 @@ func wilson(p, n float64) (float64, float64) {
 	return max(0, center-half), min(1, center+half)
 }
 
-// kish returns Kish's effective sample size of units whose weights sum
-// to sum, with Σ W(W−1) = c: (ΣW)² / ΣW².
+// EffectiveSampleSize returns Kish's effective sample size of units
+// whose weights sum to sum, with Σ W(W−1) = c: (ΣW)² / ΣW² — the units
+// themselves when unweighted (c = 0).
+func EffectiveSampleSize(sum, c int64) float64 { return kish(sum, c) }
+
+// kish is EffectiveSampleSize.
 func kish(sum, c int64) float64 {
 	if sum <= 0 {
 		return 0

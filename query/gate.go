@@ -106,7 +106,7 @@ func (s *Service) windowFigures(ctx context.Context, api string, q store.Query, 
 	f := Figures{Label: label + " " + rangeText(q)}
 	if a := rep.APIs[api]; a != nil {
 		f.Traces, f.FailedTraces = a.Traces, a.Failed
-		f.TracesReceived, f.EffectiveSampleSize = evidence(a.Traces)
+		f.TracesReceived, f.EffectiveSampleSize = evidence(a.Traces, a.Excess, a.Var)
 		f.MaxRadius, f.MaxAmplification = a.MaxRadius(), a.MaxAmplification()
 		if a.Failed > 0 {
 			f.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
@@ -122,7 +122,7 @@ func versionFigures(rep *analysis.Report, api, service, version string) Figures 
 		return f
 	}
 	f.Traces, f.FailedTraces = v.Traces, v.Failed
-	f.TracesReceived, f.EffectiveSampleSize = evidence(v.Traces)
+	f.TracesReceived, f.EffectiveSampleSize = evidence(v.Traces, v.Excess, v.Var)
 	f.MaxRadius, f.MaxAmplification = analysis.MaxOf(v.Radius), analysis.MaxOf(v.Amplification)
 	if v.Failed > 0 {
 		f.MeanRadius = float64(v.RadiusSum) / float64(v.Failed)
@@ -130,13 +130,12 @@ func versionFigures(rep *analysis.Report, api, service, version string) Figures 
 	return f
 }
 
-// evidence is a side's traces received and effective sample size. Every
-// trace is still received and counts once, so both are its traces; with
-// sampled traces they will be read from the rollups (Traces becoming the
-// estimate of the traffic), and gate.Decide already compares the
-// effective sample size.
-func evidence(traces int64) (received int64, ess float64) {
-	return traces, float64(traces)
+// evidence is a side's traces received and effective sample size, from
+// its estimated traces, what weighting added and Σ W(W−1) (docs/SPEC.md
+// §4.9): what gate.Decide weighs against min_traces. Unsampled, both are
+// the traces.
+func evidence(traces, excess, varSum int64) (received int64, ess float64) {
+	return traces - excess, analysis.EffectiveSampleSize(traces, varSum)
 }
 
 func rangeText(q store.Query) string {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/query"
@@ -125,5 +127,52 @@ stormradius_tail_sampling_suspected 0
 			}
 		}
 		_ = context.Background
+	})
+}
+
+// The rollout gate judges sampled traffic on its estimates and weighs
+// its evidence by the effective sample size (docs/SPEC.md §4.9): a
+// minute of the sampled rollout whose estimated traces are plenty but
+// whose effective sample size is below min_traces is undecided; with
+// min_traces at or below it, decided. Received, estimated and the
+// effective sample size are counted by hand from the spans.
+func TestGateSampled(t *testing.T) {
+	traces, _, _ := sampledRollout(t)
+	lo, hi := fixture.Start.Add(29*time.Minute).UnixNano(), fixture.Start.Add(30*time.Minute).UnixNano()
+	var n, sum, sum2 int64
+	for _, tr := range traces {
+		start := tr[0].Start
+		for _, sp := range tr {
+			start = min(start, sp.Start)
+		}
+		if start < lo || start >= hi {
+			continue
+		}
+		w := int64(1)
+		if tr[0].Sampling == graph.SamplingRecorded {
+			w = int64(tr[0].AdjustedCount)
+		}
+		n, sum, sum2 = n+1, sum+w, sum2+w*w
+	}
+	ess := float64(sum) * float64(sum) / float64(sum2)
+	if n == 0 || float64(sum) < ess+10 {
+		t.Fatalf("minute 29: %d traces received, %d estimated, effective size %v: not a case where the two disagree", n, sum, ess)
+	}
+	storesWith(t, traces, func(t *testing.T, st store.Store) {
+		srv := serve(t, st, web.Config{})
+		for _, c := range []struct {
+			minTraces int64
+			decision  string
+		}{{int64(ess) + 1, "undecided"}, {int64(ess), "pass"}} {
+			code, b := get(t, srv, "/api/v1/gate"+q("api", fixture.API, "from", at(29), "to", at(30), "max_radius", "5", "min_traces", itoa(c.minTraces)), "")
+			var d gate.Decision
+			if err := json.Unmarshal(b, &d); err != nil {
+				t.Fatalf("%d %s", code, b)
+			}
+			if d.Decision != c.decision || d.Candidate.Traces != sum || d.Candidate.TracesReceived != n ||
+				math.Abs(d.Candidate.EffectiveSampleSize-ess) > 1e-9 {
+				t.Errorf("min_traces %d: %d %s; want %s on %d traces estimated from %d, effective size %v", c.minTraces, code, b, c.decision, sum, n, ess)
+			}
+		}
 	})
 }
