@@ -40,6 +40,8 @@ type packedSpan struct {
 	Claim                                   Claim
 	FailOpen                                Tri
 	Failed, HasResend, Criteria, Suppressed bool
+	Sampling                                Sampling
+	AdjustedCount                           float64
 }
 
 func (g *Grouper) pack(s *Span) packedSpan {
@@ -50,6 +52,7 @@ func (g *Grouper) pack(s *Span) packedSpan {
 		operation: g.names.of(s.Operation), peer: g.names.of(s.Peer),
 		Resend: s.Resend, StatusCode: s.StatusCode, Kind: s.Kind, Claim: s.Claim, FailOpen: s.FailOpen,
 		Failed: s.Failed, HasResend: s.HasResend, Criteria: s.CriteriaSatisfied, Suppressed: s.Suppressed,
+		Sampling: s.Sampling, AdjustedCount: s.AdjustedCount,
 	}
 }
 
@@ -193,6 +196,7 @@ func (g *Grouped) unpack(p *packedSpan, s *Span) {
 		Start: p.Start, End: p.End, Failed: p.Failed, Claim: p.Claim,
 		HasResend: p.HasResend, Resend: p.Resend, CriteriaSatisfied: p.Criteria, Suppressed: p.Suppressed,
 		FailOpen: p.FailOpen, Target: p.Target, StatusCode: p.StatusCode,
+		Sampling: p.Sampling, AdjustedCount: p.AdjustedCount,
 	}
 }
 

@@ -127,3 +127,20 @@ func TestSpanCodecSampling(t *testing.T) {
 		t.Fatal("truncated list decoded")
 	}
 }
+
+// Grouping spans by trace keeps their sampling.
+func TestGroupKeepsSampling(t *testing.T) {
+	b := chain(5, []Opt{Sampled(graph.SamplingRecorded, 9.5)}, []Opt{Sampled(graph.SamplingConfigured, 4)}, []Opt{Sampled(graph.SamplingInvalid, 1)})
+	got := graph.GroupTraces(b.Spans)
+	if len(got) != 1 || len(got[0]) != len(b.Spans) {
+		t.Fatalf("%d traces", len(got))
+	}
+	for i := range got[0] {
+		if g, w := got[0][i], b.Spans[i]; g.Sampling != w.Sampling || g.AdjustedCount != w.AdjustedCount {
+			t.Errorf("span %d: %v %v, want %v %v", i, g.Sampling, g.AdjustedCount, w.Sampling, w.AdjustedCount)
+		}
+	}
+	if tr := assemble(got[0]); tr.W() != 10 && tr.W() != 9 {
+		t.Errorf("weight %d of an adjusted count of 9.5", tr.W())
+	}
+}
