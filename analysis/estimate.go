@@ -63,13 +63,16 @@ type SamplingDoc struct {
 }
 
 // ratio returns the estimate num/den and its interval, from the sums
-// Σc·y² (cyy), Σc·x·y (cxy) and Σc·x² (cxx). A proportion (0 ≤ y ≤ x)
-// gets a Wilson score interval on the effective number of units its
-// variance implies; any other ratio a normal one, kept within
-// [lo, hi]. fallbackN is the effective size used when the variance is
-// zero although the figure is sampled (a rate of exactly 0 or 1 in the
-// sample): Kish's, of the denominator's traces.
-func ratio(num, den, cyy, cxy, cxx int64, sampled, proportion bool, fallbackN, lo, hi float64) Interval {
+// Σc·y² (cyy), Σc·x·y (cxy) and Σc·x² (cxx). The ratio is of a quantity
+// bounded by upper per unit of the denominator (1 for a proportion; the
+// largest radius a storm could have for the mean radius): it gets a
+// Wilson score interval on the effective number of units its variance
+// implies, R(1−R)/v with R and v scaled to [0, 1], which stays within the
+// bounds and does not collapse where the sample shows no variation
+// (every sampled trace failed, or all had the same radius): there,
+// fallbackN — the Kish size of the denominator's traces — stands for
+// the number of units.
+func ratio(num, den, cyy, cxy, cxx int64, sampled bool, upper, fallbackN float64) Interval {
 	if den <= 0 {
 		return Interval{}
 	}
@@ -82,16 +85,14 @@ func ratio(num, den, cyy, cxy, cxx int64, sampled, proportion bool, fallbackN, l
 	if !(v > 0) || math.IsInf(v, 0) {
 		v = 0
 	}
-	if !proportion {
-		h := z * math.Sqrt(v)
-		return Interval{Estimate: r, Low: max(lo, r-h), High: min(hi, r+h)}
-	}
+	upper = max(upper, r, 1e-300)
+	u, vu := r/upper, v/(upper*upper)
 	n := fallbackN
-	if v > 0 && r > 0 && r < 1 {
-		n = r * (1 - r) / v
+	if vu > 0 && u > 0 && u < 1 {
+		n = u * (1 - u) / vu
 	}
-	l, h := wilson(r, n)
-	return Interval{Estimate: r, Low: l, High: h}
+	l, h := wilson(u, n)
+	return Interval{Estimate: r, Low: l * upper, High: h * upper}
 }
 
 // wilson returns the Wilson score interval of a proportion p observed on
@@ -121,8 +122,10 @@ func kish(sum, c int64) float64 {
 	return s * s / (s + float64(c))
 }
 
-// Sampling returns how sure the API's figures are (docs/SPEC.md §4.9).
-func (a *APIAgg) Sampling() SamplingDoc {
+// Sampling returns how sure the API's figures are (docs/SPEC.md §4.9);
+// maxRadius bounds the radius a storm of the API could have (its
+// potential radius without ownership, at least its max radius).
+func (a *APIAgg) Sampling(maxRadius int) SamplingDoc {
 	sampled := a.Var != 0 || a.Excess != 0
 	d := SamplingDoc{
 		Estimated:           sampled,
@@ -133,14 +136,15 @@ func (a *APIAgg) Sampling() SamplingDoc {
 	}
 	d.suspect(a.TailCounts())
 	n := d.EffectiveSampleSize
-	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, sampled, true, n, 0, 1)
-	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, sampled, true, n, 0, 1)
+	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, sampled, 1, n)
+	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, sampled, 1, n)
 	if a.Failed > 0 {
-		m := ratio(a.RadiusSum, a.Failed, a.VarRadius2, a.VarRadius, a.VarFailed, sampled, false, 0, 0, float64(a.MaxRadius()))
+		m := ratio(a.RadiusSum, a.Failed, a.VarRadius2, a.VarRadius, a.VarFailed, sampled,
+			float64(max(maxRadius, a.MaxRadius(), 1)), kish(a.Failed, a.VarFailed))
 		d.MeanRadius = &m
 	}
 	if a.Eligible > 0 {
-		m := ratio(a.Misattributed, a.Eligible, a.VarMis2, a.VarMisElig, a.VarElig2, sampled, true, kish(a.Eligible, a.VarElig2), 0, 1)
+		m := ratio(a.Misattributed, a.Eligible, a.VarMis2, a.VarMisElig, a.VarElig2, sampled, 1, kish(a.Eligible, a.VarElig2))
 		d.MisattributionRate = &m
 	}
 	return d
@@ -183,8 +187,8 @@ func (r *Report) FleetSampling() FleetSamplingDoc {
 		all.VarRoot += a.VarRoot
 	}
 	n := kish(all.Traces, all.Var)
-	d.FailedTraceRate = ratio(all.Failed, all.Traces, all.VarFailed, all.VarFailed, all.Var, sampled, true, n, 0, 1)
-	d.RootErrorRate = ratio(all.RootErrors, all.Traces, all.VarRoot, all.VarRoot, all.Var, sampled, true, n, 0, 1)
+	d.FailedTraceRate = ratio(all.Failed, all.Traces, all.VarFailed, all.VarFailed, all.Var, sampled, 1, n)
+	d.RootErrorRate = ratio(all.RootErrors, all.Traces, all.VarRoot, all.VarRoot, all.Var, sampled, 1, n)
 	d.suspect(tail)
 	if r.SamplingConflicts > 0 {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("%d trace(s) whose spans recorded different sampling probabilities: the root span's counted", r.SamplingConflicts))

@@ -631,7 +631,7 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 			MisattributedErrors: a.Misattributed, NaiveMisattributedErrors: a.Naive,
 			MisattributionRate:      attribution.MisattributionRate(a.Misattributed, a.Eligible),
 			NaiveMisattributionRate: attribution.MisattributionRate(a.Naive, a.Eligible),
-			FailureEvents:           a.Events, Owners: []OwnerDoc{}, Sampling: a.Sampling(),
+			FailureEvents:           a.Events, Owners: []OwnerDoc{},
 		}
 		if a.Failed > 0 {
 			ad.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
@@ -648,6 +648,8 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 		p := potential[name]
 		ad.PotentialRadius = max(p.With, maxRadius)
 		ad.PotentialWithout = max(p.Without, maxRadius)
+		// The mean radius is bounded by the largest a storm could reach.
+		ad.Sampling = a.Sampling(ad.PotentialWithout)
 		potSum += int64(ad.PotentialRadius)
 		pot0Sum += int64(ad.PotentialWithout)
 		d.Fleet.MaxPotentialRadius = max(d.Fleet.MaxPotentialRadius, ad.PotentialRadius)
