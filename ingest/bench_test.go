@@ -220,17 +220,7 @@ var (
 // digits of precision).
 func sampledCorpus(b *testing.B) (ptrace.Traces, []byte, []byte, int) {
 	sampledOnce.Do(func() {
-		sampledTD = benchTraces(333)
-		rss := sampledTD.ResourceSpans()
-		for i := range rss.Len() {
-			sss := rss.At(i).ScopeSpans()
-			for j := range sss.Len() {
-				spans := sss.At(j).Spans()
-				for k := range spans.Len() {
-					spans.At(k).TraceState().FromRaw("ot=th:e666")
-				}
-			}
-		}
+		sampledTD = withTraceState(benchTraces(333), "ot=th:e666")
 		var err error
 		if sampledProto, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(sampledTD); err != nil {
 			panic(err)
@@ -240,6 +230,21 @@ func sampledCorpus(b *testing.B) (ptrace.Traces, []byte, []byte, int) {
 		}
 	})
 	return sampledTD, sampledProto, sampledJSON, sampledTD.SpanCount()
+}
+
+// withTraceState sets the tracestate of every span of td to ts.
+func withTraceState(td ptrace.Traces, ts string) ptrace.Traces {
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				spans.At(k).TraceState().FromRaw(ts)
+			}
+		}
+	}
+	return td
 }
 
 func reportSpans(b *testing.B, spans int) {

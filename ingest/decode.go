@@ -89,6 +89,10 @@ type Decoder struct {
 	inputCount   float64
 	serviceCount map[string]float64
 	res          resSampling
+	// The last tracestate read (Decoder.traceState), and what it says.
+	tsLast          []byte
+	tsAdjusted      float64
+	tsPresent, tsOK bool
 
 	// ReadFile scratch.
 	spans []graph.Span
@@ -150,6 +154,7 @@ func (d *Decoder) init(cfg DecoderConfig) {
 			d.countSlot, d.countDyn = sAdjCount, d.countKey
 		}
 	}
+	d.tsLast = make([]byte, 0, maxMemoTraceState)
 	d.inputCount = countOfProbability(cfg.Probability)
 	for svc, p := range cfg.ServiceProbability {
 		if n := countOfProbability(p); n > 0 {

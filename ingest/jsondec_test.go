@@ -461,7 +461,9 @@ func TestJSONWarmDecoder(t *testing.T) {
 func TestJSONNoAllocs(t *testing.T) {
 	sims, _ := simRequests(t)
 	escaped := bytes.ReplaceAll(jsonOf(t, benchTraces(20)), []byte(`"GET"`), []byte(`"G\u0045T"`))
-	for _, req := range [][]byte{jsonOf(t, benchTraces(50)), jsonOfProto(t, sims[0]), jsonOfProto(t, sims[len(sims)-1]), escaped} {
+	sampled := jsonOf(t, withTraceState(benchTraces(50), "congo=t61rcWkgMzE,ot=rv:abcdef01234567;th:e666"))
+	escapedTS := bytes.ReplaceAll(sampled, []byte(`th:e666`), []byte(`th:\u0065666`))
+	for _, req := range [][]byte{jsonOf(t, benchTraces(50)), jsonOfProto(t, sims[0]), jsonOfProto(t, sims[len(sims)-1]), escaped, sampled, escapedTS} {
 		d := NewDecoder(DecoderConfig{})
 		dst, err := d.decodeJSON(nil, req) // warm the intern table
 		if err != nil {

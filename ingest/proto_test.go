@@ -776,7 +776,8 @@ func warmDecoder(t *testing.T, reqs [][]byte, decode func(*Decoder, []graph.Span
 func TestProtoNoAllocs(t *testing.T) {
 	b := protoOf(t, benchTraces(50))
 	sims, _ := simRequests(t)
-	for _, req := range [][]byte{b, sims[0], sims[len(sims)-1]} {
+	sampled := protoOf(t, withTraceState(benchTraces(50), "congo=t61rcWkgMzE,ot=rv:abcdef01234567;th:e666"))
+	for _, req := range [][]byte{b, sims[0], sims[len(sims)-1], sampled} {
 		d := NewDecoder(DecoderConfig{})
 		dst, err := d.appendProto(nil, req) // warm the intern table
 		if err != nil {

@@ -164,6 +164,12 @@ const (
 // KiB: a longer one ends the search (unusable when it starts with ot=,
 // else absent). It allocates nothing.
 func ParseTraceStateThreshold(ts string) (adjusted float64, present, ok bool) {
+	// What SDKs write: ot=th:T alone.
+	if len(ts) > 6 && len(ts) <= 6+thresholdDigits && ts[:6] == "ot=th:" {
+		if t, isHex := threshold(ts[6:]); isHex {
+			return t, true, true
+		}
+	}
 	v, found, overlong := otMember(ts)
 	if !found {
 		return 0, false, false
@@ -245,6 +251,13 @@ func otThreshold(v string) (adjusted float64, present, ok bool) {
 	if th == "" || len(th) > thresholdDigits {
 		return 0, true, false
 	}
+	adjusted, ok = threshold(th)
+	return adjusted, true, ok
+}
+
+// threshold returns the adjusted count of the th value th, 1 to 14 hex
+// digits (len(th) is checked by the caller), and whether it is hex.
+func threshold(th string) (float64, bool) {
 	var t uint64
 	for i := 0; i < len(th); i++ {
 		c := th[i]
@@ -257,13 +270,31 @@ func otThreshold(v string) (adjusted float64, present, ok bool) {
 		case 'A' <= c && c <= 'F':
 			x = c - 'A' + 10
 		default:
-			return 0, true, false
+			return 0, false
 		}
 		t = t<<4 | uint64(x)
 	}
 	t <<= 4 * (thresholdDigits - len(th))
 	const max = 1 << 56
-	return float64(max) / float64(max-t), true, true
+	return float64(max) / float64(max-t), true
+}
+
+// maxMemoTraceState bounds the tracestates Decoder.traceState remembers.
+const maxMemoTraceState = 256
+
+// traceState is ParseTraceStateThreshold with a memory of the last
+// tracestate read (up to maxMemoTraceState bytes): the spans of a request
+// mostly carry the same one.
+func (d *Decoder) traceState(ts string) (adjusted float64, present, ok bool) {
+	if ts == bytesView(d.tsLast) {
+		return d.tsAdjusted, d.tsPresent, d.tsOK
+	}
+	adjusted, present, ok = ParseTraceStateThreshold(ts)
+	if len(ts) <= maxMemoTraceState {
+		d.tsLast = append(d.tsLast[:0], ts...)
+		d.tsAdjusted, d.tsPresent, d.tsOK = adjusted, present, ok
+	}
+	return adjusted, present, ok
 }
 
 // otKey reports whether k is an OpenTelemetry tracestate key: a lowercase
@@ -419,7 +450,7 @@ func (d *Decoder) spanSampling(out *graph.Span, a *attrSet, ts string) {
 		}
 	}
 	if ts != "" {
-		if n, present, ok := ParseTraceStateThreshold(ts); present {
+		if n, present, ok := d.traceState(ts); present {
 			setAdjusted(out, n, ok)
 			out.Sampling |= samplingWeak
 			return

@@ -560,3 +560,23 @@ func TestParseDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceStateMemo: the decoder's memory of the last tracestate gives
+// what ParseTraceStateThreshold gives, whatever the order, however long
+// the tracestates, and however the bytes a tracestate was read from
+// change afterwards.
+func TestTraceStateMemo(t *testing.T) {
+	d := NewDecoder(DecoderConfig{})
+	buf := make([]byte, 0, 4096)
+	for i := range 2000 {
+		c := traceStateCases[(i*7+i/3)%len(traceStateCases)]
+		buf = append(buf[:0], c.ts...)
+		adjusted, present, ok := d.traceState(bytesView(buf))
+		if adjusted != c.adjusted || present != c.present || ok != c.ok {
+			t.Fatalf("%d: %q: %v %v %v, want %v %v %v", i, trimmedString(c.ts), adjusted, present, ok, c.adjusted, c.present, c.ok)
+		}
+		for j := range buf {
+			buf[j] = 'x'
+		}
+	}
+}
