@@ -161,8 +161,8 @@ const (
 // checked. Only the first ot member counts, and only the first 32
 // non-empty members are looked at. ts may be of any size: no more of it
 // is read than it takes to find the ot member, and each member within 1
-// KiB: a longer one ends the search (unusable when it starts with ot=,
-// else absent). It allocates nothing.
+// KiB: a longer one ends the search (unusable when what was read of it
+// starts with ot=, blanks aside; else absent). It allocates nothing.
 func ParseTraceStateThreshold(ts string) (adjusted float64, present, ok bool) {
 	// What SDKs write: ot=th:T alone.
 	if len(ts) > 6 && len(ts) <= 6+thresholdDigits && ts[:6] == "ot=th:" {
