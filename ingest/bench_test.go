@@ -208,6 +208,45 @@ func benchCorpus(b *testing.B) (ptrace.Traces, []byte, []byte, int) {
 	return benchTD, benchProto, benchJSON, benchSpans
 }
 
+var (
+	sampledOnce  sync.Once
+	sampledTD    ptrace.Traces
+	sampledProto []byte
+	sampledJSON  []byte
+)
+
+// sampledCorpus is benchCorpus's spans with the tracestate an SDK's
+// probability sampler writes on every span, ot=th:e666 (1 in 10 at four
+// digits of precision).
+func sampledCorpus(b *testing.B) (ptrace.Traces, []byte, []byte, int) {
+	sampledOnce.Do(func() {
+		sampledTD = withTraceState(benchTraces(333), "ot=th:e666")
+		var err error
+		if sampledProto, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(sampledTD); err != nil {
+			panic(err)
+		}
+		if sampledJSON, err = (&ptrace.JSONMarshaler{}).MarshalTraces(sampledTD); err != nil {
+			panic(err)
+		}
+	})
+	return sampledTD, sampledProto, sampledJSON, sampledTD.SpanCount()
+}
+
+// withTraceState sets the tracestate of every span of td to ts.
+func withTraceState(td ptrace.Traces, ts string) ptrace.Traces {
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				spans.At(k).TraceState().FromRaw(ts)
+			}
+		}
+	}
+	return td
+}
+
 func reportSpans(b *testing.B, spans int) {
 	b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
 }
@@ -513,6 +552,41 @@ func BenchmarkReadFileJSONLines(b *testing.B) {
 		if err != nil || st.Spans != spans {
 			b.Fatal(err, st)
 		}
+	}
+	reportSpans(b, spans)
+}
+
+// BenchmarkDecodeProtoSampled is BenchmarkDecodeProto with a tracestate
+// (ot=th) on every span.
+func BenchmarkDecodeProtoSampled(b *testing.B) {
+	_, pb, _, spans := sampledCorpus(b)
+	benchPathBefore(b, pb, spans, func(d *Decoder, dst []graph.Span, data []byte) ([]graph.Span, error) {
+		return d.AppendRequest(dst, data, false)
+	})
+}
+
+// BenchmarkDecodeJSONSampled is BenchmarkDecodeJSON with a tracestate
+// (ot=th) on every span.
+func BenchmarkDecodeJSONSampled(b *testing.B) {
+	_, _, js, spans := sampledCorpus(b)
+	benchPathBefore(b, js, spans, func(d *Decoder, dst []graph.Span, data []byte) ([]graph.Span, error) {
+		return d.AppendRequest(dst, data, true)
+	})
+}
+
+// BenchmarkAppendTracesSampled is BenchmarkAppendTraces with a tracestate
+// (ot=th) on every span.
+func BenchmarkAppendTracesSampled(b *testing.B) {
+	td, pb, _, spans := sampledCorpus(b)
+	b.SetBytes(int64(len(pb)))
+	b.ReportAllocs()
+	d := NewDecoder(DecoderConfig{})
+	dst := make([]graph.Span, 0, spans)
+	for b.Loop() {
+		dst = d.AppendTraces(dst[:0], td)
+	}
+	if len(dst) != spans {
+		b.Fatal(len(dst))
 	}
 	reportSpans(b, spans)
 }

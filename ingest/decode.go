@@ -41,6 +41,11 @@ type DecoderConfig struct {
 	// DefaultClaimHeader. It is matched case-insensitively, and '-' matches
 	// '_' (older semantic conventions normalised header names that way).
 	ClaimHeader string
+	// SamplingConfig says where each span's sampling probability is read
+	// from, or what it is assumed to be (docs/SPEC.md §2, "sampling").
+	// Check it with its Validate: the decoder ignores a probability out
+	// of range.
+	SamplingConfig
 }
 
 // Decoder converts OTLP trace data into graph.Span records, applying the span
@@ -58,6 +63,7 @@ type Decoder struct {
 	// one call at a time, and requests are emitted in no particular order.
 	Workers int
 
+	cfg         DecoderConfig // as given: ReadFile's workers are configured alike
 	claimHeader string
 	strs        map[string]string
 	recent      *[256]string // a cache in front of strs (see intern)
@@ -69,6 +75,24 @@ type Decoder struct {
 	// its resource's were.
 	capped      []byte
 	cut, resCut bool
+
+	// Sampling (sampling.go). countKey is the adjusted-count attribute
+	// ("" for none), read from the span's slot countSlot (sAdjCount, or
+	// the slot of a key that has one) when countOn; countDyn is countKey
+	// when its slot is sAdjCount. inputCount and serviceCount are the
+	// configured adjusted counts (1/p; 0 for none). res is what the
+	// resource of the spans being decoded says.
+	countKey     string
+	countDyn     string
+	countOn      bool
+	countSlot    slot
+	inputCount   float64
+	serviceCount map[string]float64
+	res          resSampling
+	// The last tracestate read (Decoder.traceState), and what it says.
+	tsLast          []byte
+	tsAdjusted      float64
+	tsPresent, tsOK bool
 
 	// ReadFile scratch.
 	spans []graph.Span
@@ -100,6 +124,7 @@ func NewDecoder(cfg DecoderConfig) *Decoder {
 }
 
 func (d *Decoder) init(cfg DecoderConfig) {
+	d.cfg = cfg
 	h := strings.TrimSpace(cfg.ClaimHeader)
 	if h == "" {
 		h = DefaultClaimHeader
@@ -112,6 +137,33 @@ func (d *Decoder) init(cfg DecoderConfig) {
 	d.strs = make(map[string]string, 256)
 	d.recent = new([256]string)
 	d.buf = make([]byte, 0, 256)
+
+	switch key := strings.TrimSpace(cfg.AdjustedCountKey); key {
+	case "":
+		d.countKey = DefaultAdjustedCountKey
+	case NoAdjustedCountKey:
+	default:
+		d.countKey = key
+	}
+	if d.countKey != "" {
+		d.countOn = true
+		// A key the decoder reads anyway is read from its own slot.
+		if s, ok := d.slotOf(d.countKey); ok {
+			d.countSlot = s
+		} else {
+			d.countSlot, d.countDyn = sAdjCount, d.countKey
+		}
+	}
+	d.tsLast = make([]byte, 0, maxMemoTraceState)
+	d.inputCount = countOfProbability(cfg.Probability)
+	for svc, p := range cfg.ServiceProbability {
+		if n := countOfProbability(p); n > 0 {
+			if d.serviceCount == nil {
+				d.serviceCount = make(map[string]float64, len(cfg.ServiceProbability))
+			}
+			d.serviceCount[svc] = n
+		}
+	}
 }
 
 // AppendTraces appends one graph.Span per span of td to dst and returns the
@@ -128,8 +180,9 @@ func (d *Decoder) AppendTraces(dst []graph.Span, td ptrace.Traces) []graph.Span 
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		d.cut = false
-		service, version := d.resource(rs.Resource().Attributes())
+		service, version, count := d.resource(rs.Resource().Attributes())
 		d.resCut = d.cut
+		d.res = d.resSampling(service, count)
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -185,10 +238,16 @@ func (d *Decoder) AppendRequest(dst []graph.Span, b []byte, json bool) ([]graph.
 	return d.appendProto(dst, b)
 }
 
-// resource reads service.name and service.version in one pass.
-func (d *Decoder) resource(m pcommon.Map) (service, version string) {
+// resource reads service.name, service.version and the adjusted-count
+// attribute (as resSampling.count) in one pass.
+func (d *Decoder) resource(m pcommon.Map) (service, version string, count float64) {
 	service = UnknownService
+	seen := false
 	m.Range(func(k string, v pcommon.Value) bool {
+		if k == d.countKey && d.countKey != "" {
+			av := valOf(v)
+			resourceCount(&count, &seen, &av)
+		}
 		switch k {
 		case "service.name":
 			if s, ok := strOf(v); ok && s != "" {
@@ -201,7 +260,7 @@ func (d *Decoder) resource(m pcommon.Map) (service, version string) {
 		}
 		return true
 	})
-	return service, version
+	return service, version, count
 }
 
 // span fills out (a zero Span) from sp.
@@ -219,7 +278,8 @@ func (d *Decoder) span(out *graph.Span, sp ptrace.Span, service, version string)
 
 	a := &d.attrs
 	d.collect(a, sp.Attributes())
-	d.derive(out, a, sp.Status().Code() == ptrace.StatusCodeError)
+	d.derive(out, a, sp.Status().Code() == ptrace.StatusCodeError, sp.TraceState().AsRaw())
+	d.res.finish(out)
 }
 
 // kindOf maps an OTLP span kind; values out of range are unspecified.
@@ -232,9 +292,11 @@ func kindOf(k int32) graph.Kind {
 
 // derive fills the fields of out that docs/SPEC.md §2 derives from the span's
 // attributes a (out.Kind and out.Name are set); statusError is whether the
-// span status is ERROR. Both decoding paths, pdata's and the protobuf wire
-// decoder, end here, so they apply the same rules.
-func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool) {
+// span status is ERROR, traceState its W3C tracestate. Every decoding path,
+// pdata's, the protobuf wire decoder and the JSON decoder, ends here, so
+// they apply the same rules. Its sampling is left for the resource to
+// complete (resSampling.finish).
+func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool, traceState string) {
 	out.Operation = out.Name
 	if out.Kind == graph.KindServer {
 		out.Operation = d.operation(a, out.Name)
@@ -270,6 +332,7 @@ func (d *Decoder) derive(out *graph.Span, a *attrSet, statusError bool) {
 		}
 	}
 	out.Truncated = d.cut
+	d.spanSampling(out, a, traceState)
 }
 
 // peer names the callee as a span that may call an uninstrumented one sees
@@ -470,6 +533,9 @@ const (
 	sDBStatement                     // db.statement
 	sUpstreamCluster                 // upstream_cluster (Envoy)
 	sUpstreamClusterName             // upstream_cluster.name (Envoy)
+	sSamplerType                     // sampler.type (Jaeger)
+	sSamplerParam                    // sampler.param (Jaeger)
+	sAdjCount                        // the adjusted-count attribute (configured)
 	nSlots
 )
 
@@ -557,7 +623,7 @@ func (d *Decoder) collect(a *attrSet, m pcommon.Map) {
 }
 
 // slotKeys are the attribute keys the decoder reads, but for the claim
-// header's (which depend on the configuration).
+// header's and the adjusted count's (which depend on the configuration).
 var slotKeys = [...]struct {
 	key  string
 	slot slot
@@ -589,6 +655,8 @@ var slotKeys = [...]struct {
 	{"db.statement", sDBStatement},
 	{"upstream_cluster", sUpstreamCluster},
 	{"upstream_cluster.name", sUpstreamClusterName},
+	{"sampler.type", sSamplerType},
+	{"sampler.param", sSamplerParam},
 }
 
 // slotTable finds a key's slot with one hash and one comparison: a
@@ -641,6 +709,9 @@ func (d *Decoder) slotOf(k string) (slot, bool) {
 		if i := slots.bucket(k); slots.keys[i] == k {
 			return slots.slots[i], true
 		}
+	}
+	if len(k) == len(d.countDyn) && k == d.countDyn && k != "" {
+		return sAdjCount, true
 	}
 	if strings.HasPrefix(k, headerPrefix) && headerEqual(k[len(headerPrefix):], d.claimHeader) {
 		return sClaimHeader, true

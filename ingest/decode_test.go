@@ -17,6 +17,8 @@ type spanDef struct {
 	name   string
 	attrs  map[string]any
 	status ptrace.StatusCode
+	// traceState is the span's W3C tracestate.
+	traceState string
 }
 
 // tracesOf builds a request with one resource (resource attributes res) and
@@ -36,6 +38,7 @@ func tracesOf(t testing.TB, res map[string]any, defs ...spanDef) ptrace.Traces {
 		sp.SetTraceID(pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 		sp.SetSpanID(pcommon.SpanID{0, 0, 0, 0, 0, 0, 0, byte(i + 1)})
 		sp.Status().SetCode(def.status)
+		sp.TraceState().FromRaw(def.traceState)
 		if err := sp.Attributes().FromRaw(def.attrs); err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,9 @@
 // ever looks at an attribute map.
 //
 // A Decoder is the unit of work: it carries the configuration (the claim
-// header name), a string intern table and scratch buffers. It is not safe for
+// header name, where sampling probabilities are read from and what is
+// assumed when none is: SamplingConfig), a string intern table and
+// scratch buffers. It is not safe for
 // concurrent use; give each goroutine its own.
 //
 // OTLP protobuf and OTLP/JSON are decoded straight from their bytes, in

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -31,8 +32,33 @@ func fuzzSeeds(t testing.TB) []ptrace.Traces {
 				"error.claim": []any{1, "x"}, "url.full": "", "db.system": map[string]any{"a": 1},
 			}},
 		),
+		// Sampling: every source, usable and not.
+		tracesOf(t, map[string]any{"service.name": "svc", "sampling.adjusted_count": "8"},
+			spanDef{kind: ptrace.SpanKindServer, name: "a", traceState: "congo=t61rcWkgMzE, ot=rv:abcdef01234567;th:e666"},
+			spanDef{kind: ptrace.SpanKindClient, name: "b", attrs: map[string]any{"sampling.adjusted_count": 4.0, "m": 2}},
+			spanDef{kind: ptrace.SpanKindClient, name: "c", attrs: map[string]any{"sampling.adjusted_count": -1}, traceState: "ot=th:8"},
+		),
+		tracesOf(t, map[string]any{"service.name": "other", "m": true},
+			spanDef{kind: ptrace.SpanKindServer, name: "a", traceState: "ot=th:c"},
+			spanDef{kind: ptrace.SpanKindServer, name: "b", traceState: "ot=th:8;", attrs: map[string]any{"sampler.type": "probabilistic", "sampler.param": 0.5}},
+			spanDef{kind: ptrace.SpanKindServer, name: "c", attrs: map[string]any{"sampler.type": "probabilistic", "sampler.param": "0.001"}},
+			spanDef{kind: ptrace.SpanKindServer, name: "d", attrs: map[string]any{"sampler.type": "const", "sampler.param": true}},
+			spanDef{kind: ptrace.SpanKindServer, name: "e", attrs: map[string]any{"sampler.type": "ratelimiting", "sampler.param": 2.0}},
+			spanDef{kind: ptrace.SpanKindServer, name: "f"},
+		),
 	}
 }
+
+// samplingDiffConfig and samplingDiffConfig2 are sampling configurations
+// the differential tests and fuzz targets decode with too: a key the
+// decoder reads anyway and a probability per service and per input; a key
+// of its own (m), none for the input.
+var (
+	samplingDiffConfig = DecoderConfig{SamplingConfig: SamplingConfig{AdjustedCountKey: "retry.attempt", Probability: 0.5,
+		ServiceProbability: map[string]float64{"svc": 0.25, UnknownService: 0.125}}}
+	samplingDiffConfig2 = DecoderConfig{SamplingConfig: SamplingConfig{AdjustedCountKey: "m",
+		ServiceProbability: map[string]float64{"other": 0.1}}}
+)
 
 // deepJSON is a request whose attribute value nests arrayValue levels deep,
 // the shape that overflowed pdata's stack.
@@ -210,6 +236,22 @@ func checkSpans(t *testing.T, spans []graph.Span) {
 		}
 		if s.Resend < 0 || (!s.HasResend && s.Resend != 0) {
 			t.Fatalf("bad resend: %+v", s)
+		}
+		switch s.Sampling {
+		case graph.SamplingNone:
+			if s.AdjustedCount != 0 {
+				t.Fatalf("no sampling, adjusted count %v: %+v", s.AdjustedCount, s)
+			}
+		case graph.SamplingInvalid:
+			if s.AdjustedCount != 1 {
+				t.Fatalf("invalid sampling, adjusted count %v: %+v", s.AdjustedCount, s)
+			}
+		case graph.SamplingRecorded, graph.SamplingConfigured:
+			if !(s.AdjustedCount >= 1) || math.IsInf(s.AdjustedCount, 1) {
+				t.Fatalf("adjusted count %v: %+v", s.AdjustedCount, s)
+			}
+		default:
+			t.Fatalf("sampling %d: %+v", s.Sampling, s)
 		}
 	}
 }

@@ -122,6 +122,8 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 	start := len(dst)
 	service, version := UnknownService, ""
 	resCut := false
+	var count float64
+	countSeen := false
 	nScope := 0
 	d.skipped = d.skipped[:0]
 	i, more, err := d.jOpen(b, i, '{')
@@ -132,7 +134,7 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 		}
 		switch string(key) {
 		case "resource":
-			i, err = d.jResource(b, i, &service, &version, &resCut)
+			i, err = d.jResource(b, i, &service, &version, &resCut, &count, &countSeen)
 		case "scopeSpans", "scope_spans", "deprecatedScopeSpans", "deprecated_scope_spans":
 			dep := key[0] == 'd'
 			var m bool
@@ -168,10 +170,12 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 		dst = append(dst, d.skipped...)
 	}
 	clear(d.skipped)
+	res := d.resSampling(service, count)
 	for k := start; k < len(dst); k++ {
 		s := &dst[k]
 		s.Service, s.Version = service, version
 		s.Truncated = s.Truncated || resCut
+		res.finish(s)
 	}
 	return dst, i, nil
 }
@@ -179,8 +183,10 @@ func (d *Decoder) jResourceSpans(dst []graph.Span, b []byte, i int) ([]graph.Spa
 // jResource reads a Resource: its service.name (the last non-empty string
 // value) and service.version (the last string value), interned as
 // Decoder.resource interns them (every one, so that a cut name marks the
-// spans even if a later one replaces it).
-func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool) (int, error) {
+// spans even if a later one replaces it), and its adjusted-count attribute
+// (the first, into count as resSampling.count; countSeen says whether one
+// was seen).
+func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool, count *float64, countSeen *bool) (int, error) {
 	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
 		var key []byte
@@ -196,6 +202,9 @@ func (d *Decoder) jResource(b []byte, i int, service, version *string, cut *bool
 				if k, i, err = d.jKeyValue(b, i, &d.jv); err != nil {
 					err = inIndex(err, n)
 					break
+				}
+				if !*countSeen && d.countKey != "" && string(k) == d.countKey {
+					resourceCount(count, countSeen, &d.jv)
 				}
 				if d.jv.typ == vStr {
 					switch string(k) {
@@ -342,16 +351,17 @@ func (d *Decoder) jCheckAttrs(b []byte, i int) (int, error) {
 }
 
 // jSpan reads a Span object into out (a zero Span) as span does from a
-// pdata span, but for the resource's names (see jResourceSpans).
+// pdata span, but for the resource's names and sampling (see
+// jResourceSpans).
 func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 	a := &d.attrs
 	a.has = 0
 	d.arena = d.arena[:0]
 	var (
-		name        []byte
-		kind        int32
-		start, end  uint64
-		statusError bool
+		name, traceState []byte
+		kind             int32
+		start, end       uint64
+		statusError      bool
 	)
 	i, more, err := d.jOpen(b, i, '{')
 	for more && err == nil {
@@ -393,7 +403,7 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 		case "status":
 			i, err = d.jStatus(b, i, &statusError)
 		case "traceState", "trace_state":
-			_, i, err = d.jStr(b, i, strCheck)
+			traceState, i, err = d.jStr(b, i, strKeep)
 		case "flags", "droppedAttributesCount", "dropped_attributes_count", "droppedEventsCount",
 			"dropped_events_count", "droppedLinksCount", "dropped_links_count":
 			_, i, err = d.jUint(b, i, 32)
@@ -433,7 +443,8 @@ func (d *Decoder) jSpan(out *graph.Span, b []byte, i int) (int, error) {
 	out.Name = d.internBytes(name)
 	out.Start = unixNanos(start)
 	out.End = unixNanos(end)
-	d.derive(out, a, statusError)
+	// Its sampling is completed with its resource's (jResourceSpans).
+	d.derive(out, a, statusError, bytesView(traceState))
 	return i, nil
 }
 

@@ -54,6 +54,8 @@ func TestJSONDiffCorpora(t *testing.T) {
 	for _, td := range fuzzSeeds(t) {
 		check(DecoderConfig{}, jsonOf(t, td))
 		check(DecoderConfig{ClaimHeader: "x-uber-error-claim"}, jsonOf(t, td))
+		check(samplingDiffConfig, jsonOf(t, td))
+		check(samplingDiffConfig2, jsonOf(t, td))
 	}
 	if n < 10000 {
 		t.Fatalf("only %d spans compared", n)
@@ -244,7 +246,7 @@ func jsonEdgeCases() [][]byte {
 func TestJSONEdgeCases(t *testing.T) {
 	accepted := 0
 	for _, b := range jsonEdgeCases() {
-		for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "X_Error_Claim"}} {
+		for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "X_Error_Claim"}, samplingDiffConfig, samplingDiffConfig2} {
 			if _, err := diffJSON(t, cfg, b); err == nil {
 				accepted++
 			}
@@ -293,12 +295,15 @@ func TestJSONDiffDamaged(t *testing.T) {
 // of every type, to be marshalled by pdata.
 func randomTraces(rng *rand.Rand) ptrace.Traces {
 	td := ptrace.NewTraces()
-	words := []string{"", "a", "GET", "/r/{id}", "claimed", " Unclaimed ", "true", "FALSE", "503", "14", "UNAVAILABLE", "http://h:1/p", "x\"y", "é\u2028\x01", "⟨other⟩", "2.5", strings.Repeat("w", 300)}
+	words := []string{"", "a", "GET", "/r/{id}", "claimed", " Unclaimed ", "true", "FALSE", "503", "14", "UNAVAILABLE", "http://h:1/p", "x\"y", "é\u2028\x01", "⟨other⟩", "2.5", strings.Repeat("w", 300),
+		"probabilistic", "const", "ratelimiting", "0.25", " 1e1 ", "0"}
+	traceStates := []string{"", "ot=th:8", "ot=th:c;rv:abcdef01234567", "congo=x, ot=th:e666 ,rojo=y", "ot=th:", "ot=th:8;", "ot=rv:abcdef01234567", "ot=th:g", "ot=th:\\u0063"}
 	keys := []string{"http.request.method", "http.method", "http.route", "rpc.service", "rpc.method", "http.response.status_code", "http.status_code",
 		"rpc.grpc.status_code", "rpc.response.status_code", "error.claim", "http.response.header.x-error-claim", "rpc.response.metadata.x_error_claim",
 		"http.request.resend_count", "retry.attempt", "retry.criteria_satisfied", "retry.suppressed", "dependency.fail_open", "service.peer.name",
 		"peer.service", "server.address", "net.peer.name", "db.system.name", "db.system", "url.full", "http.url", "db.query.text", "db.statement",
-		"upstream_cluster", "upstream_cluster.name", "other", "service.name"}
+		"upstream_cluster", "upstream_cluster.name", "other", "service.name",
+		"sampling.adjusted_count", "sampler.type", "sampler.param", "m"}
 	var value func(v pcommon.Value, depth int)
 	value = func(v pcommon.Value, depth int) {
 		switch rng.IntN(9) {
@@ -333,7 +338,7 @@ func randomTraces(rng *rand.Rand) ptrace.Traces {
 	for range 1 + rng.IntN(3) {
 		rs := td.ResourceSpans().AppendEmpty()
 		for range rng.IntN(4) {
-			value(rs.Resource().Attributes().PutEmpty([]string{"service.name", "service.version", "host.name"}[rng.IntN(3)]), 0)
+			value(rs.Resource().Attributes().PutEmpty([]string{"service.name", "service.version", "host.name", "sampling.adjusted_count", "m"}[rng.IntN(5)]), 0)
 		}
 		for range 1 + rng.IntN(2) {
 			ss := rs.ScopeSpans().AppendEmpty()
@@ -354,6 +359,7 @@ func randomTraces(rng *rand.Rand) ptrace.Traces {
 					sp.SetParentSpanID(pid)
 				}
 				sp.SetName(words[rng.IntN(len(words))])
+				sp.TraceState().FromRaw(traceStates[rng.IntN(len(traceStates))])
 				sp.SetKind(ptrace.SpanKind(rng.IntN(7)))
 				sp.SetStartTimestamp(pcommon.Timestamp(rng.Uint64()))
 				sp.SetEndTimestamp(pcommon.Timestamp(rng.Uint64() >> rng.IntN(64)))
@@ -383,7 +389,7 @@ func TestJSONDiffRandomTraces(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
 	n := 0
 	for range 400 {
-		for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "x-error-claim"}} {
+		for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "x-error-claim"}, samplingDiffConfig, samplingDiffConfig2} {
 			spans, err := diffJSON(t, cfg, jsonOf(t, randomTraces(rng)))
 			if err != nil {
 				t.Fatal(err)
@@ -455,7 +461,9 @@ func TestJSONWarmDecoder(t *testing.T) {
 func TestJSONNoAllocs(t *testing.T) {
 	sims, _ := simRequests(t)
 	escaped := bytes.ReplaceAll(jsonOf(t, benchTraces(20)), []byte(`"GET"`), []byte(`"G\u0045T"`))
-	for _, req := range [][]byte{jsonOf(t, benchTraces(50)), jsonOfProto(t, sims[0]), jsonOfProto(t, sims[len(sims)-1]), escaped} {
+	sampled := jsonOf(t, withTraceState(benchTraces(50), "congo=t61rcWkgMzE,ot=rv:abcdef01234567;th:e666"))
+	escapedTS := bytes.ReplaceAll(sampled, []byte(`th:e666`), []byte(`th:\u0065666`))
+	for _, req := range [][]byte{jsonOf(t, benchTraces(50)), jsonOfProto(t, sims[0]), jsonOfProto(t, sims[len(sims)-1]), escaped, sampled, escapedTS} {
 		d := NewDecoder(DecoderConfig{})
 		dst, err := d.decodeJSON(nil, req) // warm the intern table
 		if err != nil {

@@ -61,7 +61,7 @@ func (fr *fileReader) startPool(workers int) {
 	p := &decodePool{fr: fr, jobs: make(chan decodeJob, 2*workers), free: make(chan []byte, 4*workers)}
 	for i := 0; i < workers; i++ {
 		wd := &Decoder{}
-		wd.init(DecoderConfig{ClaimHeader: fr.d.claimHeader})
+		wd.init(fr.d.cfg)
 		p.wg.Add(1)
 		go p.work(wd)
 	}

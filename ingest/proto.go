@@ -263,6 +263,8 @@ func (d *Decoder) appendProto(dst []graph.Span, b []byte) ([]graph.Span, error) 
 func (d *Decoder) resourceSpans(dst []graph.Span, b []byte) ([]graph.Span, error) {
 	var service, version string
 	hasService, hasScope := false, false
+	var count float64
+	countSeen := false
 	for i := 0; i < len(b); {
 		f, wt, j, err := tag(b, i)
 		if err != nil {
@@ -279,7 +281,7 @@ func (d *Decoder) resourceSpans(dst []graph.Span, b []byte) ([]graph.Span, error
 			}
 			switch f {
 			case 1:
-				if err := resourceNames(b[s:e], &service, &hasService, &version); err != nil {
+				if err := d.resourceNames(b[s:e], &service, &hasService, &version, &count, &countSeen); err != nil {
 					return dst, fmt.Errorf("resource: %w", err)
 				}
 			case 2:
@@ -300,6 +302,7 @@ func (d *Decoder) resourceSpans(dst []graph.Span, b []byte) ([]graph.Span, error
 	}
 	version = d.intern(version)
 	d.resCut = d.cut
+	d.res = d.resSampling(service, count)
 
 	var n [2]int // scope_spans, instrumentation_library_spans
 	for i := 0; i < len(b); {
@@ -343,10 +346,11 @@ func rsField(f int32) string {
 	return "instrumentation_library_spans"
 }
 
-// resourceNames reads a Resource's service.name (the last non-empty string) and
-// service.version (the last string), as Decoder.resource does; service and
-// version are views of b.
-func resourceNames(b []byte, service *string, hasService *bool, version *string) error {
+// resourceNames reads a Resource's service.name (the last non-empty string),
+// service.version (the last string) and adjusted-count attribute (the
+// first, into count as resSampling.count; countSeen says whether one was
+// seen), as Decoder.resource does; service and version are views of b.
+func (d *Decoder) resourceNames(b []byte, service *string, hasService *bool, version *string, count *float64, countSeen *bool) error {
 	for i := 0; i < len(b); {
 		f, wt, j, err := tag(b, i)
 		if err != nil {
@@ -366,8 +370,10 @@ func resourceNames(b []byte, service *string, hasService *bool, version *string)
 				return fmt.Errorf("attributes: %w", err)
 			}
 			var v attrVal
-			switch bytesView(key) {
-			case "service.name", "service.version":
+			k := bytesView(key)
+			isCount := k == d.countKey && k != "" && !*countSeen
+			switch {
+			case k == "service.name", k == "service.version", isCount:
 				err = values(&v, b[s:e], val, nval)
 			default:
 				err = values(nil, b[s:e], val, nval)
@@ -375,11 +381,17 @@ func resourceNames(b []byte, service *string, hasService *bool, version *string)
 			if err != nil {
 				return fmt.Errorf("attribute %q: %w", key, err)
 			}
+			if isCount {
+				resourceCount(count, countSeen, &v)
+			}
 			if v.typ == vStr {
-				if string(key) == "service.version" {
+				switch k {
+				case "service.version":
 					*version = v.str
-				} else if v.str != "" {
-					*service, *hasService = v.str, true
+				case "service.name":
+					if v.str != "" {
+						*service, *hasService = v.str, true
+					}
 				}
 			}
 			i = e
@@ -555,6 +567,7 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 	d.cut = d.resCut
 	var (
 		name        []byte
+		traceState  []byte
 		kind        int32
 		start, end  uint64
 		statusError bool
@@ -600,6 +613,8 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 				}
 				out.TraceID = graph.TraceID{}
 				copy(out.TraceID[:], v)
+			case 3:
+				traceState = v
 			case 2:
 				if len(v) != 8 && len(v) != 0 {
 					return fmt.Errorf("span.span_id: %d bytes, want 8 (or none)", len(v))
@@ -676,7 +691,8 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 	out.Name = d.internBytes(name)
 	out.Start = unixNanos(start)
 	out.End = unixNanos(end)
-	d.derive(out, a, statusError)
+	d.derive(out, a, statusError, bytesView(traceState))
+	d.res.finish(out)
 	return nil
 }
 

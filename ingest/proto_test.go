@@ -258,6 +258,19 @@ func protoEdgeCases() []struct {
 		{"operation on a client", client(kv("http.request.method", sval("POST")), kv("http.route", sval("/x")))},
 		{"resend", client(kv("http.request.resend_count", ival(2)))},
 		{"resend string", client(kv("http.request.resend_count", sval("3")))},
+		{"trace_state", requestOf(svc, good.str(3, "congo=x,ot=rv:abcdef01234567;th:c"))},
+		{"trace_state twice", requestOf(svc, good.str(3, "ot=th:8").str(3, "ot=th:c"))},
+		{"trace_state malformed", requestOf(svc, good.str(3, "ot=th:8;"))},
+		{"trace_state wrong wire type", requestOf(svc, good.varint(3, 1))},
+		{"trace_state past the end", requestOf(svc, good.raw(0x1a, 0x05, 'o', 't'))},
+		{"trace_state non-UTF-8", requestOf(svc, good.str(3, "ot=th:\xff8"))},
+		{"adjusted count and trace_state", requestOf(svc, spanOf(2, "op", kv("sampling.adjusted_count", sval(" 12 "))).str(3, "ot=th:8"))},
+		{"adjusted count on the resource", requestOf(resourceOf(kv("sampling.adjusted_count", dval(3)), kv("service.name", sval("svc"))), good.str(3, "ot=th:8"))},
+		{"adjusted count on the resource twice", requestOf(resourceOf(kv("sampling.adjusted_count", nil), kv("sampling.adjusted_count", ival(5))), good)},
+		{"adjusted count on the resource past the limit", requestOf(resourceOf(kv("sampling.adjusted_count", nestedArrays(60))), good)},
+		{"jaeger tags", one(kv("sampler.type", sval("probabilistic")), kv("sampler.param", dval(0.001)))},
+		{"jaeger tags, param first", one(kv("sampler.param", sval("0.5")), kv("sampler.type", sval("probabilistic")))},
+		{"jaeger const", one(kv("sampler.type", sval("const")), kv("sampler.param", bval(true)))},
 		{"resend negative, retry.attempt", client(kv("http.request.resend_count", ival(-1)), kv("retry.attempt", dval(2.5)))},
 		{"resend huge", client(kv("retry.attempt", ival(1<<40)))},
 		{"retry flags", client(kv("retry.criteria_satisfied", bval(true)), kv("retry.suppressed", sval(" True ")), kv("dependency.fail_open", sval("FALSE")))},
@@ -404,6 +417,8 @@ func slotKey(s slot) string {
 		return "http.response.header.X-Error-Claim"
 	case sClaimMeta:
 		return "rpc.response.metadata.x_error_claim"
+	case sAdjCount:
+		return DefaultAdjustedCountKey
 	}
 	d := NewDecoder(DecoderConfig{})
 	for _, k := range []string{
@@ -412,7 +427,7 @@ func slotKey(s slot) string {
 		"error.claim", "http.request.resend_count", "retry.attempt", "retry.criteria_satisfied",
 		"retry.suppressed", "dependency.fail_open", "service.peer.name", "peer.service", "server.address",
 		"net.peer.name", "db.system.name", "db.system", "url.full", "http.url", "db.query.text",
-		"db.statement", "upstream_cluster", "upstream_cluster.name",
+		"db.statement", "upstream_cluster", "upstream_cluster.name", "sampler.type", "sampler.param",
 	} {
 		if got, ok := d.slotOf(k); ok && got == s {
 			return k
@@ -424,7 +439,7 @@ func slotKey(s slot) string {
 func TestProtoEdgeCases(t *testing.T) {
 	for _, c := range protoEdgeCases() {
 		t.Run(c.name, func(t *testing.T) {
-			for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "X_Error_Claim"}} {
+			for _, cfg := range []DecoderConfig{{}, {ClaimHeader: "X_Error_Claim"}, samplingDiffConfig, samplingDiffConfig2} {
 				_, err := diffProto(t, cfg, c.b)
 				// The kind of error matches pdata's too (one defect each).
 				_, rerr := appendRequestPdata(NewDecoder(cfg), nil, c.b)
@@ -471,6 +486,25 @@ func TestProtoEdgeCaseResults(t *testing.T) {
 	}
 	if s := decode("claim header array"); s[0].Claim != graph.ClaimUnclaimed {
 		t.Errorf("claim header array: %+v", s[0])
+	}
+	for name, want := range map[string]struct {
+		s graph.Sampling
+		n float64
+	}{
+		"trace_state":                          {graph.SamplingRecorded, 4},
+		"trace_state twice":                    {graph.SamplingRecorded, 4},
+		"trace_state malformed":                {graph.SamplingInvalid, 1},
+		"trace_state non-UTF-8":                {graph.SamplingInvalid, 1},
+		"adjusted count and trace_state":       {graph.SamplingRecorded, 12},
+		"adjusted count on the resource":       {graph.SamplingRecorded, 3},
+		"adjusted count on the resource twice": {graph.SamplingNone, 0}, // the first, an empty value
+		"jaeger tags":                          {graph.SamplingRecorded, 1000},
+		"jaeger tags, param first":             {graph.SamplingRecorded, 2},
+		"jaeger const":                         {graph.SamplingRecorded, 1},
+	} {
+		if s := decode(name); s[0].Sampling != want.s || s[0].AdjustedCount != want.n {
+			t.Errorf("%s: %v %v, want %v %v", name, s[0].Sampling, s[0].AdjustedCount, want.s, want.n)
+		}
 	}
 	for _, name := range []string{"arrays past the limit", "kvlists past the limit", "arrays far past the limit"} {
 		_, err := NewDecoder(DecoderConfig{}).appendProto(nil, byName[name])
@@ -558,6 +592,8 @@ func TestProtoDiffCorpora(t *testing.T) {
 	for _, td := range fuzzSeeds(t) {
 		check(DecoderConfig{}, protoOf(t, td))
 		check(DecoderConfig{ClaimHeader: "x-uber-error-claim"}, protoOf(t, td))
+		check(samplingDiffConfig, protoOf(t, td))
+		check(samplingDiffConfig2, protoOf(t, td))
 	}
 	if n < 10000 {
 		t.Fatalf("only %d spans compared", n)
@@ -682,13 +718,21 @@ func FuzzDecodeProtoDiff(f *testing.F) {
 }
 
 // fuzzDiff is a differential fuzz target: diff compares a decoder with
-// pdata's path on any input (odd-length inputs with a claim header).
+// pdata's path on any input (odd-length inputs with a claim header; those
+// of length 2 or 3 modulo 4 with samplingDiffConfig or
+// samplingDiffConfig2).
 func fuzzDiff(f *testing.F, seeds [][]byte, diff func(testing.TB, DecoderConfig, []byte) ([]graph.Span, error)) {
 	for _, b := range seeds {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg := DecoderConfig{}
+		switch len(b) % 4 {
+		case 2:
+			cfg = samplingDiffConfig
+		case 3:
+			cfg = samplingDiffConfig2
+		}
 		if len(b)%2 == 1 {
 			cfg.ClaimHeader = "X_Uber_Error_Claim"
 		}
@@ -732,7 +776,8 @@ func warmDecoder(t *testing.T, reqs [][]byte, decode func(*Decoder, []graph.Span
 func TestProtoNoAllocs(t *testing.T) {
 	b := protoOf(t, benchTraces(50))
 	sims, _ := simRequests(t)
-	for _, req := range [][]byte{b, sims[0], sims[len(sims)-1]} {
+	sampled := protoOf(t, withTraceState(benchTraces(50), "congo=t61rcWkgMzE,ot=rv:abcdef01234567;th:e666"))
+	for _, req := range [][]byte{b, sims[0], sims[len(sims)-1], sampled} {
 		d := NewDecoder(DecoderConfig{})
 		dst, err := d.appendProto(nil, req) // warm the intern table
 		if err != nil {

@@ -21,6 +21,8 @@ type metrics struct {
 	skewed        prometheus.Counter
 	idReused      prometheus.Counter
 	truncated     prometheus.Counter
+	sampInvalid   prometheus.Counter     // Span.Sampling invalid
+	sampConfig    prometheus.Counter     // Span.Sampling configured
 	foldedVec     *prometheus.CounterVec // by kind: foldKinds
 	folded        [4]prometheus.Counter  // its series, in analysis.Folded's bit order
 }
@@ -68,6 +70,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Re-opened traces whose new spans start more than a window after the trace: a client reusing trace ids; the spans are merged into the earlier trace."}),
 		truncated: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_name_truncated_total",
 			Help: "Spans stored with a name (service, version, span name, operation or peer) cut to 256 bytes."}),
+		sampInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_sampling_invalid_total",
+			Help: "Spans stored whose recorded sampling probability was unusable (a malformed tracestate ot=th, a probability of 0 or above 1, an adjusted count below 1, not a number): each counts as one span."}),
+		sampConfig: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_sampling_configured_total",
+			Help: "Spans stored that recorded no sampling probability and were given the one configured for their service or input (--sampling-service-probability, --sampling-probability)."}),
 		foldedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_traces_folded_total",
 			Help: "Trace analyses in which names past their window's caps were counted under the reserved buckets, by kind: api (root API under ⟨other APIs⟩), service, operation, version (re-opened traces count again)."}, []string{"kind"}),
 	}
@@ -76,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, c := range []prometheus.Collector{m.stored, m.rejected, m.pendingTraces, m.pendingSpans, m.flushed, m.reopened,
 		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors, m.skewed, m.idReused,
-		m.truncated, m.foldedVec} {
+		m.truncated, m.sampInvalid, m.sampConfig, m.foldedVec} {
 		f(c)
 	}
 	return m

@@ -239,7 +239,7 @@ func (p *Pipeline) finish(w *spanWrite, err error) {
 	}
 	p.m.stored.Add(float64(len(spans)))
 	now := p.cfg.Now()
-	skewed, truncated := 0, 0
+	skewed, truncated, invalid, configured := 0, 0, 0, 0
 	for i := range spans {
 		if d := spans[i].Start - now.UnixNano(); d > int64(time.Hour) || d < -int64(time.Hour) {
 			skewed++
@@ -247,9 +247,17 @@ func (p *Pipeline) finish(w *spanWrite, err error) {
 		if spans[i].Truncated {
 			truncated++
 		}
+		switch spans[i].Sampling {
+		case graph.SamplingInvalid:
+			invalid++
+		case graph.SamplingConfigured:
+			configured++
+		}
 	}
 	p.m.skewed.Add(float64(skewed))
 	p.m.truncated.Add(float64(truncated))
+	p.m.sampInvalid.Add(float64(invalid))
+	p.m.sampConfig.Add(float64(configured))
 	p.mu.Lock()
 	p.pending.add(spans, w.seq, now)
 	p.setPendingGauges()

@@ -26,10 +26,12 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
 		flags = append(flags, m[1])
 	}
-	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned kafka-session-timeout kafka-topic " +
+	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned " +
+		"kafka-sampling-probability kafka-session-timeout kafka-topic " +
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
-		"otlp-grpc otlp-http partition retention store tls-cert tls-key trace-idle window"
+		"otlp-grpc otlp-http otlp-sampling-probability partition retention " +
+		"sampling-adjusted-count-attribute sampling-probability sampling-service-probability store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)
 	}
@@ -47,6 +49,23 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	var errOut bytes.Buffer
 	if code := run(context.Background(), []string{"--data", t.TempDir()}, &errOut); code != 2 || !strings.Contains(errOut.String(), "not defined: -data") {
 		t.Errorf("--data: exit %d %s", code, &errOut)
+	}
+}
+
+// A sampling probability out of range is a usage error that names its
+// flag.
+func TestSamplingFlagUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--otlp-sampling-probability", "1.5"},
+		{"--kafka-brokers", "k:9092", "--kafka-sampling-probability", "-1"},
+		{"--sampling-probability", "2"},
+		{"--sampling-service-probability", "api=0"},
+	} {
+		var errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"--store", "clickhouse://127.0.0.1:1/x"}, args...), &errOut)
+		if code != 2 || !strings.HasPrefix(errOut.String(), "ingest: "+args[len(args)-2]) {
+			t.Errorf("%v: exit %d, %q", args, code, &errOut)
+		}
 	}
 }
 

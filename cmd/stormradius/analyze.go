@@ -10,6 +10,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/query/timerange"
@@ -25,6 +26,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	tmp := fs.String("tmp", "", "directory of the spill files (default: the system's temporary directory)")
 	memory := fs.Int("memory-mib", defaultMemoryMiB, "memory (MiB) analyze aims to stay within, whatever the input's size: spans past what it leaves go to spill files (an input that fits never touches the disk)")
 	limits := app.LimitFlags(fs)
+	sampling := app.SamplingFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
 		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest or binary protobuf,")
@@ -69,10 +71,15 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: --memory-mib %d: want at least %d\n", *memory, minMemoryMiB)
 		return exitUsage
 	}
+	sc, err := sampling()
+	if err != nil {
+		fmt.Fprintf(stderr, "stormradius analyze: %v\n", err)
+		return exitUsage
+	}
 	defer limitMemory(*memory)()
 	var in *loaded
 	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
-		in = readInputs(ctx, files, *claimHeader, stdin, stderr, emit)
+		in = readInputs(ctx, files, ingest.DecoderConfig{ClaimHeader: *claimHeader, SamplingConfig: sc}, stdin, stderr, emit)
 		return nil
 	}, offline.Config{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp,
 		MemoryBudget: spanBudget(*memory)})

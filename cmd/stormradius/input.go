@@ -79,9 +79,9 @@ func plural(n int, one, many string) string {
 // spans of every request, reporting bad lines and unreadable files on
 // stderr and carrying on with the rest: a file that breaks part-way keeps
 // what was read before the break. An error from emit stops the reading.
-func readInputs(ctx context.Context, names []string, claimHeader string, stdin io.Reader, stderr io.Writer, emit func([]graph.Span) error) *loaded {
+func readInputs(ctx context.Context, names []string, cfg ingest.DecoderConfig, stdin io.Reader, stderr io.Writer, emit func([]graph.Span) error) *loaded {
 	out := &loaded{}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: claimHeader})
+	dec := ingest.NewDecoder(cfg)
 	// Decoding dominates: every core decodes requests (the analysis does
 	// not depend on their order).
 	dec.Workers = runtime.GOMAXPROCS(0)

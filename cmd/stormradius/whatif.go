@@ -14,6 +14,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/query"
@@ -57,10 +58,10 @@ func runWhatIf(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 type whatIfQuestion struct {
 	// req is the question: a chain (Chain set), or a root API whose call
 	// graph is learned from traces.
-	req         query.WhatIfRequest
-	traces      []string // trace files, with no --chain
-	claimHeader string
-	format      string // json or table
+	req     query.WhatIfRequest
+	traces  []string             // trace files, with no --chain
+	decoder ingest.DecoderConfig // how they are decoded
+	format  string               // json or table
 }
 
 // parseWhatIf parses and checks whatif's flags; when one is wrong it says
@@ -78,6 +79,7 @@ func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 	fs.Var(&traces, "traces", "OTLP trace file to learn the call graph from, in any format analyze reads (repeatable; more files may follow the flags)")
 	errorRate := fs.Float64("error-rate", -1, "also print the error rate after retries for this independent error rate (0..1)")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header that carries the error claim (with --traces)")
+	sampling := app.SamplingFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: stormradius whatif --chain A,B,C --fail C [--retries 1] [--budget 0.1] [--policy naive] [--format json]")
 		fmt.Fprintln(stderr, `       stormradius whatif --traces FILE... --api "svc op" --fail SERVICE [--retries R] [--policy ...]`)
@@ -104,6 +106,10 @@ func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 	if err := checkWhatIfNumbers(fs, *retries, *budget, *errorRate); err != nil {
 		return usageErr("%v", err)
 	}
+	sc, err := sampling()
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	req := query.WhatIfRequest{Fail: splitList(*fail), Policy: *policy, Budget: budget}
 	if len(req.Fail) == 0 {
 		return usageErr("--fail is required")
@@ -125,7 +131,7 @@ func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 			req.Retries = retries
 		}
 	}
-	return whatIfQuestion{req: req, traces: traces, claimHeader: *claimHeader, format: *format}, true
+	return whatIfQuestion{req: req, traces: traces, decoder: ingest.DecoderConfig{ClaimHeader: *claimHeader, SamplingConfig: sc}, format: *format}, true
 }
 
 // learnCallGraph reads q's trace files and returns the state of all their
@@ -133,7 +139,7 @@ func parseWhatIf(args []string, stderr io.Writer) (q whatIfQuestion, ok bool) {
 // could be learned it says why on stderr and ok is false.
 func learnCallGraph(ctx context.Context, q whatIfQuestion, stdin io.Reader, stderr io.Writer) (state *analysis.State, in *loaded, ok bool) {
 	_, windows, _, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
-		in = readInputs(ctx, q.traces, q.claimHeader, stdin, stderr, emit)
+		in = readInputs(ctx, q.traces, q.decoder, stdin, stderr, emit)
 		return nil
 	}, offline.Config{})
 	if ctx.Err() != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/stormradius/stormradius/ingest"
 )
 
 // Defaults of Config.
@@ -73,6 +75,10 @@ type Config struct {
 	// ClaimHeader is the error-claim header name the decoder looks for
 	// (ingest.DecoderConfig.ClaimHeader; empty: ingest.DefaultClaimHeader).
 	ClaimHeader string
+	// Sampling says where the decoder reads each span's sampling
+	// probability, and what it assumes for spans that record none
+	// (ingest.SamplingConfig; docs/SPEC.md §2, "sampling").
+	Sampling ingest.SamplingConfig
 
 	// MaxBatchMessages, MaxBatchBytes and MaxBatchWait close a batch: at
 	// that many records, at that many record bytes, or that long after its
@@ -147,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	case EncodingProto, EncodingJSON:
 	default:
 		return c, fmt.Errorf("kafka: config: encoding %q: want %s or %s", c.Encoding, EncodingProto, EncodingJSON)
+	}
+	if err := c.Sampling.Validate(); err != nil {
+		return c, fmt.Errorf("kafka: config: %w", err)
 	}
 	if c.MaxBatchMessages == 0 {
 		c.MaxBatchMessages = DefaultMaxBatchMessages

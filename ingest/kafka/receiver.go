@@ -52,7 +52,7 @@ type worker struct {
 }
 
 func (r *Receiver) newWorker(next pipeline.Consumer, log *slog.Logger) *worker {
-	return &worker{r: r, next: next, log: log, dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: r.cfg.ClaimHeader})}
+	return &worker{r: r, next: next, log: log, dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: r.cfg.ClaimHeader, SamplingConfig: r.cfg.Sampling})}
 }
 
 // source is where a worker reads records and commits their offsets: the

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/store"
 )
@@ -394,6 +395,7 @@ func TestConsumeJSON(t *testing.T) {
 			produce(t, brokers, recs)
 			cfg := testConfig(t, brokers)
 			cfg.Encoding = tc.encoding
+			cfg.Sampling = ingest.SamplingConfig{Probability: 0.5}
 			rec := &recorder{}
 			r, stop := start(t, cfg, rec)
 			waitFor(t, 10*time.Second, "all spans", func() bool { return rec.numAccepted() >= 30 })
@@ -404,6 +406,13 @@ func TestConsumeJSON(t *testing.T) {
 			checkPartitionOrder(t, recs, rec.spans())
 			if bad := testutil.ToFloat64(r.m.bad); bad != 0 {
 				t.Fatalf("%v bad records", bad)
+			}
+			// Decoded with cfg.Sampling: spans that record nothing
+			// have the input's probability.
+			for _, sp := range rec.spans() {
+				if sp.Sampling != graph.SamplingConfigured || sp.AdjustedCount != 2 {
+					t.Fatalf("span %v: %v %v, want configured 2", sp.SpanID, sp.Sampling, sp.AdjustedCount)
+				}
 			}
 		})
 	}
@@ -838,6 +847,7 @@ func TestConfig(t *testing.T) {
 		{"read backoff above default max", Config{Brokers: []string{"k:9092"}, ReadBackoffMin: 2 * time.Second}, ""},
 		{"read backoff inverted", Config{Brokers: []string{"k:9092"}, ReadBackoffMin: time.Second, ReadBackoffMax: time.Millisecond}, "read backoff"},
 		{"batch", Config{Brokers: []string{"k:9092"}, MaxBatchMessages: -1}, "max batch messages"},
+		{"sampling", Config{Brokers: []string{"k:9092"}, Sampling: ingest.SamplingConfig{Probability: 1.5}}, "kafka: config: sampling probability: 1.5: want 0 < p ≤ 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewReceiver(tc.cfg, next)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stormradius/stormradius/ingest"
 )
 
 // Defaults of Config.
@@ -113,6 +115,10 @@ type Config struct {
 	// ClaimHeader is the error-claim header name the decoders look for
 	// (ingest.DecoderConfig.ClaimHeader). Default ingest.DefaultClaimHeader.
 	ClaimHeader string
+	// Sampling says where the decoders read each span's sampling
+	// probability, and what they assume for spans that record none
+	// (ingest.SamplingConfig; docs/SPEC.md §2, "sampling").
+	Sampling ingest.SamplingConfig
 
 	// Logger receives start, stop and error messages. Default: discard.
 	Logger *slog.Logger
@@ -192,6 +198,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DisableGRPC && c.DisableHTTP {
 		errs = append(errs, errors.New("both receivers are disabled"))
+	}
+	if err := c.Sampling.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("otlp: config: %w", err)

@@ -32,7 +32,7 @@ func (s *Server) getWork() *work {
 	if w, ok := s.works.Get().(*work); ok {
 		return w
 	}
-	return &work{dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: s.cfg.ClaimHeader})}
+	return &work{dec: ingest.NewDecoder(ingest.DecoderConfig{ClaimHeader: s.cfg.ClaimHeader, SamplingConfig: s.cfg.Sampling})}
 }
 
 func (s *Server) putWork(w *work) {
