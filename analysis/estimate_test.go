@@ -35,10 +35,18 @@ import (
 //     errors off: 10 at 1 %);
 //   - the 95 % intervals of the rates (failed-trace and root-error share,
 //     mean radius, misattribution rate) cover the truth in ≥ 95 % of the
-//     cases;
+//     cases, every sampler's and seed's together; each sampler's alone
+//     within the binomial error of 95 % over its ~200 cases (≥ 92 %: a
+//     95 % interval covers 95 % of the time, and 200 cases tell that to
+//     ±1.5 %);
 //   - under tail sampling, every edge's fail-open state and its source
 //     are the unsampled traffic's.
 func TestEstimatesOverSeeds(t *testing.T) {
+	if raceEnabled {
+		// Statistics, on one goroutine: nothing for the race detector,
+		// and ten times slower under it. .ci/run runs it without.
+		t.Skip("the acceptance over seeds runs without -race (.ci/run runs it so)")
+	}
 	seeds := 24
 	if testing.Short() {
 		seeds = 6
@@ -55,6 +63,7 @@ func TestEstimatesOverSeeds(t *testing.T) {
 	}
 	type tally struct{ checks, covered int }
 	coverage := map[string]*tally{}
+	learned := 0
 	for seed := 1; seed <= seeds; seed++ {
 		sc := samplingScenario(uint64(100+seed), 3000)
 		res, err := sim.Run(sc)
@@ -88,17 +97,28 @@ func TestEstimatesOverSeeds(t *testing.T) {
 			c.checks += n
 			c.covered += k
 			if _, ok := smp.s.(sim.Tail); ok {
-				sameClasses(t, what, truth, est)
+				learned += sameClasses(t, what, truth, est)
 			}
 		}
 	}
+	if learned == 0 {
+		t.Error("the truth learns no edge in any seed: the classes under tail sampling are not compared")
+	}
+	var all tally
 	for _, smp := range samplers {
 		c := coverage[smp.name]
+		all.checks += c.checks
+		all.covered += c.covered
 		rate := float64(c.covered) / float64(c.checks)
 		t.Logf("%s: intervals cover the truth in %d of %d cases (%.1f %%)", smp.name, c.covered, c.checks, 100*rate)
-		if rate < 0.95 {
-			t.Errorf("%s: intervals cover the truth in %.1f %% of %d cases, want ≥ 95 %%", smp.name, 100*rate, c.checks)
+		if rate < 0.92 {
+			t.Errorf("%s: intervals cover the truth in %.1f %% of %d cases, want ≥ 92 %%", smp.name, 100*rate, c.checks)
 		}
+	}
+	rate := float64(all.covered) / float64(all.checks)
+	t.Logf("all samplers: intervals cover the truth in %d of %d cases (%.1f %%)", all.covered, all.checks, 100*rate)
+	if rate < 0.95 {
+		t.Errorf("intervals cover the truth in %.1f %% of %d cases, want ≥ 95 %%", 100*rate, all.checks)
 	}
 }
 
@@ -278,8 +298,9 @@ func covers(truth, est *analysis.Document) (checks, covered int) {
 }
 
 // sameClasses checks that every edge with failed calls has the fail-open
-// state and source the unsampled traffic gives it.
-func sameClasses(t *testing.T, what string, truth, est *analysis.Document) {
+// state and source the unsampled traffic gives it, and returns how many
+// of them the truth learned.
+func sameClasses(t *testing.T, what string, truth, est *analysis.Document) int {
 	t.Helper()
 	estEdges := map[string]analysis.EdgeDoc{}
 	for _, e := range est.Edges {
@@ -298,7 +319,5 @@ func sameClasses(t *testing.T, what string, truth, est *analysis.Document) {
 			learned++
 		}
 	}
-	if learned == 0 {
-		t.Errorf("%s: the truth learns no edge: the classes are not compared", what)
-	}
+	return learned
 }
