@@ -142,7 +142,8 @@ type Span struct {
 	Sampling Sampling
 	// AdjustedCount is how many spans of the traffic the span stands
 	// for: 1/p of the probability p it was sampled with (≥ 1), when
-	// Sampling is SamplingRecorded or SamplingConfigured; 0 otherwise.
+	// Sampling is SamplingRecorded or SamplingConfigured; 1 when
+	// SamplingInvalid; 0 when SamplingNone.
 	AdjustedCount float64
 }
 
