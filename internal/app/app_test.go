@@ -121,20 +121,30 @@ func reportWhenQuiet(t *testing.T, dir string, wantSpans int64) string {
 }
 
 // The service end to end: a simulated incident exported service by
-// service, shuffled, over OTLP gRPC (gzip), OTLP HTTP protobuf (gzip) and
-// OTLP HTTP JSON at once, gives the stored report that `analyze` gives for
-// the same traces; /healthz, /readyz and /metrics answer; the metrics
-// count every span stored.
+// service, shuffled, sampled by the collector's probabilistic sampler at
+// 50 % (ot=th on every kept span: sampled traffic, docs/SPEC.md §4.9), over
+// OTLP gRPC (gzip), OTLP HTTP protobuf (gzip) and OTLP HTTP JSON at once,
+// gives the stored report that `analyze` gives for the same spans;
+// /healthz, /readyz and /metrics answer; the metrics count every span
+// stored.
 func TestServiceEndToEnd(t *testing.T) {
-	res, err := sim.Run(storetest.Scenario(400, time.Date(2026, 3, 1, 9, 50, 0, 0, time.UTC), 3*time.Second))
+	res, err := sim.Run(storetest.Scenario(800, time.Date(2026, 3, 1, 9, 50, 0, 0, time.UTC), 3*time.Second/2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const window = 10 * time.Minute
-	want := analyze(t, res, window)
+	exports, st, err := sim.Sample(res.Exports(11, 5, 0), sim.Probabilistic{Percentage: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDoc0, _ := storetest.AnalyzeBatches(exports, window)
+	if !wantDoc0.Sampling.Estimated || wantDoc0.Sampling.TracesReceived != int64(st.Kept) {
+		t.Fatalf("analyze of the sample: %+v, want estimates from the %d traces kept", wantDoc0.Sampling, st.Kept)
+	}
+	b0, _ := json.Marshal(wantDoc0)
+	want := string(b0)
 	dir := t.TempDir()
 	svc := startService(t, dir, window)
-	exports := res.Exports(11, 5, 0)
 
 	conn, err := grpc.NewClient(svc.addrs.OTLPGRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -178,7 +188,7 @@ func TestServiceEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := reportWhenQuiet(t, dir, int64(res.Stats.Spans))
+	got := reportWhenQuiet(t, dir, wantDoc0.Spans)
 	if got != want {
 		t.Fatalf("stored report differs from analyze:\n got %s\nwant %s", got, want)
 	}
@@ -204,7 +214,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 	// Health, readiness and metrics stay open.
 	for path, wantBody := range map[string]string{"/healthz": "ok", "/readyz": "ready",
-		"/metrics": fmt.Sprintf("stormradius_spans_stored_total %d", res.Stats.Spans)} {
+		"/metrics": fmt.Sprintf("stormradius_spans_stored_total %d", st.KeptSpans)} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"maps"
 	"slices"
 	"testing"
@@ -655,10 +656,15 @@ func DocJSON(t testing.TB, d *analysis.Document) string {
 // Analyze is `stormradius analyze` of the simulated traces (one window
 // length, one core): the reference a stored, streamed run must equal.
 func Analyze(res *sim.Result, window time.Duration) (*analysis.Document, *analysis.Windows) {
+	return AnalyzeBatches(res.TraceData(), window)
+}
+
+// AnalyzeBatches is Analyze of OTLP batches (sampled ones: sim.Sample).
+func AnalyzeBatches(batches []ptrace.Traces, window time.Duration) (*analysis.Document, *analysis.Windows) {
 	dec := ingest.NewDecoder(ingest.DecoderConfig{})
 	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
+	for _, td := range batches {
+		spans = dec.AppendTraces(spans, td)
 	}
 	return analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{Window: window}, 1)
 }
