@@ -124,6 +124,30 @@ func BenchmarkAssembleAnalyse(b *testing.B) {
 	reportSpans(b, c.spans)
 }
 
+// BenchmarkAssembleAnalyseSampled is BenchmarkAssembleAnalyse with every
+// trace sampled (docs/SPEC.md §4.9): an adjusted count of 1/0.3 recorded
+// on every span, so each trace is weighted 3 or 4 (rounded by its id),
+// and the variance sums are kept: what weighting costs.
+func BenchmarkAssembleAnalyseSampled(b *testing.B) {
+	c := loadCorpus(b)
+	traces := make([][]graph.Span, len(c.traces))
+	for i, tr := range c.traces {
+		traces[i] = append([]graph.Span(nil), tr...)
+		for k := range traces[i] {
+			traces[i][k].Sampling, traces[i][k].AdjustedCount = graph.SamplingRecorded, 1/0.3
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		doc, _ := analysis.InMemory(graph.Lists(traces), analysis.Config{}, 1)
+		if !doc.Sampling.Estimated {
+			b.Fatal("not weighted")
+		}
+	}
+	reportSpans(b, c.spans)
+}
+
 // BenchmarkPipeline compares the whole analyze pipeline (read the file,
 // decode — protobuf with the wire decoder, JSON with pdata and conversion —
 // group, assemble, analyse, report; one core)
