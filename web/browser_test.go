@@ -39,7 +39,6 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/fixture"
-	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/web"
@@ -61,13 +60,7 @@ func uiStore(t *testing.T) store.Store {
 	if err != nil {
 		t.Fatalf("the simulator refused the service name %q: %v", uiHostile, err)
 	}
-	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: t.TempDir(), Window: fixture.Window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	fixture.Load(t, st, traces)
-	return st
+	return loadedStore(t, traces)
 }
 
 func uiConfig() web.Config {
