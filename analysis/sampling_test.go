@@ -167,3 +167,45 @@ func TestTailSamplingDetected(t *testing.T) {
 		})
 	}
 }
+
+// Bad sampling information (docs/SPEC.md §2, "sampling"; §4.9): every
+// trace is analysed; one whose deciding (root) span recorded something
+// unusable counts once and is counted as unusable; what is valid (th:0 is
+// a probability of 1; the first ot member of a list that repeats it; a
+// th before an over-long member) counts as recorded. Expected by kind,
+// from the rules, over sim's spoiled records.
+func TestUnusableSampling(t *testing.T) {
+	sc := samplingScenario(31, 1600)
+	doc, st := sampled(t, sc, sim.Corrupt{Fraction: 0.6, Seed: 3})
+	weight := map[sim.Corruption]int64{
+		sim.ThZero: 1, sim.ThDuplicateOT: 2, sim.ThHuge: 2, // valid: p = 1, th:8, th:8
+	}
+	var unusable, estimated, corrupted int64
+	kinds := map[sim.Corruption]bool{}
+	for _, ts := range st.PerTrace {
+		if !ts.Kept {
+			continue
+		}
+		w := int64(1)
+		if ts.Corruption != sim.CorruptNone {
+			corrupted++
+			kinds[ts.Corruption] = true
+			if x, ok := weight[ts.Corruption]; ok {
+				w = x
+			} else {
+				unusable++
+			}
+		}
+		estimated += w
+	}
+	if len(kinds) != len(sim.Corruptions()) {
+		t.Fatalf("%d kinds of corruption in the sample, want all %d", len(kinds), len(sim.Corruptions()))
+	}
+	if doc.Sampling.TracesReceived != int64(st.Kept) || doc.Traces != estimated || doc.Sampling.UnusableTraces != unusable {
+		t.Fatalf("received %d, estimated %d, unusable %d; want %d, %d, %d (of %d corrupted)",
+			doc.Sampling.TracesReceived, doc.Traces, doc.Sampling.UnusableTraces, st.Kept, estimated, unusable, corrupted)
+	}
+	if !strings.Contains(strings.Join(doc.Sampling.Warnings, " "), "unusable") {
+		t.Fatalf("warnings %q: none about the unusable sampling", doc.Sampling.Warnings)
+	}
+}
