@@ -25,6 +25,13 @@ type fleetTrace struct {
 	hasError bool   // one of its spans has status ERROR
 	upstream int64  // the sampling.adjusted_count its spans carry as sent (0: none)
 	th       string // the ot=th its spans carry as sent ("": none)
+
+	// The calls model's (fleetOptions.calls; callsmodel_test.go): which
+	// API it roots in, what failed, and how many INTERNAL spans each
+	// backend attempt's server made.
+	api       string
+	outcome   outcome
+	internals []int
 }
 
 // fleet is generated traffic: traces of two services (a frontend's
@@ -54,6 +61,11 @@ type fleetOptions struct {
 	// Every headEvery-th trace whose randomness allows it (0: none)
 	// arrives with tracestate ot=th:8, as if an SDK had sampled it at 50 %.
 	headEvery int
+	// calls generates the calls model instead (callsmodel_test.go): the
+	// frontend's two APIs, its calls to the backend retried once when the
+	// first attempt fails, the backend's database calls; errorEvery does
+	// not apply.
+	calls bool
 }
 
 // tracesPerRequest is how many traces start in each request.
@@ -69,6 +81,17 @@ func newFleet(o fleetOptions) *fleet {
 	type half struct{ frontend, backend []spanSpec }
 	var halves []half
 	for i := range o.traces {
+		if o.calls {
+			tr := &fleetTrace{id: f.traceID()}
+			front, back := f.callsTrace(tr)
+			halves = append(halves, half{front, back})
+			f.traces = append(f.traces, tr)
+			f.byID[tr.id] = tr
+			if tr.hasError {
+				f.errors++
+			}
+			continue
+		}
 		tr := &fleetTrace{id: f.traceID(), hasError: i%o.errorEvery == 0}
 		if o.upstreamEvery > 0 && i%o.upstreamEvery == o.upstreamEvery/2 {
 			tr.upstream = o.upstreamCount
@@ -85,15 +108,15 @@ func newFleet(o fleetOptions) *fleet {
 		}
 		root, client := f.spanID(), f.spanID()
 		h := half{frontend: []spanSpec{
-			{tr, root, pcommon.SpanID{}, "GET /dispatch", ptrace.SpanKindServer, errAt == 0},
-			{tr, client, root, "GET backend", ptrace.SpanKindClient, errAt == 1},
+			{trace: tr, id: root, name: "GET /dispatch", kind: ptrace.SpanKindServer, statusError: errAt == 0},
+			{trace: tr, id: client, parent: root, name: "GET backend", kind: ptrace.SpanKindClient, statusError: errAt == 1},
 		}}
 		for b := range backends {
 			kind := ptrace.SpanKindServer
 			if b > 0 {
 				kind = ptrace.SpanKindInternal
 			}
-			h.backend = append(h.backend, spanSpec{tr, f.spanID(), client, "GET /work", kind, errAt == 2+b})
+			h.backend = append(h.backend, spanSpec{trace: tr, id: f.spanID(), parent: client, name: "GET /work", kind: kind, statusError: errAt == 2+b})
 		}
 		halves = append(halves, h)
 		f.traces = append(f.traces, tr)
@@ -123,6 +146,12 @@ type spanSpec struct {
 	name        string
 	kind        ptrace.SpanKind
 	statusError bool
+	// from, to: when it starts and ends after start (0, 0: 0 to 1 ms).
+	from, to time.Duration
+	// resend is its http.request.resend_count (0: none); peer its
+	// peer.service ("": none).
+	resend int64
+	peer   string
 }
 
 // request builds an OTLP request of the frontend's and the backend's
@@ -158,11 +187,21 @@ func (s spanSpec) appendTo(spans ptrace.SpanSlice) {
 	sp.SetParentSpanID(s.parent)
 	sp.SetName(s.name)
 	sp.SetKind(s.kind)
-	sp.SetStartTimestamp(start)
-	sp.SetEndTimestamp(start + 1_000_000)
+	from, to := s.from, s.to
+	if to == 0 {
+		from, to = 0, time.Millisecond
+	}
+	sp.SetStartTimestamp(start + pcommon.Timestamp(from))
+	sp.SetEndTimestamp(start + pcommon.Timestamp(to))
 	if s.statusError {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("upstream failed")
+	}
+	if s.resend != 0 {
+		sp.Attributes().PutInt("http.request.resend_count", s.resend)
+	}
+	if s.peer != "" {
+		sp.Attributes().PutStr("peer.service", s.peer)
 	}
 	if s.trace.upstream != 0 {
 		sp.Attributes().PutInt(adjustedCountKey, s.trace.upstream)
@@ -177,7 +216,7 @@ func (s spanSpec) appendTo(spans ptrace.SpanSlice) {
 func (f *fleet) lateSpans(traces []*fleetTrace, withError bool) ptrace.Traces {
 	var specs []spanSpec
 	for _, tr := range traces {
-		specs = append(specs, spanSpec{tr, f.spanID(), pcommon.SpanID{}, "GET /late", ptrace.SpanKindInternal, withError})
+		specs = append(specs, spanSpec{trace: tr, id: f.spanID(), name: "GET /late", kind: ptrace.SpanKindInternal, statusError: withError})
 	}
 	return request(nil, specs)
 }
