@@ -128,6 +128,39 @@ func writeCorpus(b *testing.B, dir string, sc sim.Scenario, f sim.Format) (strin
 	return p, st.Spans
 }
 
+// writeSampledCorpus writes the scenario sampled as the collector's
+// probabilistic sampler does at 50 % (ot=th on every kept span: every
+// trace weighted 2, docs/SPEC.md §4.9) as length-prefixed protobuf, and
+// returns its path and span count.
+func writeSampledCorpus(b *testing.B, dir string, sc sim.Scenario) (string, int) {
+	b.Helper()
+	res, err := sim.Run(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kept, st, err := sim.Sample(res.Exports(1, 20, 0), sim.Probabilistic{Percentage: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(dir, "sampled.pb")
+	out, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, td := range kept {
+		if err = sim.WriteProtoMessage(out, td); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = out.Close()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, st.KeptSpans
+}
+
 // run1 runs the command with GOMAXPROCS=1 and returns its wall time,
 // peak RSS (bytes) and CPU time (user + system).
 func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64, time.Duration) {
@@ -178,17 +211,29 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		f    sim.Format
-	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
+	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
 		b.Run(tc.name, func(b *testing.B) {
-			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			var path string
+			var spans int
+			if tc.name == "proto-sampled" {
+				// Sampled traffic: what weighting costs (the same mesh,
+				// half its traces kept, each standing for two).
+				path, spans = writeSampledCorpus(b, b.TempDir(), oneCoreScenario(2400))
+			} else {
+				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			}
 			// Once, untimed: analyze's document counts every span.
 			var doc bytes.Buffer
 			c := exec.Command(bin, "analyze", path)
 			c.Stdout = &doc
 			run1(b, c)
-			var got struct{ Spans int }
-			if err := json.Unmarshal(doc.Bytes(), &got); err != nil || got.Spans != spans {
-				b.Fatalf("analyze: %v, %d spans, want %d", err, got.Spans, spans)
+			var got struct {
+				Sampling struct {
+					SpansReceived int `json:"spans_received"`
+				}
+			}
+			if err := json.Unmarshal(doc.Bytes(), &got); err != nil || got.Sampling.SpansReceived != spans {
+				b.Fatalf("analyze: %v, %d spans received, want %d", err, got.Sampling.SpansReceived, spans)
 			}
 			var ratios, cpuRatios []float64
 			var ref, ana time.Duration
@@ -269,9 +314,17 @@ func BenchmarkAnalyzeInProcess(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		f    sim.Format
-	}{{"proto", sim.Proto}, {"json", sim.JSONLines}} {
+	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
 		b.Run(tc.name, func(b *testing.B) {
-			path, spans := writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			var path string
+			var spans int
+			if tc.name == "proto-sampled" {
+				// Sampled traffic: what weighting costs (the same mesh,
+				// half its traces kept, each standing for two).
+				path, spans = writeSampledCorpus(b, b.TempDir(), oneCoreScenario(2400))
+			} else {
+				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
