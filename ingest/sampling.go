@@ -170,6 +170,14 @@ func ParseTraceStateThreshold(ts string) (adjusted float64, present, ok bool) {
 			return t, true, true
 		}
 	}
+	// What the collector's probabilistic sampler writes in its default
+	// mode (hash_seed): ot=rv:R;th:T, R its 14 hex digits of randomness.
+	const rvth = len("ot=rv:") + randomnessDigits + len(";th:")
+	if len(ts) > rvth && len(ts) <= rvth+thresholdDigits && ts[:6] == "ot=rv:" && ts[rvth-4:rvth] == ";th:" && isHex(ts[6:rvth-4]) {
+		if t, ok := threshold(ts[rvth:]); ok {
+			return t, true, true
+		}
+	}
 	v, found, overlong := otMember(ts)
 	if !found {
 		return 0, false, false
@@ -253,6 +261,20 @@ func otThreshold(v string) (adjusted float64, present, ok bool) {
 	}
 	adjusted, ok = threshold(th)
 	return adjusted, true, ok
+}
+
+// randomnessDigits is the length of an rv value: 14 hex digits.
+const randomnessDigits = 14
+
+// isHex reports whether s is made of hex digits.
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c|0x20 < 'a' || c|0x20 > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // threshold returns the adjusted count of the th value th, 1 to 14 hex

@@ -580,3 +580,26 @@ func TestTraceStateMemo(t *testing.T) {
 		}
 	}
 }
+
+// The collector's default form, ot=rv:R;th:T, read on its fast path,
+// gives what the general reading gives; a randomness that is no hex (a
+// control byte that ORs to a digit among them) is left to the general
+// reading.
+func TestTraceStateRandomnessForm(t *testing.T) {
+	for _, c := range []struct {
+		ts       string
+		adjusted float64
+		ok       bool
+	}{
+		{"ot=rv:ff00ff89ed803f;th:e668", 65536.0 / (0x10000 - 0xe668), true},
+		{"ot=rv:FF00FF89ED803F;th:8", 2, true},
+		{"ot=rv:ff00ff89ed803\x10;th:8", 0, false}, // not an OpenTelemetry value
+		{"ot=rv:zz00ff89ed803f;th:8", 2, true},     // no hex, but a value: the general reading
+		{"ot=rv:ff00ff89ed803f;th:", 0, false},
+	} {
+		a, present, ok := ParseTraceStateThreshold(c.ts)
+		if !present || ok != c.ok || (ok && math.Abs(a-c.adjusted) > 1e-12*c.adjusted) {
+			t.Errorf("%q: %v %v %v, want %v %v", c.ts, a, present, ok, c.adjusted, c.ok)
+		}
+	}
+}

@@ -30,6 +30,15 @@ const refEnv = "STORMRADIUS_BENCH_PDATA"
 // refEnv is set, the tests otherwise (and then deletes the binary
 // commandBinary built, if any).
 func TestMain(m *testing.M) {
+	if p := os.Getenv(sampledEnv); p != "" {
+		n, err := sampledCorpus(p, oneCoreScenario(2400))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(n)
+		os.Exit(0)
+	}
 	if p := os.Getenv(refEnv); p != "" {
 		n, err := pdataUnmarshal(p)
 		if err != nil {
@@ -128,37 +137,61 @@ func writeCorpus(b *testing.B, dir string, sc sim.Scenario, f sim.Format) (strin
 	return p, st.Spans
 }
 
+// sampledEnv makes the test binary write the sampled corpus to its path
+// and print its span count (TestMain): in a process of its own, so that
+// the simulation's memory never counts in the peak RSS of the processes
+// the benchmark starts (a child started from a large process keeps the
+// parent's high-water mark across exec).
+const sampledEnv = "STORMRADIUS_BENCH_SAMPLED"
+
 // writeSampledCorpus writes the scenario sampled as the collector's
 // probabilistic sampler does at 50 % (ot=th on every kept span: every
-// trace weighted 2, docs/SPEC.md §4.9) as length-prefixed protobuf, and
-// returns its path and span count.
-func writeSampledCorpus(b *testing.B, dir string, sc sim.Scenario) (string, int) {
+// trace weighted 2, docs/SPEC.md §4.9) as length-prefixed protobuf, in a
+// process of its own (sampledEnv), and returns its path and span count.
+func writeSampledCorpus(b *testing.B, dir string) (string, int) {
 	b.Helper()
-	res, err := sim.Run(sc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kept, st, err := sim.Sample(res.Exports(1, 20, 0), sim.Probabilistic{Percentage: 50})
+	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	p := filepath.Join(dir, "sampled.pb")
-	out, err := os.Create(p)
+	c := exec.Command(self, "-test.run=^$")
+	c.Env = append(os.Environ(), sampledEnv+"="+p)
+	out, err := c.Output()
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("writing the sampled corpus: %v", err)
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(out)))
+	if err != nil {
+		b.Fatalf("writing the sampled corpus: %q", out)
+	}
+	return p, n
+}
+
+// sampledCorpus writes sc sampled at 50 % to path and returns the spans
+// kept.
+func sampledCorpus(path string, sc sim.Scenario) (int, error) {
+	res, err := sim.Run(sc)
+	if err != nil {
+		return 0, err
+	}
+	kept, st, err := sim.Sample(res.Exports(1, 20, 0), sim.Probabilistic{Percentage: 50})
+	if err != nil {
+		return 0, err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return 0, err
 	}
 	for _, td := range kept {
 		if err = sim.WriteProtoMessage(out, td); err != nil {
 			break
 		}
 	}
-	if err == nil {
-		err = out.Close()
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	return p, st.KeptSpans
+	return st.KeptSpans, err
 }
 
 // run1 runs the command with GOMAXPROCS=1 and returns its wall time,
@@ -218,7 +251,7 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 			if tc.name == "proto-sampled" {
 				// Sampled traffic: what weighting costs (the same mesh,
 				// half its traces kept, each standing for two).
-				path, spans = writeSampledCorpus(b, b.TempDir(), oneCoreScenario(2400))
+				path, spans = writeSampledCorpus(b, b.TempDir())
 			} else {
 				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
 			}
@@ -321,7 +354,7 @@ func BenchmarkAnalyzeInProcess(b *testing.B) {
 			if tc.name == "proto-sampled" {
 				// Sampled traffic: what weighting costs (the same mesh,
 				// half its traces kept, each standing for two).
-				path, spans = writeSampledCorpus(b, b.TempDir(), oneCoreScenario(2400))
+				path, spans = writeSampledCorpus(b, b.TempDir())
 			} else {
 				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
 			}
