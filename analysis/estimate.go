@@ -111,10 +111,7 @@ func wilson(p, n float64) (float64, float64) {
 // EffectiveSampleSize returns Kish's effective sample size of units
 // whose weights sum to sum, with Σ W(W−1) = c: (ΣW)² / ΣW² — the units
 // themselves when unweighted (c = 0).
-func EffectiveSampleSize(sum, c int64) float64 { return kish(sum, c) }
-
-// kish is EffectiveSampleSize.
-func kish(sum, c int64) float64 {
+func EffectiveSampleSize(sum, c int64) float64 {
 	if sum <= 0 {
 		return 0
 	}
@@ -122,29 +119,43 @@ func kish(sum, c int64) float64 {
 	return s * s / (s + float64(c))
 }
 
+// newSamplingDoc returns what traces (estimated), what weighting added to
+// them (excess) and Σ W(W−1) over them (varSum) say: received, estimated,
+// the effective sample size; estimated when some trace stood for more
+// than itself.
+func newSamplingDoc(traces, excess, varSum int64) SamplingDoc {
+	return SamplingDoc{
+		Estimated:           varSum != 0 || excess != 0,
+		TracesReceived:      traces - excess,
+		TracesEstimated:     traces,
+		EffectiveSampleSize: EffectiveSampleSize(traces, varSum),
+		Warnings:            []string{},
+	}
+}
+
+// shares sets d's failed-trace and root-error rates from a's sums (an
+// API's, or every API's summed).
+func (d *SamplingDoc) shares(a *APIAgg) {
+	n := EffectiveSampleSize(a.Traces, a.Var)
+	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, d.Estimated, 1, n)
+	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, d.Estimated, 1, n)
+}
+
 // Sampling returns how sure the API's figures are (docs/SPEC.md §4.9);
 // maxRadius bounds the radius a storm of the API could have (its
 // potential radius without ownership, at least its max radius).
 func (a *APIAgg) Sampling(maxRadius int) SamplingDoc {
-	sampled := a.Var != 0 || a.Excess != 0
-	d := SamplingDoc{
-		Estimated:           sampled,
-		TracesReceived:      a.Traces - a.Excess,
-		TracesEstimated:     a.Traces,
-		EffectiveSampleSize: kish(a.Traces, a.Var),
-		Warnings:            []string{},
-	}
+	d := newSamplingDoc(a.Traces, a.Excess, a.Var)
 	d.suspect(a.TailCounts())
-	n := d.EffectiveSampleSize
-	d.FailedTraceRate = ratio(a.Failed, a.Traces, a.VarFailed, a.VarFailed, a.Var, sampled, 1, n)
-	d.RootErrorRate = ratio(a.RootErrors, a.Traces, a.VarRoot, a.VarRoot, a.Var, sampled, 1, n)
+	d.shares(a)
 	if a.Failed > 0 {
-		m := ratio(a.RadiusSum, a.Failed, a.VarRadius2, a.VarRadius, a.VarFailed, sampled,
-			float64(max(maxRadius, a.MaxRadius(), 1)), kish(a.Failed, a.VarFailed))
+		m := ratio(a.RadiusSum, a.Failed, a.VarRadius2, a.VarRadius, a.VarFailed, d.Estimated,
+			float64(max(maxRadius, a.MaxRadius(), 1)), EffectiveSampleSize(a.Failed, a.VarFailed))
 		d.MeanRadius = &m
 	}
 	if a.Eligible > 0 {
-		m := ratio(a.Misattributed, a.Eligible, a.VarMis2, a.VarMisElig, a.VarElig2, sampled, 1, kish(a.Eligible, a.VarElig2))
+		m := ratio(a.Misattributed, a.Eligible, a.VarMis2, a.VarMisElig, a.VarElig2, d.Estimated, 1,
+			EffectiveSampleSize(a.Eligible, a.VarElig2))
 		d.MisattributionRate = &m
 	}
 	return d
@@ -166,30 +177,24 @@ type FleetSamplingDoc struct {
 // received and estimated, and the failed-trace and root-error rates of
 // the traces of every API.
 func (r *Report) FleetSampling() FleetSamplingDoc {
-	sampled := r.TracesVar != 0 || r.TracesExcess != 0
-	d := FleetSamplingDoc{SamplingDoc: SamplingDoc{
-		Estimated:           sampled,
-		TracesReceived:      r.Traces - r.TracesExcess,
-		TracesEstimated:     r.Traces,
-		EffectiveSampleSize: kish(r.Traces, r.TracesVar),
-		Warnings:            []string{},
-	}, SpansReceived: r.Spans - r.SpansExcess, ConflictingTraces: r.SamplingConflicts,
-		UnusableTraces: r.SamplingUnusable}
+	d := FleetSamplingDoc{SamplingDoc: newSamplingDoc(r.Traces, r.TracesExcess, r.TracesVar),
+		SpansReceived: r.Spans - r.SpansExcess, ConflictingTraces: r.SamplingConflicts, UnusableTraces: r.SamplingUnusable}
 	var all APIAgg
-	var tail TailCounts
 	for _, a := range r.APIs {
-		tail.Merge(a.TailCounts())
 		all.Traces += a.Traces
 		all.Failed += a.Failed
 		all.RootErrors += a.RootErrors
 		all.Var += a.Var
 		all.VarFailed += a.VarFailed
 		all.VarRoot += a.VarRoot
+		all.TailClean16 += a.TailClean16
+		all.TailClean2 += a.TailClean2
+		all.TailClean += a.TailClean
+		all.TailFailed2 += a.TailFailed2
+		all.TailFailed += a.TailFailed
 	}
-	n := kish(all.Traces, all.Var)
-	d.FailedTraceRate = ratio(all.Failed, all.Traces, all.VarFailed, all.VarFailed, all.Var, sampled, 1, n)
-	d.RootErrorRate = ratio(all.RootErrors, all.Traces, all.VarRoot, all.VarRoot, all.Var, sampled, 1, n)
-	d.suspect(tail)
+	d.shares(&all)
+	d.suspect(all.TailCounts())
 	if r.SamplingConflicts > 0 {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("%d trace(s) whose spans recorded different sampling probabilities: the root span's counted", r.SamplingConflicts))
 	}

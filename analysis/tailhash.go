@@ -78,14 +78,6 @@ func (a *APIAgg) TailCounts() TailCounts {
 	return TailCounts{Clean: [3]int64{a.TailClean16, a.TailClean2, a.TailClean}, Failed: [3]int64{0, a.TailFailed2, a.TailFailed}}
 }
 
-// Merge adds o's counts.
-func (t *TailCounts) Merge(o TailCounts) {
-	for i := range t.Clean {
-		t.Clean[i] += o.Clean[i]
-		t.Failed[i] += o.Failed[i]
-	}
-}
-
 // Thresholds of the detection: a half of the hash range holding more
 // than its share by minZ standard deviations (under even spread, the
 // lower half's count is binomial with p = ½), among at least minClean
