@@ -586,6 +586,60 @@ type EdgeDoc struct {
 	SuppressedCalls int64   `json:"suppressed_calls"`
 }
 
+// apiDoc renders the aggregate of root API name, whose windows' potential
+// radius is p.
+func apiDoc(name string, a *APIAgg, p APIPotential) APIDoc {
+	maxRadius := a.MaxRadius()
+	ad := APIDoc{
+		API: name, Traces: a.Traces, FailedTraces: a.Failed, MaxRadius: maxRadius,
+		RootErrors: a.RootErrors, RemoteParentTraces: a.RemoteParent,
+		RadiusHistogram: map[string]int64{}, MaxAmplification: a.MaxAmplification(),
+		SuppressedRetries: a.Suppressed, SpuriousRequestsPrevented: a.Counterfactual - a.Hops,
+		Requests: a.Hops, CounterfactualRequests: a.Counterfactual,
+		MisattributedErrors: a.Misattributed, NaiveMisattributedErrors: a.Naive,
+		MisattributionRate:      attribution.MisattributionRate(a.Misattributed, a.Eligible),
+		NaiveMisattributionRate: attribution.MisattributionRate(a.Naive, a.Eligible),
+		FailureEvents:           a.Events, Owners: []OwnerDoc{},
+	}
+	if a.Failed > 0 {
+		ad.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
+	}
+	for rad, n := range a.Radius {
+		ad.RadiusHistogram[strconv.Itoa(rad)] = n
+	}
+	// Recursion through one node reaches deeper than the call graph
+	// (whose cycle-closing edges are not walked) shows: the potential
+	// radius is never below what was observed (docs/SPEC.md §4.5).
+	ad.PotentialRadius = max(p.With, maxRadius)
+	ad.PotentialWithout = max(p.Without, maxRadius)
+	// The mean radius is bounded by the largest a storm could reach.
+	ad.Sampling = a.Sampling(ad.PotentialWithout)
+	for n, c := range a.Owners {
+		ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c.Events, SpuriousRequestsPrevented: c.Spurious})
+	}
+	slices.SortFunc(ad.Owners, func(x, y OwnerDoc) int {
+		return cmp.Or(cmp.Compare(y.OwnedFailures, x.OwnedFailures),
+			cmp.Compare(x.Service, y.Service), cmp.Compare(x.Operation, y.Operation))
+	})
+	return ad
+}
+
+// edgeDoc renders dependency k with its counts summed over the windows,
+// its fail-open state read from the sums.
+func edgeDoc(k graph.Edge, e *graph.EdgeStats, cfg Config) EdgeDoc {
+	open, src := cfg.Attribution.FailOpen(e)
+	ed := EdgeDoc{
+		Caller: k.Caller, Callee: k.Callee.String(), CalleeService: k.Callee.Service, CalleeOperation: k.Callee.Operation,
+		FailOpen: open, FailOpenSource: src.String(),
+		Calls: e.Calls, FailedCalls: e.Failed, RetriedCalls: e.Retried,
+		RetryEnabled: e.RetryEnabled(), MaxAttempts: e.MaxAttempts(), SuppressedCalls: e.Suppressed,
+	}
+	if e.Failed > 0 {
+		ed.CallerFailed = float64(e.CallerFailed) / float64(e.Failed)
+	}
+	return ed
+}
+
 // Document renders the report with the summaries of the windows its
 // traces belong to (docs/SPEC.md §4.3): per API, the potential radius is the
 // largest of its windows' (never below its observed max radius); per edge,
@@ -620,48 +674,17 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	slices.Sort(names)
 	var radiusSum, potSum, pot0Sum int64
 	for _, name := range names {
-		a := r.APIs[name]
-		maxRadius := a.MaxRadius()
-		ad := APIDoc{
-			API: name, Traces: a.Traces, FailedTraces: a.Failed, MaxRadius: maxRadius,
-			RootErrors: a.RootErrors, RemoteParentTraces: a.RemoteParent,
-			RadiusHistogram: map[string]int64{}, MaxAmplification: a.MaxAmplification(),
-			SuppressedRetries: a.Suppressed, SpuriousRequestsPrevented: a.Counterfactual - a.Hops,
-			Requests: a.Hops, CounterfactualRequests: a.Counterfactual,
-			MisattributedErrors: a.Misattributed, NaiveMisattributedErrors: a.Naive,
-			MisattributionRate:      attribution.MisattributionRate(a.Misattributed, a.Eligible),
-			NaiveMisattributionRate: attribution.MisattributionRate(a.Naive, a.Eligible),
-			FailureEvents:           a.Events, Owners: []OwnerDoc{},
-		}
-		if a.Failed > 0 {
-			ad.MeanRadius = float64(a.RadiusSum) / float64(a.Failed)
+		ad := apiDoc(name, r.APIs[name], potential[name])
+		if ad.FailedTraces > 0 {
 			d.Fleet.FailedAPIs++
-			radiusSum += int64(maxRadius)
-			d.Fleet.MaxRadius = max(d.Fleet.MaxRadius, maxRadius)
+			radiusSum += int64(ad.MaxRadius)
+			d.Fleet.MaxRadius = max(d.Fleet.MaxRadius, ad.MaxRadius)
 		}
-		for rad, n := range a.Radius {
-			ad.RadiusHistogram[strconv.Itoa(rad)] = n
-		}
-		// Recursion through one node reaches deeper than the call graph
-		// (whose cycle-closing edges are not walked) shows: the potential
-		// radius is never below what was observed (docs/SPEC.md §4.5).
-		p := potential[name]
-		ad.PotentialRadius = max(p.With, maxRadius)
-		ad.PotentialWithout = max(p.Without, maxRadius)
-		// The mean radius is bounded by the largest a storm could reach.
-		ad.Sampling = a.Sampling(ad.PotentialWithout)
 		potSum += int64(ad.PotentialRadius)
 		pot0Sum += int64(ad.PotentialWithout)
 		d.Fleet.MaxPotentialRadius = max(d.Fleet.MaxPotentialRadius, ad.PotentialRadius)
 		d.Fleet.MaxPotentialWithout = max(d.Fleet.MaxPotentialWithout, ad.PotentialWithout)
 		d.Fleet.SpuriousRequestsPrevented += ad.SpuriousRequestsPrevented
-		for n, c := range a.Owners {
-			ad.Owners = append(ad.Owners, OwnerDoc{Service: n.Service, Operation: n.Operation, OwnedFailures: c.Events, SpuriousRequestsPrevented: c.Spurious})
-		}
-		slices.SortFunc(ad.Owners, func(x, y OwnerDoc) int {
-			return cmp.Or(cmp.Compare(y.OwnedFailures, x.OwnedFailures),
-				cmp.Compare(x.Service, y.Service), cmp.Compare(x.Operation, y.Operation))
-		})
 		d.APIs = append(d.APIs, ad)
 	}
 	d.Fleet.APIs = len(names)
@@ -678,17 +701,7 @@ func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
 	}
 	slices.SortFunc(d.Services, func(x, y ServiceDoc) int { return cmp.Compare(x.Service, y.Service) })
 	for k, e := range edges {
-		open, src := cfg.Attribution.FailOpen(e)
-		ed := EdgeDoc{
-			Caller: k.Caller, Callee: k.Callee.String(), CalleeService: k.Callee.Service, CalleeOperation: k.Callee.Operation,
-			FailOpen: open, FailOpenSource: src.String(),
-			Calls: e.Calls, FailedCalls: e.Failed, RetriedCalls: e.Retried,
-			RetryEnabled: e.RetryEnabled(), MaxAttempts: e.MaxAttempts(), SuppressedCalls: e.Suppressed,
-		}
-		if e.Failed > 0 {
-			ed.CallerFailed = float64(e.CallerFailed) / float64(e.Failed)
-		}
-		d.Edges = append(d.Edges, ed)
+		d.Edges = append(d.Edges, edgeDoc(k, e, cfg))
 	}
 	slices.SortFunc(d.Edges, func(x, y EdgeDoc) int {
 		return cmp.Or(cmp.Compare(x.Caller, y.Caller), cmp.Compare(x.CalleeService, y.CalleeService),

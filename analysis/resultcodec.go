@@ -35,41 +35,7 @@ type ResultEncoder struct {
 
 // Append appends the binary form of r to b.
 func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
-	if e.names == nil || len(e.names) > 4096 {
-		e.names = make(map[string]uint64, 32)
-	}
-	clear(e.names)
-	table := e.table[:0]
-	name := func(s string) uint64 {
-		i, ok := e.names[s]
-		if !ok {
-			i = uint64(len(table))
-			e.names[s] = i
-			table = append(table, s)
-		}
-		return i
-	}
-	name(r.API)
-	for _, v := range r.Versions {
-		name(v.Service)
-		name(v.Version)
-	}
-	for i := range r.Events {
-		name(r.Events[i].Owner.Service)
-		name(r.Events[i].Owner.Operation)
-	}
-	for i := range r.Owners {
-		name(r.Owners[i].Node.Service)
-		name(r.Owners[i].Node.Operation)
-	}
-	for i := range r.Services {
-		name(r.Services[i].Service)
-	}
-	for i := range r.Nodes {
-		name(r.Nodes[i].Node.Service)
-		name(r.Nodes[i].Node.Operation)
-	}
-	e.table = table[:0]
+	table := e.nameTable(r)
 
 	uv := binary.AppendUvarint
 	v := binary.AppendVarint
@@ -151,6 +117,45 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 		b = v(b, n.Owned)
 	}
 	return b
+}
+
+// nameTable numbers every name r holds, once each, in the order the
+// encoding writes them (e.names maps a name to its number), and returns
+// them.
+func (e *ResultEncoder) nameTable(r *TraceResult) []string {
+	if e.names == nil || len(e.names) > 4096 {
+		e.names = make(map[string]uint64, 32)
+	}
+	clear(e.names)
+	table := e.table[:0]
+	name := func(s string) {
+		if _, ok := e.names[s]; !ok {
+			e.names[s] = uint64(len(table))
+			table = append(table, s)
+		}
+	}
+	name(r.API)
+	for _, v := range r.Versions {
+		name(v.Service)
+		name(v.Version)
+	}
+	for i := range r.Events {
+		name(r.Events[i].Owner.Service)
+		name(r.Events[i].Owner.Operation)
+	}
+	for i := range r.Owners {
+		name(r.Owners[i].Node.Service)
+		name(r.Owners[i].Node.Operation)
+	}
+	for i := range r.Services {
+		name(r.Services[i].Service)
+	}
+	for i := range r.Nodes {
+		name(r.Nodes[i].Node.Service)
+		name(r.Nodes[i].Node.Operation)
+	}
+	e.table = table[:0]
+	return table
 }
 
 // resultReader reads an encoded result, remembering the first error.

@@ -24,8 +24,7 @@ func (d *Document) WriteTable(w io.Writer) error {
 	fmt.Fprintf(ew, "fleet: max radius %d, mean of the APIs' max radius %.2f; potential radius max %d (without ownership %d); spurious requests prevented %d\n\n",
 		d.Fleet.MaxRadius, d.Fleet.MeanMaxRadius, d.Fleet.MaxPotentialRadius, d.Fleet.MaxPotentialWithout, d.Fleet.SpuriousRequestsPrevented)
 
-	sampled := d.Sampling.Estimated
-	if sampled {
+	if d.Sampling.Estimated {
 		// Estimates, not counts (docs/SPEC.md §4.9): said first, and the
 		// APIs' table gets what was received and the failed-trace rate
 		// with its interval.
@@ -33,43 +32,11 @@ func (d *Document) WriteTable(w io.Writer) error {
 			d.Sampling.TracesReceived, d.Sampling.TracesEstimated, d.Sampling.EffectiveSampleSize)
 	}
 
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R/TRACE\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t"
-	if sampled {
-		head += "RECEIVED\tW/ FAILURE % (95% CI)\t"
-	}
-	fmt.Fprintln(tw, head)
-	var remote int64
-	for _, a := range d.APIs {
-		owner := "-"
-		if len(a.Owners) > 0 {
-			o := a.Owners[0]
-			owner = fmt.Sprintf("%s (%d)", Printable(o.Service+" "+o.Operation), o.OwnedFailures)
-		}
-		remote += a.RemoteParentTraces
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t",
-			Printable(a.API), a.Traces, a.RootErrors, a.FailedTraces, a.MaxRadius, a.MeanRadius, a.PotentialRadius, a.PotentialWithout,
-			a.MaxAmplification, a.SuppressedRetries, a.SpuriousRequestsPrevented, a.MisattributedErrors, owner)
-		if sampled {
-			r := a.Sampling.FailedTraceRate
-			fmt.Fprintf(tw, "%d\t%.1f (%.1f–%.1f)\t", a.Sampling.TracesReceived, 100*r.Estimate, 100*r.Low, 100*r.High)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-	if len(d.APIs) > 0 {
-		fmt.Fprintln(ew, "ROOT ERRORS: requests that failed at the root API (what its callers saw).")
-		fmt.Fprintln(ew, "W/ FAILURE: traces with a failure event anywhere, including errors absorbed on the way up.")
-		fmt.Fprintln(ew, "MAX R, MEAN R/TRACE: the largest and the mean radius over those traces.")
-		fmt.Fprintln(ew, "POTENTIAL R: with ownership / without.")
-		if remote > 0 {
-			fmt.Fprintf(ew, "%d trace(s) entered from a caller outside the trace (remote parent: a load balancer, a browser, an unsampled client).\n", remote)
-		}
-	}
+	d.writeAPIs(ew)
 
 	if len(d.Services) > 0 {
 		fmt.Fprintln(ew, "\nclaim integrity (failed hops):")
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "SERVICE\tCORRECT\tFALSE CLAIM\tFALSE UNCLAIM\tMISSING\tINVALID\tMISATTR\tCTX DROPS\tOWNED\tLOAD AVOIDED\t")
 		for _, s := range d.Services {
 			if s.Virtual {
@@ -120,6 +87,45 @@ func (d *Document) WriteTable(w io.Writer) error {
 		tw.Flush()
 	}
 	return ew.err
+}
+
+// writeAPIs writes the table of root APIs and its legend; on sampled
+// traffic, with what each received and its failed-trace share.
+func (d *Document) writeAPIs(ew *errWriter) {
+	sampled := d.Sampling.Estimated
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "API\tTRACES\tROOT ERRORS\tW/ FAILURE\tMAX R\tMEAN R/TRACE\tPOTENTIAL R\tMAX AMP\tSUPPRESSED\tSPURIOUS\tMISATTR\tTOP OWNER\t"
+	if sampled {
+		head += "RECEIVED\tW/ FAILURE % (95% CI)\t"
+	}
+	fmt.Fprintln(tw, head)
+	var remote int64
+	for _, a := range d.APIs {
+		owner := "-"
+		if len(a.Owners) > 0 {
+			o := a.Owners[0]
+			owner = fmt.Sprintf("%s (%d)", Printable(o.Service+" "+o.Operation), o.OwnedFailures)
+		}
+		remote += a.RemoteParentTraces
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d/%d\t%.1f\t%d\t%d\t%d\t%s\t",
+			Printable(a.API), a.Traces, a.RootErrors, a.FailedTraces, a.MaxRadius, a.MeanRadius, a.PotentialRadius, a.PotentialWithout,
+			a.MaxAmplification, a.SuppressedRetries, a.SpuriousRequestsPrevented, a.MisattributedErrors, owner)
+		if sampled {
+			r := a.Sampling.FailedTraceRate
+			fmt.Fprintf(tw, "%d\t%.1f (%.1f–%.1f)\t", a.Sampling.TracesReceived, 100*r.Estimate, 100*r.Low, 100*r.High)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	if len(d.APIs) > 0 {
+		fmt.Fprintln(ew, "ROOT ERRORS: requests that failed at the root API (what its callers saw).")
+		fmt.Fprintln(ew, "W/ FAILURE: traces with a failure event anywhere, including errors absorbed on the way up.")
+		fmt.Fprintln(ew, "MAX R, MEAN R/TRACE: the largest and the mean radius over those traces.")
+		fmt.Fprintln(ew, "POTENTIAL R: with ownership / without.")
+		if remote > 0 {
+			fmt.Fprintf(ew, "%d trace(s) entered from a caller outside the trace (remote parent: a load balancer, a browser, an unsampled client).\n", remote)
+		}
+	}
 }
 
 // Printable returns s unchanged when it is valid UTF-8 made of printable
