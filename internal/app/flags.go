@@ -57,9 +57,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	bodyTimeout := fs.Duration("body-timeout", otlp.DefaultBodyTimeout, "longest an OTLP/HTTP body may take to arrive")
 	bodyBuffer := fs.Int64("body-buffer-bytes", 0, "memory for OTLP/HTTP bodies being received, all requests (beyond: 503; default 8 × --max-body-bytes)")
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
-	sampling := SamplingFlags(fs)
-	otlpP := fs.Float64("otlp-sampling-probability", 0, "--sampling-probability for the spans received over OTLP, when given (0: none)")
-	kafkaP := fs.Float64("kafka-sampling-probability", 0, "--sampling-probability for the spans read from Kafka, when given (0: none)")
+	sampling := inputSamplingFlags(fs)
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
 	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
 	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
@@ -95,17 +93,11 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		if *maxReqs <= 0 || *bodyTimeout <= 0 || *bodyBuffer < 0 || *minRate == 0 {
 			errs = append(errs, errors.New("--max-inflight-requests and --body-timeout must be positive, --body-buffer-bytes not negative, --min-body-rate not 0"))
 		}
-		sc, err := sampling()
+		otlpSampling, kafkaSampling, err := sampling()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if c.OTLP.Sampling, err = inputSampling(fs, sc, "otlp-sampling-probability", *otlpP); err != nil {
-			errs = append(errs, err)
-		}
-		kafkaSampling, err := inputSampling(fs, sc, "kafka-sampling-probability", *kafkaP)
-		if err != nil {
-			errs = append(errs, err)
-		}
+		c.OTLP.Sampling = otlpSampling
 		if !off(*httpAddr) {
 			c.HTTPAddr = *httpAddr
 		}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -51,6 +52,23 @@ func checkProbabilityFlag(name string, p float64) error {
 		return fmt.Errorf("--%s %v: want 0 < P ≤ 1 (0: none)", name, p)
 	}
 	return nil
+}
+
+// inputSamplingFlags registers SamplingFlags and, per input of serve and
+// cmd/ingest, --otlp-sampling-probability and
+// --kafka-sampling-probability, which override --sampling-probability
+// for their input when given. The function returned gives each input's
+// ingest.SamplingConfig, or the errors naming the flags that are wrong.
+func inputSamplingFlags(fs *flag.FlagSet) func() (otlp, kafka ingest.SamplingConfig, err error) {
+	sampling := SamplingFlags(fs)
+	otlpP := fs.Float64("otlp-sampling-probability", 0, "--sampling-probability for the spans received over OTLP, when given (0: none)")
+	kafkaP := fs.Float64("kafka-sampling-probability", 0, "--sampling-probability for the spans read from Kafka, when given (0: none)")
+	return func() (ingest.SamplingConfig, ingest.SamplingConfig, error) {
+		c, err := sampling()
+		otlp, oerr := inputSampling(fs, c, "otlp-sampling-probability", *otlpP)
+		kafka, kerr := inputSampling(fs, c, "kafka-sampling-probability", *kafkaP)
+		return otlp, kafka, errors.Join(err, oerr, kerr)
+	}
 }
 
 // inputSampling is c for one input whose own probability flag name (value
