@@ -155,39 +155,27 @@ func Sample(batches []ptrace.Traces, s Sampler) ([]ptrace.Traces, *SampleStats, 
 	r := &sampleRun{resCount: map[int]float64{}}
 	st := &SampleStats{byID: map[pcommon.TraceID]int{}}
 	var traces []*sampleTrace
-	res, total := 0, 0
-	for _, b := range out {
-		rss := b.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			rs := rss.At(i)
-			name, _ := rs.Resource().Attributes().Get("service.name")
-			sss := rs.ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					sp := spans.At(k)
-					ti, ok := st.byID[sp.TraceID()]
-					if !ok {
-						ti = len(traces)
-						st.byID[sp.TraceID()] = ti
-						traces = append(traces, &sampleTrace{root: -1})
-						traces[ti].st.ID = sp.TraceID()
-					}
-					t := traces[ti]
-					if t.root < 0 && sp.ParentSpanID().IsEmpty() {
-						t.root = len(t.spans)
-						t.st.Root = name.Str()
-					}
-					if sp.Status().Code() == ptrace.StatusCodeError {
-						t.st.Failed = true
-					}
-					t.spans = append(t.spans, spanRef{span: sp, res: rs.Resource(), resKey: res})
-					total++
-				}
-			}
-			res++
+	total := 0
+	eachSpan(out, func(res int, rs ptrace.ResourceSpans, sp ptrace.Span) {
+		ti, ok := st.byID[sp.TraceID()]
+		if !ok {
+			ti = len(traces)
+			st.byID[sp.TraceID()] = ti
+			traces = append(traces, &sampleTrace{root: -1})
+			traces[ti].st.ID = sp.TraceID()
 		}
-	}
+		t := traces[ti]
+		if t.root < 0 && sp.ParentSpanID().IsEmpty() {
+			t.root = len(t.spans)
+			name, _ := rs.Resource().Attributes().Get("service.name")
+			t.st.Root = name.Str()
+		}
+		if sp.Status().Code() == ptrace.StatusCodeError {
+			t.st.Failed = true
+		}
+		t.spans = append(t.spans, spanRef{span: sp, res: rs.Resource(), resKey: res})
+		total++
+	})
 	for _, t := range traces {
 		smp.sample(r, t)
 		if r.err != nil {
@@ -195,25 +183,14 @@ func Sample(batches []ptrace.Traces, s Sampler) ([]ptrace.Traces, *SampleStats, 
 		}
 	}
 	// Spans in walk order, to remove the dropped ones.
-	flat := make([]*spanRef, total)
+	flat := make([]*spanRef, 0, total)
 	next := make([]int, len(traces))
+	eachSpan(out, func(_ int, _ ptrace.ResourceSpans, sp ptrace.Span) {
+		ti := st.byID[sp.TraceID()]
+		flat = append(flat, &traces[ti].spans[next[ti]])
+		next[ti]++
+	})
 	n := 0
-	for _, b := range out {
-		rss := b.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					ti := st.byID[spans.At(k).TraceID()]
-					flat[n] = &traces[ti].spans[next[ti]]
-					next[ti]++
-					n++
-				}
-			}
-		}
-	}
-	n = 0
 	kept := out[:0]
 	for _, b := range out {
 		b.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
@@ -231,31 +208,56 @@ func Sample(batches []ptrace.Traces, s Sampler) ([]ptrace.Traces, *SampleStats, 
 		}
 	}
 	for _, t := range traces {
-		t.st.Spans = len(t.spans)
-		for i := range t.spans {
-			if !t.spans[i].drop {
-				t.st.KeptSpans++
-			}
-		}
-		t.st.Kept = t.st.KeptSpans > 0
-		st.Traces++
-		st.Spans += t.st.Spans
-		st.KeptSpans += t.st.KeptSpans
-		if t.st.Kept {
-			st.Kept++
-		}
-		if t.st.Failed {
-			st.Failed++
-			if t.st.Kept {
-				st.KeptFailed++
-			}
-		}
-		if t.st.Corruption != CorruptNone {
-			st.Corrupted++
-		}
-		st.PerTrace = append(st.PerTrace, t.st)
+		st.add(t)
 	}
 	return kept, st, nil
+}
+
+// eachSpan calls fn with every span of batches, in walk order, with its
+// resource spans and their index among every batch's.
+func eachSpan(batches []ptrace.Traces, fn func(res int, rs ptrace.ResourceSpans, sp ptrace.Span)) {
+	res := 0
+	for _, b := range batches {
+		rss := b.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			rs := rss.At(i)
+			sss := rs.ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				spans := sss.At(j).Spans()
+				for k := 0; k < spans.Len(); k++ {
+					fn(res, rs, spans.At(k))
+				}
+			}
+			res++
+		}
+	}
+}
+
+// add counts trace t, sampled, in st.
+func (st *SampleStats) add(t *sampleTrace) {
+	t.st.Spans = len(t.spans)
+	for i := range t.spans {
+		if !t.spans[i].drop {
+			t.st.KeptSpans++
+		}
+	}
+	t.st.Kept = t.st.KeptSpans > 0
+	st.Traces++
+	st.Spans += t.st.Spans
+	st.KeptSpans += t.st.KeptSpans
+	if t.st.Kept {
+		st.Kept++
+	}
+	if t.st.Failed {
+		st.Failed++
+		if t.st.Kept {
+			st.KeptFailed++
+		}
+	}
+	if t.st.Corruption != CorruptNone {
+		st.Corrupted++
+	}
+	st.PerTrace = append(st.PerTrace, t.st)
 }
 
 type sampleRun struct {

@@ -54,18 +54,7 @@ func mustSample(t *testing.T, in []ptrace.Traces, s Sampler) ([]ptrace.Traces, *
 
 // forSpans calls f on every span of batches with its resource.
 func forSpans(batches []ptrace.Traces, f func(res pcommon.Resource, sp ptrace.Span)) {
-	for _, b := range batches {
-		rss := b.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					f(rss.At(i).Resource(), spans.At(k))
-				}
-			}
-		}
-	}
+	eachSpan(batches, func(_ int, rs ptrace.ResourceSpans, sp ptrace.Span) { f(rs.Resource(), sp) })
 }
 
 // Thresholds of probabilities at a precision, as the collector rounds

@@ -31,28 +31,19 @@ func flatten(t *testing.T, r *Result) []sv {
 	t.Helper()
 	var out []sv
 	for ti, tr := range r.Traces {
-		rss := tr.Data.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			rs := rss.At(i)
-			name, _ := rs.Resource().Attributes().Get("service.name")
-			sss := rs.ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					sp := spans.At(k)
-					if sp.TraceID() != tr.ID {
-						t.Fatalf("span trace id %v != trace %v", sp.TraceID(), tr.ID)
-					}
-					out = append(out, sv{
-						trace: ti, service: name.Str(), kind: sp.Kind(), name: sp.Name(),
-						id: sp.SpanID(), parent: sp.ParentSpanID(),
-						start: int64(sp.StartTimestamp()), end: int64(sp.EndTimestamp()),
-						error: sp.Status().Code() == ptrace.StatusCodeError,
-						attrs: sp.Attributes().AsRaw(),
-					})
-				}
+		eachSpan([]ptrace.Traces{tr.Data}, func(_ int, rs ptrace.ResourceSpans, sp ptrace.Span) {
+			if sp.TraceID() != tr.ID {
+				t.Fatalf("span trace id %v != trace %v", sp.TraceID(), tr.ID)
 			}
-		}
+			name, _ := rs.Resource().Attributes().Get("service.name")
+			out = append(out, sv{
+				trace: ti, service: name.Str(), kind: sp.Kind(), name: sp.Name(),
+				id: sp.SpanID(), parent: sp.ParentSpanID(),
+				start: int64(sp.StartTimestamp()), end: int64(sp.EndTimestamp()),
+				error: sp.Status().Code() == ptrace.StatusCodeError,
+				attrs: sp.Attributes().AsRaw(),
+			})
+		})
 	}
 	return out
 }
