@@ -3,10 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,32 +105,14 @@ service:
       disable_stacktrace: true
 `
 
-var readyRE = regexp.MustCompile(`Everything is ready`)
-
 // startCollector runs the collector with deploy/collector/ROUTE.yaml, env
 // (NAME=value) setting its variables, and args; its receiver listens on
 // random loopback ports.
 func startCollector(t *testing.T, route string, env []string, args ...string) *collector {
 	t.Helper()
-	override := filepath.Join(t.TempDir(), "test-overrides.yaml")
-	if err := os.WriteFile(override, []byte(testOverrides), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	all := append([]string{"--config", filepath.Join(suite.configs, route+".yaml"), "--config", override}, args...)
-	for attempt := 1; ; attempt++ {
-		c := &collector{grpc: e2ekit.FreeAddr(t), http: e2ekit.FreeAddr(t)}
-		e := e2ekit.BaseEnv(append([]string{"OTLP_GRPC_LISTEN=" + c.grpc, "OTLP_HTTP_LISTEN=" + c.http}, env...)...)
-		c.Proc = e2ekit.Start(t, logLines, "collector "+route, e, suite.otelcol, all...)
-		_, err := c.WaitFor(readyRE, 60*time.Second)
-		if err == nil {
-			return c
-		}
-		if attempt < 3 && strings.Contains(c.Output(), "address already in use") {
-			c.Stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
-			continue
-		}
-		t.Fatal(err)
-	}
+	c := e2ekit.StartCollector(t, e2ekit.CollectorRun{Name: "collector " + route, Bin: suite.otelcol,
+		Config: filepath.Join(suite.configs, route+".yaml"), Overrides: []string{testOverrides}, Env: env, Args: args, LogLines: logLines})
+	return &collector{Proc: c.Proc, grpc: c.GRPC, http: c.HTTP}
 }
 
 // send exports the sample to the collector's receiver, the requests
@@ -251,16 +230,7 @@ func spansOf(doc []byte) int {
 // the reference document.
 func compareDocs(t *testing.T, what string, got []byte) {
 	t.Helper()
-	diffs := e2ekit.DiffDocs(got, suite.want)
-	if len(diffs) == 0 {
-		return
+	if err := e2ekit.SameDoc(got, suite.want); err != nil {
+		t.Errorf("%s differs from `stormradius analyze` of the sample in %v", what, err)
 	}
-	const shown = 40
-	n, more := len(diffs), ""
-	if n > shown {
-		more = fmt.Sprintf("\n... and %d more", n-shown)
-		diffs = diffs[:shown]
-	}
-	t.Errorf("%s differs from `stormradius analyze` of the sample in %d field(s) (got, want):\n%s%s",
-		what, n, strings.Join(diffs, "\n"), more)
 }

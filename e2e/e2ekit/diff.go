@@ -10,6 +10,22 @@ import (
 	"strings"
 )
 
+// SameDoc returns nil when got is the document want, else an error
+// listing the fields that differ (got, want; the first 40 of them).
+func SameDoc(got, want []byte) error {
+	diffs := DiffDocs(got, want)
+	if len(diffs) == 0 {
+		return nil
+	}
+	const shown = 40
+	n, more := len(diffs), ""
+	if n > shown {
+		more = fmt.Sprintf("\n... and %d more", n-shown)
+		diffs = diffs[:shown]
+	}
+	return fmt.Errorf("%d field(s) (got, want):\n%s%s", n, strings.Join(diffs, "\n"), more)
+}
+
 // DecodeInto decodes one JSON value from b into v, numbers kept as
 // written (json.Number), refusing trailing data.
 func DecodeInto(b []byte, v any) error {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +91,6 @@ service:
       disable_stacktrace: true
 `
 
-var readyRE = regexp.MustCompile(`Everything is ready`)
-
 // startCollector runs the collector with deploy/collector/loadbalancing.yaml
 // exporting to the OTLP/gRPC receivers of backends, over plaintext with
 // the ingest token; override, when not empty, is YAML merged over the
@@ -102,47 +98,21 @@ var readyRE = regexp.MustCompile(`Everything is ready`)
 // listens on random loopback ports.
 func startCollector(t *testing.T, backends []*service, override string) *collector {
 	t.Helper()
-	dir := t.TempDir()
-	configs := []string{filepath.Join(suite.configs, "loadbalancing.yaml"), filepath.Join(dir, "test-overrides.yaml")}
-	if err := os.WriteFile(configs[1], []byte(testOverrides), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if override != "" {
-		configs = append(configs, filepath.Join(dir, "override.yaml"))
-		if err := os.WriteFile(configs[2], []byte(override), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var args []string
-	for _, c := range configs {
-		args = append(args, "--config", c)
-	}
 	hosts := make([]string, len(backends))
 	for i, b := range backends {
 		hosts[i] = b.grpc
 	}
-	for attempt := 1; ; attempt++ {
-		c := &collector{grpc: e2ekit.FreeAddr(t), http: e2ekit.FreeAddr(t)}
-		e := e2ekit.BaseEnv(
-			"OTLP_GRPC_LISTEN="+c.grpc, "OTLP_HTTP_LISTEN="+c.http,
+	c := e2ekit.StartCollector(t, e2ekit.CollectorRun{Name: "collector", Bin: suite.otelcol,
+		Config: filepath.Join(suite.configs, "loadbalancing.yaml"), Overrides: []string{testOverrides, override}, LogLines: logLines,
+		Env: []string{
 			// A YAML list: the env provider parses a value that is the
 			// whole field as YAML.
-			"STORMRADIUS_BACKENDS=["+strings.Join(hosts, ", ")+"]",
+			"STORMRADIUS_BACKENDS=[" + strings.Join(hosts, ", ") + "]",
 			"STORMRADIUS_COMPRESSION=gzip",
-			"STORMRADIUS_TOKEN="+ingestToken,
+			"STORMRADIUS_TOKEN=" + ingestToken,
 			"STORMRADIUS_TLS_INSECURE=true",
-		)
-		c.Proc = e2ekit.Start(t, logLines, "collector", e, suite.otelcol, args...)
-		_, err := c.WaitFor(readyRE, 60*time.Second)
-		if err == nil {
-			return c
-		}
-		if attempt < 3 && strings.Contains(c.Output(), "address already in use") {
-			c.Stop(5 * time.Second) // a port was taken between freeAddr and the bind: new ones
-			continue
-		}
-		t.Fatal(err)
-	}
+		}})
+	return &collector{Proc: c.Proc, grpc: c.GRPC, http: c.HTTP}
 }
 
 // send exports the sample to the collector's receiver, the requests
@@ -278,16 +248,7 @@ func spansOf(docs [][]byte) int {
 // the reference document.
 func compareDocs(t *testing.T, what string, got []byte) {
 	t.Helper()
-	diffs := e2ekit.DiffDocs(got, suite.want)
-	if len(diffs) == 0 {
-		return
+	if err := e2ekit.SameDoc(got, suite.want); err != nil {
+		t.Errorf("%s differs from `stormradius analyze` of the sample in %v", what, err)
 	}
-	const shown = 40
-	n, more := len(diffs), ""
-	if n > shown {
-		more = fmt.Sprintf("\n... and %d more", n-shown)
-		diffs = diffs[:shown]
-	}
-	t.Errorf("%s differs from `stormradius analyze` of the sample in %d field(s) (got, want):\n%s%s",
-		what, n, strings.Join(diffs, "\n"), more)
 }

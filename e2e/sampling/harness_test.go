@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -109,8 +107,6 @@ service:
       disable_stacktrace: true
 `
 
-var readyRE = regexp.MustCompile(`Everything is ready`)
-
 // run is a collector under test with the sink it exports to.
 type run struct {
 	*collector
@@ -132,42 +128,15 @@ func startRun(t *testing.T, bin, config, override string, flags ...string) *run 
 // receiver listens on random loopback ports.
 func startCollector(t *testing.T, bin, config, endpoint, override string, flags ...string) *collector {
 	t.Helper()
-	dir := t.TempDir()
-	configs := []string{filepath.Join(suite.configs, config), filepath.Join(dir, "test-overrides.yaml")}
-	if err := os.WriteFile(configs[1], []byte(testOverrides), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if override != "" {
-		configs = append(configs, filepath.Join(dir, "override.yaml"))
-		if err := os.WriteFile(configs[2], []byte(override), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var args []string
-	for _, c := range configs {
-		args = append(args, "--config", c)
-	}
-	args = append(args, flags...)
-	for attempt := 1; ; attempt++ {
-		c := &collector{grpc: e2ekit.FreeAddr(t), http: e2ekit.FreeAddr(t)}
-		env := e2ekit.BaseEnv(
-			"OTLP_GRPC_LISTEN="+c.grpc, "OTLP_HTTP_LISTEN="+c.http,
-			"STORMRADIUS_ENDPOINT="+endpoint,
+	c := e2ekit.StartCollector(t, e2ekit.CollectorRun{Name: "collector " + config, Bin: bin,
+		Config: filepath.Join(suite.configs, config), Overrides: []string{testOverrides, override}, Args: flags, LogLines: logLines,
+		Env: []string{
+			"STORMRADIUS_ENDPOINT=" + endpoint,
 			"STORMRADIUS_COMPRESSION=gzip",
-			"STORMRADIUS_TOKEN="+token,
+			"STORMRADIUS_TOKEN=" + token,
 			"STORMRADIUS_TLS_INSECURE=true",
-		)
-		c.Proc = e2ekit.Start(t, logLines, "collector "+config, env, bin, args...)
-		_, err := c.WaitFor(readyRE, 60*time.Second)
-		if err == nil {
-			return c
-		}
-		if attempt < 3 && strings.Contains(c.Output(), "address already in use") {
-			c.Stop(5 * time.Second) // a port was taken between FreeAddr and the bind: new ones
-			continue
-		}
-		t.Fatal(err)
-	}
+		}})
+	return &collector{Proc: c.Proc, grpc: c.GRPC, http: c.HTTP}
 }
 
 // send exports requests to the collector's receiver, alternately over
