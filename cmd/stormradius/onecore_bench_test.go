@@ -194,6 +194,17 @@ func sampledCorpus(path string, sc sim.Scenario) (int, error) {
 	return st.KeptSpans, err
 }
 
+// oneCoreCorpus writes the one-core benchmarks' corpus of case name in
+// format f to a temporary directory and returns its path and span count:
+// for "proto-sampled", sampled traffic (what weighting costs: the same
+// mesh, half its traces kept, each standing for two).
+func oneCoreCorpus(b *testing.B, name string, f sim.Format) (string, int) {
+	if name == "proto-sampled" {
+		return writeSampledCorpus(b, b.TempDir())
+	}
+	return writeCorpus(b, b.TempDir(), oneCoreScenario(2400), f)
+}
+
 // run1 runs the command with GOMAXPROCS=1 and returns its wall time,
 // peak RSS (bytes) and CPU time (user + system).
 func run1(b *testing.B, cmd *exec.Cmd) (time.Duration, int64, time.Duration) {
@@ -246,15 +257,7 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 		f    sim.Format
 	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
 		b.Run(tc.name, func(b *testing.B) {
-			var path string
-			var spans int
-			if tc.name == "proto-sampled" {
-				// Sampled traffic: what weighting costs (the same mesh,
-				// half its traces kept, each standing for two).
-				path, spans = writeSampledCorpus(b, b.TempDir())
-			} else {
-				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
-			}
+			path, spans := oneCoreCorpus(b, tc.name, tc.f)
 			// Once, untimed: analyze's document counts every span.
 			var doc bytes.Buffer
 			c := exec.Command(bin, "analyze", path)
@@ -349,15 +352,7 @@ func BenchmarkAnalyzeInProcess(b *testing.B) {
 		f    sim.Format
 	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
 		b.Run(tc.name, func(b *testing.B) {
-			var path string
-			var spans int
-			if tc.name == "proto-sampled" {
-				// Sampled traffic: what weighting costs (the same mesh,
-				// half its traces kept, each standing for two).
-				path, spans = writeSampledCorpus(b, b.TempDir())
-			} else {
-				path, spans = writeCorpus(b, b.TempDir(), oneCoreScenario(2400), tc.f)
-			}
+			path, spans := oneCoreCorpus(b, tc.name, tc.f)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
