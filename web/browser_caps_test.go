@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,9 +18,7 @@ import (
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
-	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
-	"github.com/stormradius/stormradius/web"
 )
 
 // loadCapped feeds spans to st through a pipeline with the given caps,
@@ -95,8 +92,7 @@ func TestBrowserOverflow(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	loadCapped(t, st, spans, analysis.Limits{APIs: 2, Services: 3})
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 
 	var apis struct{ APIs []analysis.APIDoc }
 	uiGetJSON(t, srv, "/api/v1/apis?"+uiRange(), &apis)

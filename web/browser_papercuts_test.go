@@ -8,7 +8,6 @@ package web_test
 import (
 	"context"
 	"math"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -22,9 +21,7 @@ import (
 	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
-	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/sim"
-	"github.com/stormradius/stormradius/web"
 )
 
 // #/api?api=X opens the page of X, as ?name=X does: REST takes api=, and
@@ -32,8 +29,7 @@ import (
 func TestBrowserAPIPageByAPIParam(t *testing.T) {
 	b := newUIBrowser(t)
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	var apis struct{ APIs []analysis.APIDoc }
 	uiGetJSON(t, srv, "/api/v1/apis?"+uiRange(), &apis)
 	if len(apis.APIs) != 1 || apis.APIs[0].API != fixture.API {
@@ -74,8 +70,7 @@ func TestBrowserAPIPageByAPIParam(t *testing.T) {
 func TestBrowserIncidentTimelineAxis(t *testing.T) {
 	b := newUIBrowser(t)
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	day := fixture.Start.Truncate(24 * time.Hour)
 	for _, r := range [][2]time.Time{{fixture.Start, fixture.End}, {day.Add(10*time.Hour + 22*time.Minute), day.Add(10*time.Hour + 24*time.Minute)}} {
 		q := url.Values{"from": {r[0].Format(time.RFC3339)}, "to": {r[1].Format(time.RFC3339)}}
@@ -243,8 +238,7 @@ func TestBrowserDAGEdgeLabelsClearOfNodes(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	fixture.Load(t, st, graph.GroupTraces(spans))
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 
 	var g struct{ Edges []analysis.GraphEdge }
 	uiGetJSON(t, srv, "/api/v1/graph?api="+url.QueryEscape("a GET /a")+"&"+uiRange(), &g)
@@ -300,8 +294,7 @@ func TestBrowserDAGEdgeLabelsCrowded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	b.open(srv.URL, "/", nil)
 	b.waitPage("fleet")
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
@@ -342,8 +335,7 @@ func TestBrowserDAGEdgeLabelsCrowded(t *testing.T) {
 func TestBrowserFleetMeanOfMaxRadiusNamedApart(t *testing.T) {
 	b := newUIBrowser(t)
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	var apis struct{ APIs []analysis.APIDoc }
 	uiGetJSON(t, srv, "/api/v1/apis?"+uiRange(), &apis)
 	if len(apis.APIs) != 1 || apis.APIs[0].MaxRadius != 2 || !(apis.APIs[0].MeanRadius > 1 && apis.APIs[0].MeanRadius < 2) {

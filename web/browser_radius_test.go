@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -9,8 +8,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/stormradius/stormradius/internal/fixture"
-	"github.com/stormradius/stormradius/query"
-	"github.com/stormradius/stormradius/web"
 )
 
 // The API page of a known API over a range without its traces charts a
@@ -19,8 +16,7 @@ import (
 func TestBrowserQuietAndUnknownAPI(t *testing.T) {
 	b := newUIBrowser(t)
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	open := func(api string) {
 		v := url.Values{"name": {api}, "from": {"2026-03-02T12:00:00Z"}, "to": {"2026-03-02T13:00:00Z"}} // two hours after the rollout
 		b.do("opening the API page of "+api, chromedp.Navigate(srv.URL+"/#/api?"+v.Encode()))

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,9 +11,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
-	"github.com/stormradius/stormradius/query"
 	"github.com/stormradius/stormradius/store"
-	"github.com/stormradius/stormradius/web"
 )
 
 // loadedStore returns an embedded store holding traces.
@@ -70,8 +67,7 @@ func TestBrowserSampledTraffic(t *testing.T) {
 		{"whole", uiStore(t), false, ""},
 	}
 	for _, c := range cases {
-		srv := httptest.NewServer(web.Handler(query.New(c.st), uiConfig()))
-		t.Cleanup(srv.Close)
+		srv := serve(t, c.st, uiConfig())
 		b.open(srv.URL, "/", nil)
 		b.waitPage("fleet")
 		notice := uiEval[map[string]string](b, `(() => { const n = document.getElementById('fleet-sampled'); return n ? {...n.dataset, text: n.textContent} : {}; })()`)

@@ -378,8 +378,7 @@ func uiRange() string {
 func TestBrowser(t *testing.T) {
 	b := newUIBrowser(t)
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	rq := uiRange()
 
 	// ---- fleet ----

@@ -2,11 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
-
-	"github.com/stormradius/stormradius/query"
-	"github.com/stormradius/stormradius/web"
 )
 
 // /api/v1/fleet answers mean_max_radius, the mean of the APIs' max radius,
@@ -17,8 +13,7 @@ import (
 // phases, 2 in the naive one), lies between 1 and 2.
 func TestFleetMeanMaxRadius(t *testing.T) {
 	st := uiStore(t)
-	srv := httptest.NewServer(web.Handler(query.New(st), uiConfig()))
-	t.Cleanup(srv.Close)
+	srv := serve(t, st, uiConfig())
 	var fleet struct {
 		Fleet map[string]json.RawMessage
 	}
