@@ -40,10 +40,8 @@ func (t *Trace) W() int64 {
 func resolveSampling(t *Trace) {
 	t.AdjustedCount, t.Weight, t.SamplingFlags = 1, 1, 0
 	spans := t.Spans
-	var first Sampling
-	var firstCount float64
-	conflict := false
-	sampled := false
+	var first float64 // the first adjusted count recorded
+	recorded, conflict, sampled := false, false, false
 	for i := range spans {
 		s := &spans[i]
 		if s.Sampling == SamplingNone {
@@ -53,9 +51,9 @@ func resolveSampling(t *Trace) {
 		if s.Sampling != SamplingRecorded {
 			continue
 		}
-		if first == SamplingNone {
-			first, firstCount = SamplingRecorded, s.AdjustedCount
-		} else if s.AdjustedCount != firstCount {
+		if !recorded {
+			first, recorded = s.AdjustedCount, true
+		} else if s.AdjustedCount != first {
 			conflict = true
 		}
 	}
