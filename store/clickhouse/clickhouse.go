@@ -150,16 +150,19 @@ type core struct {
 	window time.Duration
 	log    *slog.Logger
 	sums   summarycache.Cache
-	// pos is the write position (position.go).
+	// pos is the write position: it reads the change log (changes.go).
 	pos position.Tracker
-	// tiers keeps reports of rollup ranges, marks what it knows of the
-	// minute markers (tiers.go); nil on a cluster.
+	// changes is this store's side of the change log as a writer, feed
+	// as a reader; spanCh groups span writes' rows (changes.go).
+	changes changeLog
+	feed    changeFeed
+	spanCh  spanChanges
+	// tiers keeps reports of rollup ranges (tiers.go).
 	tiers *tiers.Cache[*analysis.Report]
 	hot   *tiers.Cache[analysis.MinuteNodes]
 	last  *tiers.Cache[lastMinute]
 	hints lastHints
-	marks *marksSeen
-	// watch moves the trace stamps (stamps.go); nil on a cluster.
+	// watch moves the trace stamps (stamps.go).
 	watch *traceWatch
 	// sumGen moves whenever summaries may have changed; sumsKept holds
 	// those read (tiers.go).
@@ -266,19 +269,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
 		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
-	// Its own inserts make parts too: each write reads the fingerprint
-	// after it (a write another process makes at the same moment is then
-	// taken for this one's: positions do not order processes' writes
-	// finer than that).
-	s.pos.Read, s.pos.Absorb = s.readPosition, true
-	if cluster == "" {
-		// Another process's writes drop what they changed (readMarks),
-		// not everything.
-		s.newTiers()
-		s.pos.OnMove, s.pos.Precise = s.invalidate, true
-		s.watch = &traceWatch{}
-		s.watch.poll.Read = s.readStamps
-	}
+	// This process's writes drop what they changed as they return;
+	// another's, as the change log tells (poll).
+	s.changes.writer = newWriterID()
+	s.newTiers()
+	s.watch = &traceWatch{}
+	s.pos.Read, s.pos.OnMove, s.pos.Precise = s.poll, s.invalidate, true
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -2,11 +2,9 @@ package clickhouse
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -47,14 +45,12 @@ func (s *Store) current(cond string) string {
 }
 
 // HotMinutes reads the minute tier's node figures that pass the
-// thresholds, from node_minutes (two numbers per node and minute, in key
-// order). The days Compact settled hold one row per node, minute and
-// generation in one part; those where one analysis partition wrote each
-// minute have their rows filtered as they are read, nothing summed.
-// The other days are summed: most nodes own no failure in most minutes,
-// so the minutes and nodes that owned at least minOwned are found first
-// among the rows with owned failures, and their requests are read for
-// those alone.
+// thresholds, from node_minutes (two numbers per node and minute), summed
+// over each bucket's current generation of every partition: most nodes
+// own no failure in most minutes, so the minutes and nodes that owned at
+// least minOwned are found first among the rows with owned failures, and
+// their requests are read for those alone. Through the tier cache, the
+// hours of a range are read once each and kept.
 func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	if err := s.checkOpen("read hot minutes"); err != nil {
 		return nil, err
@@ -63,7 +59,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if lo >= hi {
 		return analysis.MinuteNodes{}, nil
 	}
-	if uint64(hi-lo) <= maxHotKept && s.tiersOn(ctx) { // hi-lo: ranges of the whole store exceed an int64
+	if uint64(hi-lo) <= maxHotKept && s.cachesOn(ctx) { // hi-lo: ranges of the whole store exceed an int64
 		return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
 	}
 	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)
@@ -91,48 +87,8 @@ func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64
 		// and narrow the sum first.
 		return out, s.hotMinutes(light(ctx), where([]bucketRange{{tierMinute, lo, hi}}), "", hotPass(minOwned, minRate), out)
 	}
-	settled, err := s.settledDays(ctx, lo, hi)
-	if err != nil {
+	if err := s.sumHotMinutes(ctx, []bucketRange{{tierMinute, lo, hi}}, minOwned, hotPass(minOwned, minRate), out); err != nil {
 		return nil, err
-	}
-	var one, many []bucketRange // minutes of settled days, of the others
-	parts := make([]string, 0, len(settled))
-	days := slices.Sorted(maps.Keys(settled))
-	m := lo
-	for _, d := range days {
-		a, b := max(lo, d*1440), min(hi, d*1440+1440)
-		if a >= b {
-			continue
-		}
-		if m < a {
-			many = append(many, bucketRange{tierMinute, m, a})
-		}
-		if k := len(one); k > 0 && one[k-1].hi == a {
-			one[k-1].hi = b
-		} else {
-			one = append(one, bucketRange{tierMinute, a, b})
-		}
-		for _, name := range settled[d] {
-			parts = append(parts, quote(name))
-		}
-		m = b
-	}
-	if m < hi {
-		many = append(many, bucketRange{tierMinute, m, hi})
-	}
-	pass := hotPass(minOwned, minRate)
-	if len(one) > 0 {
-		cond := where(one)
-		err := s.query(ctx, "read hot minutes", `SELECT bucket, service, operation, requests, owned FROM node_minutes
-			WHERE `+cond+` AND _part IN (`+strings.Join(parts, ",")+`) AND`+pass+` AND `+s.current(cond), hotRow(out))
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(many) > 0 {
-		if err := s.sumHotMinutes(ctx, many, minOwned, pass, out); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
@@ -206,99 +162,27 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 		WHERE`+pass, hotRow(out))
 }
 
-// settledDays returns the days holding minutes of [lo, hi) whose
-// node_minutes partition is a single part (as Compact leaves a day) and
-// holds, in each minute, one analysis partition's rows, with the part's
-// name on every server holding it: its rows of a bucket's current
-// generation are one per node and minute, summed. (On a cluster a key's
-// rows are all on one shard: see cluster.go.)
-func (s *Store) settledDays(ctx context.Context, lo, hi int64) (map[int64][]string, error) {
-	var parts map[string][][]string
-	shared := map[int64]bool{}
-	err := both(func() (err error) {
-		parts, err = s.nodeMinuteParts(ctx, `partition_id >= `+quote(dayID(dayOfMinute(lo)))+
-			` AND partition_id <= `+quote(dayID(dayOfMinute(hi-1))))
-		return err
-	}, func() error {
-		return s.sharedDays(ctx, lo, hi, shared)
-	})
-	out := map[int64][]string{}
-	for id, servers := range parts {
-		d, err := time.Parse("20060102", id)
-		if err != nil || shared[dayOf(d.UnixNano())] || slices.ContainsFunc(servers, func(names []string) bool { return len(names) != 1 }) {
-			continue
-		}
-		for _, names := range servers {
-			out[dayOf(d.UnixNano())] = append(out[dayOf(d.UnixNano())], names[0])
-		}
+// splitDays returns the partitions of node_minutes cond selects that a
+// server holds in more than one part (one replica of each shard on a
+// cluster): what Compact merges. system.parts is a hint here, nothing
+// more: an answer never depends on how a day's rows are split in parts.
+func (s *Store) splitDays(ctx context.Context, cond string) ([]string, error) {
+	table := "node_minutes"
+	if s.cluster != "" {
+		table += localSuffix
 	}
-	return out, err
-}
-
-// sharedDays notes in shared the days holding minutes of [lo, hi) where
-// several analysis partitions' rows of a node and minute may be several
-// rows of node_minutes. Those are read from trace_buckets (a row per
-// bucket and generation, not per node): the days with a minute of several
-// current generations. A partition whose traces of a minute sum to none
-// has no rows in node_minutes either, unless it took records from another
-// partition there (record_moves): those days are shared too.
-func (s *Store) sharedDays(ctx context.Context, lo, hi int64, shared map[int64]bool) error {
-	d0, d1 := rollup.FloorDiv(lo, 1440), rollup.FloorDiv(hi-1, 1440)+1
-	cond := where([]bucketRange{{tierMinute, d0 * 1440, d1 * 1440}})
-	return s.query(ctx, "list shared days", `SELECT DISTINCT intDiv(bucket, 1440) FROM (SELECT bucket FROM trace_buckets
-		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket HAVING uniqExact(gen) > 1)
-		UNION ALL SELECT DISTINCT intDiv(minute, 1440) FROM record_moves WHERE minute >= `+itoa(d0*1440)+` AND minute < `+itoa(d1*1440),
+	var out []string
+	err := s.query(ctx, "list node_minutes parts", `SELECT DISTINCT partition_id FROM (SELECT hostName() AS host, path, partition_id
+		FROM `+s.partsSource()+` WHERE database = `+quote(s.db)+` AND table = `+quote(table)+` AND active AND `+cond+`)
+		GROUP BY host, replaceRegexpOne(path, '[^/]+/$', ''), partition_id HAVING count() > 1 ORDER BY partition_id`,
 		func(r driver.Rows) error {
-			var d int64
-			if err := r.Scan(&d); err != nil {
+			var id string
+			if err := r.Scan(&id); err != nil {
 				return err
 			}
-			shared[d] = true
+			out = append(out, id)
 			return nil
 		})
-}
-
-// nodeMinuteParts returns the active parts of node_minutes by partition
-// id, of the partitions cond selects: for each server holding the
-// partition (one replica of each shard on a cluster), its parts' names.
-func (s *Store) nodeMinuteParts(ctx context.Context, cond string) (map[string][][]string, error) {
-	out := map[string][][]string{}
-	if s.cluster == "" {
-		err := s.query(ctx, "list node_minutes parts", `SELECT partition_id, groupArray(name) FROM system.parts
-		WHERE database = `+quote(s.db)+` AND table = 'node_minutes' AND active AND `+cond+` GROUP BY partition_id`,
-			func(r driver.Rows) error {
-				var id string
-				var names []string
-				if err := r.Scan(&id, &names); err != nil {
-					return err
-				}
-				out[id] = [][]string{names}
-				return nil
-			})
-		return out, err
-	}
-	// Every shard's parts, told apart by their server: its host name and
-	// the table's directory on it (two servers of one host have two).
-	byServer := map[string]map[string][]string{} // partition id, server
-	err := s.query(ctx, "list node_minutes parts", `SELECT hostName(), path, partition_id, name FROM `+s.partsSource()+`
-		WHERE database = `+quote(s.db)+` AND table = 'node_minutes`+localSuffix+`' AND active AND `+cond,
-		func(r driver.Rows) error {
-			var host, path, id, name string
-			if err := r.Scan(&host, &path, &id, &name); err != nil {
-				return err
-			}
-			server := host + "\x00" + strings.TrimSuffix(strings.TrimSuffix(path, "/"), name)
-			if byServer[id] == nil {
-				byServer[id] = map[string][]string{}
-			}
-			byServer[id][server] = append(byServer[id][server], name)
-			return nil
-		})
-	for id, servers := range byServer {
-		for _, server := range slices.Sorted(maps.Keys(servers)) {
-			out[id] = append(out[id], servers[server])
-		}
-	}
 	return out, err
 }
 
@@ -308,21 +192,17 @@ func dayID(d int64) string { return dayDate(d).Format("20060102") }
 // Compact settles node_minutes for the days before the UTC day holding t:
 // each such day partition held in several parts (as inserts leave it) is
 // merged into one (OPTIMIZE … FINAL), which sums each node's rows of a
-// minute into one, so that hot-minute searches filter its rows instead of
-// summing them. A late insert into a settled day makes it a day of
-// several parts again, read by summing until the next Compact.
+// minute into one: fewer rows for hot-minute searches to sum. It changes
+// no answer.
 func (s *Store) Compact(ctx context.Context, t int64) error {
 	if err := s.checkWrite("compact"); err != nil {
 		return err
 	}
-	parts, err := s.nodeMinuteParts(ctx, `partition_id < `+quote(dayID(dayOf(t))))
+	ids, err := s.splitDays(ctx, `partition_id < `+quote(dayID(dayOf(t))))
 	if err != nil {
 		return err
 	}
-	for _, id := range slices.Sorted(maps.Keys(parts)) {
-		if !slices.ContainsFunc(parts[id], func(names []string) bool { return len(names) > 1 }) {
-			continue
-		}
+	for _, id := range ids {
 		if err := s.exec(ctx, "compact node minutes", `OPTIMIZE TABLE `+s.dataTable("node_minutes")+` PARTITION ID `+quote(id)+` FINAL`); err != nil {
 			return err
 		}
@@ -347,7 +227,7 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 		return 0, false, nil
 	}
 	ctx = light(ctx) // two numbers per bucket of trace_buckets
-	if !s.tiersOn(ctx) {
+	if !s.cachesOn(ctx) {
 		return s.readLastMinute(ctx, lo, hi)
 	}
 	// Kept until a write touches the range (tiers.go).

@@ -121,7 +121,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	// The minutes it touches, once known (the tier cache drops their
 	// ranges).
 	lo, hi := int64(position.AllLo), int64(position.AllHi)
-	defer func() { s.pos.Wrote(ctx, lo, hi) }()
+	defer func() { s.pos.Wrote(lo, hi) }()
 	if err := s.ensureProgress(ctx); err != nil {
 		return err
 	}
@@ -144,7 +144,10 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	}
 	repair := maps.Clone(s.repair)
 	lo, hi = extent(minutes, repair)
-	err := s.apply(ctx, b, minutes, repair, keys(windows))
+	// Readers hear of it before anything is written, and once it is
+	// (changes.go).
+	c := change{lo: lo, hi: hi, traces: changedTraces(b.Changes)}
+	err := s.announced(ctx, c, func() error { return s.apply(ctx, b, minutes, repair, keys(windows)) })
 	if err != nil {
 		for m := range minutes {
 			s.repair[m] = struct{}{}
@@ -153,6 +156,18 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	}
 	clear(s.repair)
 	return nil
+}
+
+// changedTraces returns the stamp buckets of the traces whose records
+// changes change.
+func changedTraces(changes []store.Change) []uint16 {
+	out := make([]uint16, 0, len(changes))
+	for _, c := range changes {
+		id := c.ID()
+		out = append(out, uint16(bucket(id[:])))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[int64]struct{}, windows []int64) error {
@@ -351,9 +366,6 @@ func (s *Store) mark(ctx context.Context, v uint64, m marks) error {
 	n := len(m.minutes) + len(m.windows) + len(m.summaries) + len(m.clean) + len(m.fresh) + len(m.others)
 	if n == 0 {
 		return nil
-	}
-	if s.marks != nil && len(m.minutes)+len(m.clean) > 0 {
-		s.marks.ownVersion(v) // not another process's (readMarks)
 	}
 	kinds, ids, days, flags := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n), make([]uint8, 0, n)
 	parts := make([]string, 0, n)

@@ -504,7 +504,7 @@ func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, er
 	if lo >= hi {
 		return rep, nil
 	}
-	if s.tiersOn(ctx) {
+	if s.cachesOn(ctx) {
 		rep, err := s.cachedReport(ctx, ranges(lo, hi), q.API)
 		if err != nil {
 			return nil, err

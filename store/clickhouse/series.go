@@ -57,7 +57,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		rep  *analysis.Report // read from the server
 	}
 	name := "\x00series\x00" + q.API
-	cached := s.tiersOn(ctx)
+	cached := s.cachesOn(ctx)
 	var miss []*tile
 	var edges []int64
 	if cached {

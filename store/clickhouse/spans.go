@@ -124,8 +124,12 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 			defer s.inserts.Done()
 			err = s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
 				slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n))
-			// Even when it failed: its rows may be stored.
+			// Even when it failed: its rows may be stored. Other
+			// processes hear of it before it returns (changes.go).
 			s.watch.move(buckets)
+			if err2 := s.spansWritten(ctx, buckets); err == nil {
+				err = err2
+			}
 		})
 		return err
 	}

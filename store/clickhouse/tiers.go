@@ -1,15 +1,12 @@
 package clickhouse
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -19,76 +16,36 @@ import (
 )
 
 // Tiers kept in memory (store/internal/tiers): the reports of the rollup
-// bucket ranges Report and APISeries read lately, so that after a write
-// they read from the server only the ranges the write changed: a week is
-// its closed days from memory and the open minute from the rollups.
+// bucket ranges Report and APISeries read lately, the hot minutes and
+// last minutes of ranges, so that after a write they read from the
+// server only the ranges the write changed: a week is its closed days
+// from memory and the open minute from the rollups.
 //
-// What a write changed is known from the minute markers (dirty_by_part),
-// which every writer of the database inserts before it changes a minute's
-// rollups (dirty) and after they are durable (clean, with its next Apply
-// or Close):
-//
-//   - this process's writes (Apply of any partition view) drop the ranges
-//     of the minutes they touched as they return (the tracker's OnMove);
-//     their markers are known by their versions (own) and skipped;
-//   - another process's markers are read when the database's fingerprint
-//     moves (readPosition, at most every position.DefaultEvery, and after
-//     each write of this process, before its position moves): the rows of
-//     the parts of dirty_by_part not read before, each key's newer
-//     versions only (merges bring old rows back in new parts). Each
-//     minute they name is dropped; a minute another process marked dirty
-//     and not yet clean is held: ranges holding it are read each time,
-//     since its rollups may change at any moment with nothing to tell
-//     (its clean marker drops it once more);
-//   - retention (DeleteBefore) drops everything; another process's moves
-//     the floor, which keys the ranges (Report reads from it on).
-//
-// A marker is inserted before the rollups it covers, so a reader that
-// sees another process's rollup change sees its marker in the same read or
-// before. A read that fails drops everything and reads the markers anew.
-// On a cluster the tiers are off (parts are the shards'): every report
-// reads the server, as before.
+// What a write changed is known from the change log (changes.go), the
+// same way on one server and on a cluster: this process's writes drop
+// the ranges of the minutes they touched as they return (the position
+// tracker's OnMove); another process's, when the log is read (poll, at
+// most every position.DefaultEvery and before anything kept is used:
+// cachesOn). Minutes another process is writing (an intent without its
+// done row) are held: the ranges holding them are read each time, and
+// dropped once more when the write is done. Retention drops everything.
+// A read of the log that fails drops everything, and nothing is kept
+// until one succeeds.
 
-// markKey is a minute marker's key: the minute, the partition.
-type markKey struct {
-	minute int64
-	part   string
-}
-
-// marksSeen is what readMarks knows of the markers (under the tracker's
-// lock, but held and own, see their locks).
-type marksSeen struct {
-	known bool // the markers were read since the last failure
-	fp    uint64
-	parts map[string]bool // the active parts read
-	// sumParts are the active parts of summaries: another process's
-	// summaries make new ones.
-	sumParts map[string]bool
-	latest   map[markKey]uint64 // each key's newest version read
-
-	heldMu sync.Mutex
-	held   map[markKey]struct{} // another process's minutes dirty
-	heldN  map[int64]int        // minutes of held, with how many partitions
-
-	ownMu sync.Mutex
-	own   map[uint64]struct{} // versions of this process's markers not read back yet
-}
-
-// newTiers makes the tier caches of a store on one server.
+// newTiers makes the tier caches.
 func (c *core) newTiers() {
 	c.flights = map[flightKey]*flight{}
-	c.marks = &marksSeen{parts: map[string]bool{}, latest: map[markKey]uint64{}, held: map[markKey]struct{}{},
-		heldN: map[int64]int{}, own: map[uint64]struct{}{}}
+	held := c.feed.isHeld
 	c.tiers = tiers.New(tiers.Config[*analysis.Report]{Max: tiers.DefaultMax, MaxEntry: tiers.DefaultMaxEntry, Size: tiers.ReportSize,
-		Minutes: tierMinutes, Held: c.marks.isHeld})
+		Minutes: tierMinutes, Held: held})
 	c.hot = tiers.New(tiers.Config[analysis.MinuteNodes]{Max: tiers.DefaultMax / 4, MaxEntry: tiers.DefaultMaxEntry, Size: hotSize,
-		Minutes: tierMinutes, Held: c.marks.isHeld})
+		Minutes: tierMinutes, Held: held})
 	c.last = tiers.New(tiers.Config[lastMinute]{Max: 1 << 20, MaxEntry: 1 << 10, Size: func(lastMinute) int64 { return 128 },
-		Minutes: tierMinutes, Held: c.marks.isHeld})
+		Minutes: tierMinutes, Held: held})
 }
 
 // invalidate drops what the tiers keep of minutes [lo, hi) (the
-// tracker's OnMove, readMarks).
+// tracker's OnMove, the change log).
 func (c *core) invalidate(lo, hi int64) {
 	c.tiers.Invalidate(lo, hi)
 	c.hot.Invalidate(lo, hi)
@@ -172,207 +129,6 @@ func (s *Store) cachedHotMinutes(ctx context.Context, lo, hi int64, minOwned int
 	return out, nil
 }
 
-// isHeld reports whether minutes [lo, hi) hold a minute another process
-// marked dirty (the cache's Held).
-func (m *marksSeen) isHeld(lo, hi int64) bool {
-	m.heldMu.Lock()
-	defer m.heldMu.Unlock()
-	if uint64(hi-lo) > uint64(len(m.heldN)) { // hi-lo: ranges of the whole store exceed an int64
-		for x := range m.heldN {
-			if lo <= x && x < hi {
-				return true
-			}
-		}
-		return false
-	}
-	for x := lo; x < hi; x++ {
-		if m.heldN[x] > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// heldMinutes returns the held minutes.
-func (m *marksSeen) heldMinutes() []int64 {
-	m.heldMu.Lock()
-	defer m.heldMu.Unlock()
-	return slices.Collect(maps.Keys(m.heldN))
-}
-
-func (m *marksSeen) setHeld(k markKey, held bool) {
-	m.heldMu.Lock()
-	defer m.heldMu.Unlock()
-	_, was := m.held[k]
-	switch {
-	case held && !was:
-		m.held[k] = struct{}{}
-		m.heldN[k.minute]++
-	case !held && was:
-		delete(m.held, k)
-		if m.heldN[k.minute]--; m.heldN[k.minute] <= 0 {
-			delete(m.heldN, k.minute)
-		}
-	}
-}
-
-// ownVersion records v as the version of markers this process inserts
-// (before they are inserted).
-func (m *marksSeen) ownVersion(v uint64) {
-	m.ownMu.Lock()
-	defer m.ownMu.Unlock()
-	m.own[v] = struct{}{}
-}
-
-// maxLatest bounds the marker keys remembered.
-const maxLatest = 1 << 18
-
-// ownAge is how long an own version waits to be read back (an insert
-// that failed is never read).
-const ownAge = 10 * time.Minute
-
-// readMarks reads the minute markers of the parts of dirty_by_part not
-// read before (readPosition, under the tracker's lock): drops the
-// ranges of the minutes another process changed, holds those it left
-// dirty.
-func (s *Store) readMarks(ctx context.Context) error {
-	m := s.marks
-	active := map[string]bool{}
-	var fresh []string
-	sums := map[string]bool{}
-	sumsMoved := false
-	err := s.query(ctx, "read marker parts", `SELECT table, name FROM system.parts WHERE database = `+quote(s.db)+
-		` AND table IN ('dirty_by_part', 'summaries') AND active`, func(r driver.Rows) error {
-		var table, name string
-		if err := r.Scan(&table, &name); err != nil {
-			return err
-		}
-		if table == "summaries" {
-			sums[name] = true
-			sumsMoved = sumsMoved || !m.sumParts[name]
-			return nil
-		}
-		active[name] = true
-		if !m.parts[name] {
-			fresh = append(fresh, quote(name))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if sumsMoved || len(sums) != len(m.sumParts) {
-		s.sumGen.Add(1) // the summaries read are read again
-	}
-	m.sumParts = sums
-	type row struct {
-		k       markKey
-		dirty   bool
-		version uint64
-	}
-	var rows []row
-	if len(fresh) > 0 {
-		slices.Sort(fresh)
-		err := s.query(ctx, "read markers", `SELECT id, part, dirty, version FROM dirty_by_part WHERE kind = 'minute' AND _part IN (`+
-			strings.Join(fresh, ", ")+`)`, func(r driver.Rows) error {
-			var x row
-			var d uint8
-			if err := r.Scan(&x.k.minute, &x.k.part, &d, &x.version); err != nil {
-				return err
-			}
-			x.dirty = d != 0
-			rows = append(rows, x)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.version, b.version) })
-	m.ownMu.Lock()
-	own := maps.Clone(m.own)
-	m.ownMu.Unlock()
-	var changed []int64
-	for _, x := range rows {
-		if x.version <= m.latest[x.k] {
-			continue // read before, in a part merged since
-		}
-		m.latest[x.k] = x.version
-		if _, ok := own[x.version]; ok {
-			m.setHeld(x.k, false)
-			continue
-		}
-		m.setHeld(x.k, x.dirty)
-		changed = append(changed, x.k.minute)
-	}
-	m.parts = active
-	if len(m.latest) > maxLatest {
-		// Forgetting a key only costs dropping its minute once more if a
-		// merge brings its row back: the oldest minutes go.
-		newest := int64(math.MinInt64)
-		for k := range m.latest {
-			newest = max(newest, k.minute)
-		}
-		for k := range m.latest {
-			if k.minute < newest-3*24*60 {
-				delete(m.latest, k)
-			}
-		}
-	}
-	m.ownMu.Lock()
-	old := uint64(time.Now().Add(-ownAge).UnixNano())
-	for _, x := range rows {
-		delete(m.own, x.version)
-	}
-	for v := range m.own {
-		if v < old {
-			delete(m.own, v)
-		}
-	}
-	m.ownMu.Unlock()
-	if !m.known {
-		s.clearTiers() // kept before the markers were known
-		m.known = true
-		return nil
-	}
-	if len(changed) == 0 && len(fresh) > 0 {
-		// A change with no marker (another process's retention moved the
-		// floor, a summary, a state): the floor is read again at once.
-		s.floorMu.Lock()
-		s.floorRead = time.Time{}
-		s.floorMu.Unlock()
-	}
-	slices.Sort(changed)
-	for i := 0; i < len(changed); {
-		j := i + 1
-		for j < len(changed) && changed[j] <= changed[j-1]+1 {
-			j++
-		}
-		s.invalidate(changed[i], changed[j-1]+1)
-		i = j
-	}
-	return nil
-}
-
-// tiersOn reports whether what the tiers keep may be used: they are on
-// (one server) and the write position was read first, so that what
-// another process wrote has dropped what it changed (readMarks).
-func (s *Store) tiersOn(ctx context.Context) bool {
-	if s.marks == nil {
-		return false
-	}
-	_, err := s.pos.Position(ctx)
-	return err == nil
-}
-
-// forgetMarks drops everything kept: the markers could not be read.
-func (s *Store) forgetMarks() {
-	s.sumGen.Add(1)
-	s.marks.known = false
-	s.marks.parts = map[string]bool{}
-	s.clearTiers()
-}
-
 // hotEdges returns the minutes at which minute ranges are cut: the edges
 // of the latest writes of a few minutes and of the held minutes, so that
 // the minutes written lately are ranges of their own, read again alone
@@ -387,9 +143,7 @@ func (s *Store) hotEdges() []int64 {
 		n++
 		return n < 16
 	})
-	for _, x := range s.marks.heldMinutes() {
-		out = append(out, x, x+1)
-	}
+	out = append(out, s.feed.heldEdges()...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -576,8 +330,8 @@ func projectAPI(rep *analysis.Report, api string) *analysis.Report {
 
 // sumsKept are the summaries of window ranges read lately, each with the
 // summaries' generation it was read at (core.sumGen: moved by this
-// process's PutSummaries and retention, and by another's new parts of
-// summaries, readMarks).
+// process's PutSummaries and retention, and by another's as the change
+// log tells).
 type sumsKept struct {
 	mu sync.Mutex
 	m  map[[2]int64]sumsEntry

@@ -31,16 +31,17 @@ func writerReader(t *testing.T) (dsn string, w, r *Store) {
 	return dsn, w, r
 }
 
-// TestHeldMinutes: the minutes another process marked dirty and has not
-// marked clean are held (ranges holding them are read each time, never
-// kept), and released with its clean markers; a process's own markers
-// hold nothing. A reader's kept ranges of a minute another process
-// changed are dropped.
+// TestHeldMinutes: the minutes of a write another process began and has
+// not announced done (its intent row without its done row) are held:
+// ranges holding them are read each time, never kept, and kept again
+// once the write is done. A process's own writes hold nothing, and a
+// finished write holds nothing. A reader's kept ranges of a minute
+// another process changed are dropped.
 func TestHeldMinutes(t *testing.T) {
-	_, w, r := writerReader(t)
+	dsn, w, r := writerReader(t)
 	x := context.Background()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	m1, m2 := day.Add(10*time.Hour+5*time.Minute), day.Add(13*time.Hour+7*time.Minute)
+	m1 := day.Add(10*time.Hour + 5*time.Minute)
 	minute := func(t time.Time) int64 { return t.Unix() / 60 }
 	apply := func(id uint64, at time.Time) {
 		t.Helper()
@@ -48,22 +49,22 @@ func TestHeldMinutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// held waits for the reader to see the markers (its position polls
-	// at most every 250 ms) and returns its held minutes.
-	held := func(want []int64) {
+	// held waits for the reader to read the change log (its position
+	// reads it at most every 250 ms) until its held edges are want.
+	held := func(s *Store, want []int64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if _, err := r.Position(x); err != nil {
+			if _, err := s.Position(x); err != nil {
 				t.Fatal(err)
 			}
-			got := r.marks.heldMinutes()
+			got := s.feed.heldEdges()
 			slices.Sort(got)
 			if slices.Equal(got, want) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("held minutes %v, want %v", got, want)
+				t.Fatalf("held edges %v, want %v", got, want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -79,35 +80,64 @@ func TestHeldMinutes(t *testing.T) {
 		return rep.Traces
 	}
 	apply(1, m1)
-	held([]int64{minute(m1)}) // the writer's last Apply: dirty until its next
-	if got := w.marks.heldMinutes(); len(got) != 0 {
-		t.Errorf("the writer holds its own minutes %v", got)
+	held(r, nil) // done: nothing held
+	held(w, nil)
+	if n := traces(r); n != 1 {
+		t.Fatalf("%d traces, want 1", n)
 	}
-	// The report is read, but its range holding m1 is not kept.
+	if _, ok, _ := r.tiers.Lookup(hours); !ok {
+		t.Error("the hours of a finished write were not kept")
+	}
+	// A third process begins a write of m1's minute: its intent holds
+	// it, and drops what the reader kept of it.
+	o := open(t, dsn, time.Hour)
+	defer o.Close()
+	c := change{lo: minute(m1), hi: minute(m1) + 1}
+	if err := o.announce(x, kindIntent, 7, c); err != nil {
+		t.Fatal(err)
+	}
+	held(r, []int64{minute(m1), minute(m1) + 1})
+	if _, ok, _ := r.tiers.Lookup(hours); ok {
+		t.Error("an intent did not drop the range holding its minute")
+	}
 	if n := traces(r); n != 1 {
 		t.Fatalf("%d traces, want 1", n)
 	}
 	if _, ok, _ := r.tiers.Lookup(hours); ok {
 		t.Error("a range holding a held minute was kept")
 	}
-	apply(2, m2)
-	held([]int64{minute(m2)}) // m1 clean, m2 dirty
+	if err := o.announce(x, kindDone, 7, c); err != nil {
+		t.Fatal(err)
+	}
+	held(r, nil)
 	if n := traces(r); n != 1 {
-		t.Fatalf("%d traces, want 1 (m2 is after the range)", n)
+		t.Fatalf("%d traces, want 1", n)
 	}
 	if _, ok, _ := r.tiers.Lookup(hours); !ok {
-		t.Error("the hour of a minute marked clean was not kept")
+		t.Error("the hours of a write announced done were not kept")
 	}
-	// Another write to m1's hour drops what the reader kept of it.
-	apply(3, m1.Add(time.Minute))
-	held([]int64{minute(m1) + 1})
+	// Another write to m1's hour drops what the reader kept of it, once
+	// the reader has read the change log (its position moves).
+	pos, err := r.Position(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(2, m1.Add(time.Minute))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p, err := r.Position(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != pos {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader's position did not move after another process's write")
+		}
+	}
 	if n := traces(r); n != 2 {
 		t.Fatalf("%d traces after a write to a kept hour, want 2", n)
 	}
-	if err := w.Close(); err != nil { // clean markers of its last minutes
-		t.Fatal(err)
-	}
-	held(nil)
 }
 
 // TestLastMinuteHint: after a write, the last minute is looked for first

@@ -90,11 +90,21 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.checkWrite("put summaries"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, 0, 0) // no rollup changes
-	defer s.sumGen.Add(1)        // first: the summaries kept are read again
+	defer s.pos.Wrote(0, 0) // no rollup changes
+	defer s.sumGen.Add(1)   // first: the summaries kept are read again
 	if len(sums) == 0 {
 		return nil
 	}
+	c := change{wlo: sums[0].Window, whi: sums[0].Window + 1}
+	for _, w := range sums {
+		c.wlo, c.whi = min(c.wlo, w.Window), max(c.whi, w.Window+1)
+	}
+	return s.announced(ctx, c, func() error { return s.putSummaries(ctx, sums) })
+}
+
+// putSummaries is PutSummaries' inserts: the summaries, then their
+// windows' stale marks cleared.
+func (s *Store) putSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
 	v := s.versions(len(sums) + 1)
 	days, wins, vers, encs := make([]time.Time, len(sums)), make([]int64, len(sums)), make([]uint64, len(sums)), make([]string, len(sums))
 	for i, w := range sums {
@@ -142,7 +152,7 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	}
 	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 	// Kept while no summary may have changed.
-	keep := s.tiersOn(ctx)
+	keep := s.cachesOn(ctx)
 	gen := s.sumGen.Load()
 	if keep {
 		if out, ok := s.sumsKept.get(lo, hi, gen); ok {
@@ -189,9 +199,14 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkWrite("delete"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
+	defer s.pos.Wrote(position.AllLo, position.AllHi)
 	defer s.sumGen.Add(1)
 	defer s.watch.moveAll() // every trace's view: spans and records go
+	return s.announced(ctx, change{everything: true}, func() error { return s.deleteBefore(ctx, t) })
+}
+
+// deleteBefore is DeleteBefore's writes: the floor, then the partitions.
+func (s *Store) deleteBefore(ctx context.Context, t int64) error {
 	cutoff := rollup.FloorDiv(t, nsPerDay) * nsPerDay
 	s.floorMu.Lock()
 	floor := max(s.floor, cutoff)

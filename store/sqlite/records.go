@@ -200,7 +200,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return err
 	}
 	mlo, mhi := changedMinutes(b.Changes)
-	defer s.pos.Wrote(ctx, mlo, mhi)
+	defer s.pos.Wrote(mlo, mhi)
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "apply", err)
@@ -384,7 +384,7 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	if err := s.fence("put summaries"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, 0, 0) // no rollup changes
+	defer s.pos.Wrote(0, 0) // no rollup changes
 	tx, err := s.resW.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(ctx, "put summaries", err)
@@ -464,7 +464,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.fence("delete"); err != nil {
 		return err
 	}
-	defer s.pos.Wrote(ctx, position.AllLo, position.AllHi)
+	defer s.pos.Wrote(position.AllLo, position.AllHi)
 	day := int64(24 * time.Hour)
 	cutoff := rollup.FloorDiv(t, day) * day
 	minute := rollup.FloorDiv(cutoff, int64(time.Minute))

@@ -27,22 +27,19 @@ const (
 type Tracker struct {
 	// Read returns the database's fingerprint: it differs whenever a
 	// write the process did not report by Wrote changed what a read
-	// returns (and, with Absorb, also for those it reported). A
-	// fingerprint that changes for nothing only costs readers a miss.
+	// returns, and moves for other writers only (SQLite's data_version on
+	// the writer's connection; ClickHouse's change log without the
+	// process's own rows). A fingerprint that changes for nothing only
+	// costs readers a miss.
 	Read func(ctx context.Context) (uint64, error)
-	// Absorb: the process's own writes change the fingerprint too, and
-	// Wrote reads it after each so that the next poll does not take the
-	// write for another's. Without it the fingerprint must move for other
-	// writers only (SQLite's data_version on the writer's connection).
-	Absorb bool
 	// OnMove, when set, is called with the minutes [lo, hi) a move of the
 	// position may have changed (AllLo, AllHi for a write of unknown
 	// extent: another process's), before the position moves, under the
 	// tracker's lock: a store drops what it kept of those minutes.
 	OnMove func(lo, hi int64)
 	// Precise: Read itself tells the store what another process's writes
-	// changed (ClickHouse's minute markers); a changed fingerprint then
-	// moves the position without calling OnMove, which only hears of the
+	// changed (ClickHouse's change log); a changed fingerprint then moves
+	// the position without calling OnMove, which only hears of the
 	// process's own writes.
 	Precise bool
 	// Every bounds how often Read runs (DefaultEvery when zero); a
@@ -95,7 +92,7 @@ func (t *Tracker) Position(ctx context.Context) (uint64, error) {
 	return t.pos.Load() + 1, nil
 }
 
-// move moves the position for a write of minutes [lo, hi); under t.mu.
+// move moves the position for a write of minutes [lo, hi).
 func (t *Tracker) move(lo, hi int64) {
 	if t.OnMove != nil {
 		t.OnMove(lo, hi)
@@ -105,17 +102,9 @@ func (t *Tracker) move(lo, hi int64) {
 
 // Wrote moves the position after a write of this process that touched
 // minutes [lo, hi) (AllLo, AllHi: unknown) returned, or failed: part of it
-// may be stored. A write that changed nothing moves it too. With Absorb
-// the fingerprint is read first, so that what Read learns of other
-// writes meanwhile is known before the position moves.
-func (t *Tracker) Wrote(ctx context.Context, lo, hi int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.Absorb {
-		if fp, err := t.Read(context.WithoutCancel(ctx)); err == nil {
-			t.last, t.known = fp, true
-		}
-	}
+// may be stored. A write that changed nothing moves it too. It never waits
+// for a read of the fingerprint: writes do not wait for readers.
+func (t *Tracker) Wrote(lo, hi int64) {
 	t.move(lo, hi)
 }
 

@@ -1,0 +1,408 @@
+package clickhouse
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/stormradius/stormradius/store/internal/position"
+)
+
+// The change log (table changes, schema/clickhouse/0015_changes.sql) is
+// how every process reading a database learns what another process's
+// writes changed, on one server and on a cluster alike, from documented
+// behaviour only: a row whose insert was acknowledged is returned by the
+// reads that follow it (on a cluster, with insert_distributed_sync and
+// reads served by the replica that took the write: cluster.go). Nothing
+// reads part names, block numbers or merge state.
+//
+// Writers. Each store (Open) is a writer with a random id and numbers its
+// rows. A write that changes what a read of rollups, summaries or records
+// returns (Apply, PutSummaries, DeleteBefore) inserts an intent row before
+// its first insert and a done row, with the same sequence, once all of
+// its inserts are acknowledged (or failed: part of them may be stored). A
+// span write inserts a done row after its spans are acknowledged, for the
+// views of its traces; concurrent span writes share one (spanChanges).
+//
+// Readers. Position reads the rows sent since a minute (changeMargin)
+// before its last read, at most every position.DefaultEvery (poll), and
+// for each row it has not seen yet, of another writer: drops what it kept
+// of the minutes and windows the row names, moves the stamps of its
+// traces (or everything), and moves the position. An intent also holds
+// its minutes (nothing of them is kept, they are read live) until its
+// done row, or, for a writer that died meanwhile, holdMax: then its
+// minutes are dropped once more. A row is read as long as it is
+// acknowledged within changeMargin of its at, on clocks within
+// changeMargin of each other: a writer whose insert of a row took longer
+// than resendAfter sends it again with a new at.
+
+// Change kinds (the changes table's kind).
+const (
+	kindIntent uint8 = 0
+	kindDone   uint8 = 1
+)
+
+const (
+	// changeMargin is how far back of its last read a reader reads rows.
+	changeMargin = time.Minute
+	// resendAfter: a row whose insert took longer is sent again.
+	resendAfter = changeMargin / 4
+	// holdMax is how long an intent holds its minutes without its done
+	// row.
+	holdMax = 2 * time.Minute
+	// lostTrack: a reader that has not read the log for longer starts
+	// over (drops everything), rather than read all it missed.
+	lostTrack = 10 * time.Minute
+)
+
+// change is what one write changes.
+type change struct {
+	lo, hi     int64 // minutes whose rollups change; lo >= hi: none
+	wlo, whi   int64 // windows whose summaries change; wlo >= whi: none
+	everything bool
+	traces     []uint16 // stamp buckets of the traces whose spans or records change
+}
+
+// changeRow is a row of the changes table.
+type changeRow struct {
+	id rowID
+	change
+}
+
+// rowID names a row: a row sent again has a new at.
+type rowID struct {
+	writer string
+	seq    uint64
+	kind   uint8
+	at     int64
+}
+
+// changeLog is a writer's side: its id and sequence.
+type changeLog struct {
+	writer string
+	mu     sync.Mutex
+	seq    uint64
+}
+
+func newWriterID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// nextSeq takes the writer's next sequence.
+func (l *changeLog) nextSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	return l.seq
+}
+
+// announce inserts the row of c, kind k, sequence seq (sent again when
+// its insert was slow).
+func (s *Store) announce(ctx context.Context, k uint8, seq uint64, c change) error {
+	for try := 0; ; try++ {
+		start := time.Now()
+		at := start.UnixNano()
+		every := uint8(0)
+		if c.everything {
+			every = 1
+		}
+		traces := c.traces
+		if traces == nil {
+			traces = []uint16{}
+		}
+		err := s.insert(ctx, "announce a change", "changes",
+			[]string{"day", "at", "writer", "seq", "kind", "lo", "hi", "wlo", "whi", "everything", "traces"},
+			[]time.Time{dayDate(dayOf(at))}, []int64{at}, []string{s.changes.writer}, []uint64{seq}, []uint8{k},
+			[]int64{c.lo}, []int64{c.hi}, []int64{c.wlo}, []int64{c.whi}, []uint8{every}, [][]uint16{traces})
+		if err != nil || time.Since(start) <= resendAfter || try > 0 {
+			return err
+		}
+	}
+}
+
+// announced runs write, a write of c, between its intent row and its
+// done row: readers hear of it before anything is written, and once it
+// is. The done row is sent even when write failed (part of it may be
+// stored) or its context ended: readers would otherwise hold its minutes
+// until holdMax.
+func (s *Store) announced(ctx context.Context, c change, write func() error) error {
+	seq := s.changes.nextSeq()
+	if err := s.announce(ctx, kindIntent, seq, c); err != nil {
+		return err
+	}
+	err := write()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err2 := s.announce(dctx, kindDone, seq, c); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// spanChanges groups the done rows of concurrent span writes: one insert
+// announces the writes acknowledged while the previous one was sent.
+type spanChanges struct {
+	mu      sync.Mutex
+	running bool
+	traces  []uint16
+	waiters []chan error
+}
+
+// spansWritten announces span writes to the traces of buckets done, and
+// returns once the row is acknowledged.
+func (s *Store) spansWritten(ctx context.Context, buckets []uint16) error {
+	g := &s.spanCh
+	w := make(chan error, 1)
+	g.mu.Lock()
+	g.traces = append(g.traces, buckets...)
+	g.waiters = append(g.waiters, w)
+	if !g.running {
+		g.running = true
+		go s.sendSpanChanges()
+	}
+	g.mu.Unlock()
+	select {
+	case err := <-w:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("clickhouse: announce span writes: %w", ctx.Err())
+	}
+}
+
+// sendSpanChanges sends the span writes' rows until none wait.
+func (s *Store) sendSpanChanges() {
+	g := &s.spanCh
+	for {
+		g.mu.Lock()
+		traces, waiters := g.traces, g.waiters
+		g.traces, g.waiters = nil, nil
+		if len(waiters) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		slices.Sort(traces)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.announce(ctx, kindDone, s.changes.nextSeq(), change{traces: slices.Compact(traces)})
+		cancel()
+		for _, w := range waiters {
+			w <- err
+		}
+	}
+}
+
+// changeFeed is a reader's side: what it read of the log.
+type changeFeed struct {
+	// Under the position tracker's lock (poll runs as its Read):
+	known  bool      // read since the last failure
+	polled time.Time // when the last read began
+	count  uint64    // the fingerprint poll returns: moves with every row read
+	seen   map[rowID]struct{}
+
+	heldMu sync.Mutex
+	holds  map[holdKey]hold // intents without their done row
+}
+
+// holdKey names a write: its writer and sequence.
+type holdKey struct {
+	writer string
+	seq    uint64
+}
+
+type hold struct {
+	change
+	since time.Time
+}
+
+// poll reads the change log (the position tracker's Read, under its
+// lock): see the top of the file.
+func (s *Store) poll(ctx context.Context) (uint64, error) {
+	f := &s.feed
+	ctx = light(ctx)
+	now := time.Now()
+	first := !f.known || now.Sub(f.polled) > lostTrack
+	from := f.polled.Add(-changeMargin)
+	if first {
+		from = now.Add(-changeMargin)
+	}
+	rows, err := s.readChanges(ctx, from.UnixNano())
+	if err != nil {
+		s.forget()
+		return 0, err
+	}
+	if first {
+		// What was kept before is not known to be current: dropped.
+		s.clearCaches()
+		f.seen = map[rowID]struct{}{}
+		f.heldMu.Lock()
+		f.holds = map[holdKey]hold{}
+		f.heldMu.Unlock()
+		f.count++
+	}
+	moved := false
+	for _, r := range rows {
+		f.seen[r.id] = struct{}{}
+		k := holdKey{r.id.writer, r.id.seq}
+		f.heldMu.Lock()
+		if r.id.kind == kindIntent {
+			f.holds[k] = hold{r.change, now}
+		} else {
+			delete(f.holds, k)
+		}
+		f.heldMu.Unlock()
+		if !first {
+			s.dropChanged(r.change)
+		}
+		moved = true
+	}
+	// Intents whose writer died: what they held is dropped once more.
+	f.heldMu.Lock()
+	for k, h := range f.holds {
+		if now.Sub(h.since) > holdMax {
+			delete(f.holds, k)
+			defer s.dropChanged(h.change)
+			moved = true
+		}
+	}
+	f.heldMu.Unlock()
+	for id := range f.seen {
+		if id.at < from.UnixNano() {
+			delete(f.seen, id)
+		}
+	}
+	if moved {
+		f.count++
+	}
+	f.known, f.polled = true, now
+	return f.count, nil
+}
+
+// readChanges returns the rows sent at or after from (unix nanoseconds)
+// by other writers, not seen before, oldest first: their keys, then the
+// rest of the new ones.
+func (s *Store) readChanges(ctx context.Context, from int64) ([]changeRow, error) {
+	var fresh []rowID
+	err := s.query(ctx, "read changes", `SELECT writer, seq, kind, at FROM changes WHERE at >= `+itoa(from)+
+		` AND writer != `+quote(s.changes.writer), func(r driver.Rows) error {
+		var id rowID
+		if err := r.Scan(&id.writer, &id.seq, &id.kind, &id.at); err != nil {
+			return err
+		}
+		if _, ok := s.feed.seen[id]; !ok {
+			fresh = append(fresh, id)
+		}
+		return nil
+	})
+	if err != nil || len(fresh) == 0 {
+		return nil, err
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	keys := make([]string, len(fresh))
+	for i, id := range fresh {
+		lo, hi = min(lo, id.at), max(hi, id.at)
+		keys[i] = fmt.Sprintf("(%d, %s, %d, %d)", id.at, quote(id.writer), id.seq, id.kind)
+	}
+	var out []changeRow
+	err = s.query(ctx, "read changes", `SELECT at, writer, seq, kind, lo, hi, wlo, whi, everything, traces FROM changes WHERE at >= `+
+		itoa(lo)+` AND at <= `+itoa(hi)+` AND (at, writer, seq, kind) IN (`+strings.Join(keys, ", ")+`)`, func(r driver.Rows) error {
+		var c changeRow
+		var every uint8
+		if err := r.Scan(&c.id.at, &c.id.writer, &c.id.seq, &c.id.kind, &c.lo, &c.hi, &c.wlo, &c.whi, &every, &c.traces); err != nil {
+			return err
+		}
+		c.everything = every != 0
+		out = append(out, c)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b changeRow) int { return cmp.Compare(a.id.at, b.id.at) })
+	return out, err
+}
+
+// dropChanged drops what the store keeps of what c changed.
+func (s *Store) dropChanged(c change) {
+	if c.everything {
+		s.clearCaches()
+		s.floorMu.Lock()
+		s.floorRead = time.Time{} // the retention floor is read again
+		s.floorMu.Unlock()
+		return
+	}
+	if c.lo < c.hi {
+		s.invalidate(c.lo, c.hi)
+	}
+	if c.wlo < c.whi {
+		s.sumGen.Add(1)
+	}
+	s.watch.move(c.traces)
+}
+
+// clearCaches drops everything the store keeps.
+func (s *Store) clearCaches() {
+	s.clearTiers()
+	s.sumGen.Add(1)
+	s.watch.moveAll()
+}
+
+// forget drops everything kept: the log could not be read, so nothing
+// kept is known to be current (under the tracker's lock).
+func (s *Store) forget() {
+	s.feed.known = false
+	s.clearCaches()
+}
+
+// isHeld reports whether minutes [lo, hi) hold one that a write another
+// process began and has not announced done is changing (the tier
+// caches' Held).
+func (f *changeFeed) isHeld(lo, hi int64) bool {
+	f.heldMu.Lock()
+	defer f.heldMu.Unlock()
+	for _, h := range f.holds {
+		if h.lo < h.hi && h.lo < hi && lo < h.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// heldEdges returns the edges of the minutes held.
+func (f *changeFeed) heldEdges() []int64 {
+	f.heldMu.Lock()
+	defer f.heldMu.Unlock()
+	var out []int64
+	for _, h := range f.holds {
+		if h.lo < h.hi && h.lo > position.AllLo {
+			out = append(out, h.lo, h.hi)
+		}
+	}
+	return out
+}
+
+// Position returns the store's write position (store.Store.Position):
+// moved by this process's writes as they return, and by another's when
+// the change log says so (poll).
+func (s *Store) Position(ctx context.Context) (uint64, error) {
+	if err := s.checkOpen("position"); err != nil {
+		return 0, err
+	}
+	return s.pos.Position(ctx)
+}
+
+// cachesOn reports whether what the store keeps may be used: the change
+// log was read within position.DefaultEvery, so that what another
+// process wrote before has dropped what it changed.
+func (s *Store) cachesOn(ctx context.Context) bool {
+	_, err := s.pos.Position(ctx)
+	return err == nil
+}
