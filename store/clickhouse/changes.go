@@ -91,7 +91,14 @@ type changeLog struct {
 	writer string
 	mu     sync.Mutex
 	seq    uint64
+	// trimmed is when the log's old days were last dropped (trim).
+	trimmed time.Time
 }
+
+// changeDays is how many days of the log are kept, today included: far
+// more than any reader reads (changeMargin), few enough to stay small
+// without retention.
+const changeDays = 2
 
 func newWriterID() string {
 	var b [8]byte
@@ -146,6 +153,43 @@ func (s *Store) announced(ctx context.Context, c change, write func() error) err
 	defer cancel()
 	if err2 := s.announce(dctx, kindDone, seq, c); err == nil {
 		err = err2
+	}
+	return err
+}
+
+// trimChanges drops the days of the change log before the last
+// changeDays, at most once an hour (Apply calls it): the log stays small
+// on a store without retention. Which days exist is read from the parts
+// listing, a hint: a day missed is dropped the next time.
+func (s *Store) trimChanges(ctx context.Context) error {
+	s.changes.mu.Lock()
+	due := time.Since(s.changes.trimmed) > time.Hour
+	if due {
+		s.changes.trimmed = time.Now()
+	}
+	s.changes.mu.Unlock()
+	if !due {
+		return nil
+	}
+	table := "changes"
+	if s.cluster != "" {
+		table += localSuffix
+	}
+	keep := dayID(dayOf(time.Now().UnixNano()) - changeDays + 1)
+	var old []string
+	err := s.query(ctx, "list change log days", `SELECT DISTINCT partition_id FROM `+s.partsSource()+` WHERE database = `+
+		quote(s.db)+` AND table = `+quote(table)+` AND active AND partition_id < `+quote(keep), func(r driver.Rows) error {
+		var id string
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		old = append(old, id)
+		return nil
+	})
+	for _, id := range old {
+		if err == nil {
+			err = s.exec(ctx, "drop change log day", `ALTER TABLE `+s.dataTable("changes")+` DROP PARTITION ID `+quote(id))
+		}
 	}
 	return err
 }

@@ -308,7 +308,7 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 
 // ttlTables are the tables a TTL applies to, all partitioned by day.
 var ttlTables = []string{"trace_spans", "records", "record_index", "states_by_part", "summaries", "dirty_by_part",
-	"rollups", "rollup_gens_by_part", "node_minutes", "trace_buckets", "record_moves"}
+	"rollups", "rollup_gens_by_part", "node_minutes", "trace_buckets", "record_moves", "changes"}
 
 // ttlRelease is the first release the extras, TTL included, are used on.
 var ttlRelease = serverVersion{21, 8}

@@ -155,6 +155,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		return err
 	}
 	clear(s.repair)
+	if err := s.trimChanges(ctx); err != nil {
+		s.log.Warn("clickhouse: dropping the change log's old days; tried again in an hour", "err", err)
+	}
 	return nil
 }
 

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Opener, opt Optional) {
 	t.Run("Figures", func(t *testing.T) { testFigures(t, open) })
 	t.Run("Position", func(t *testing.T) { testPosition(t, open) })
 	t.Run("Kept", func(t *testing.T) { testKept(t, open) })
+	t.Run("LateWrite", func(t *testing.T) { testLateWrite(t, open) })
 }
 
 // Corpus is a simulated incident over several hours, assembled and
