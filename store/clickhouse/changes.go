@@ -249,6 +249,8 @@ func (s *Store) sendSpanChanges() {
 
 // changeFeed is a reader's side: what it read of the log.
 type changeFeed struct {
+	// holdMax is holdMax (tests shorten it).
+	holdMax time.Duration
 	// Under the position tracker's lock (poll runs as its Read):
 	known  bool      // read since the last failure
 	polled time.Time // when the last read began
@@ -279,7 +281,9 @@ func (s *Store) poll(ctx context.Context) (uint64, error) {
 	first := !f.known || now.Sub(f.polled) > lostTrack
 	from := f.polled.Add(-changeMargin)
 	if first {
-		from = now.Add(-changeMargin)
+		// Every row of the margin is read as new: the intents among
+		// them hold again.
+		from, f.seen = now.Add(-changeMargin), map[rowID]struct{}{}
 	}
 	rows, err := s.readChanges(ctx, from.UnixNano())
 	if err != nil {
@@ -289,7 +293,6 @@ func (s *Store) poll(ctx context.Context) (uint64, error) {
 	if first {
 		// What was kept before is not known to be current: dropped.
 		s.clearCaches()
-		f.seen = map[rowID]struct{}{}
 		f.heldMu.Lock()
 		f.holds = map[holdKey]hold{}
 		f.heldMu.Unlock()
@@ -312,15 +315,19 @@ func (s *Store) poll(ctx context.Context) (uint64, error) {
 		moved = true
 	}
 	// Intents whose writer died: what they held is dropped once more.
+	var expired []change
 	f.heldMu.Lock()
 	for k, h := range f.holds {
-		if now.Sub(h.since) > holdMax {
+		if now.Sub(h.since) > cmp.Or(f.holdMax, holdMax) {
 			delete(f.holds, k)
-			defer s.dropChanged(h.change)
-			moved = true
+			expired = append(expired, h.change)
 		}
 	}
 	f.heldMu.Unlock()
+	for _, c := range expired {
+		s.dropChanged(c)
+		moved = true
+	}
 	for id := range f.seen {
 		if id.at < from.UnixNano() {
 			delete(f.seen, id)
