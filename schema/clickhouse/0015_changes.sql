@@ -8,7 +8,8 @@
 -- spans are acknowledged. A row names the minutes [lo, hi) whose rollups
 -- the write changes (lo >= hi: none), the windows [wlo, whi) whose
 -- summaries it changes, the stamp buckets of the traces whose spans or
--- records it changes, and whether it changes everything (retention).
+-- records it changes, whether it changes everything (retention), and
+-- whether it changes rollup generations (a repair: readers keep them).
 -- at is the writer's clock when the row was sent: readers read the rows
 -- of the last minute or two by it, in key order, nothing else (no part
 -- names, block numbers or merge state). Rows are never replaced; they are
@@ -24,6 +25,7 @@ CREATE TABLE IF NOT EXISTS changes (
     wlo     Int64,
     whi     Int64,
     everything UInt8,
+    gens    UInt8,
     traces  Array(UInt16)
 ) ENGINE = MergeTree
 PARTITION BY day

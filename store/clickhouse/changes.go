@@ -69,6 +69,7 @@ type change struct {
 	lo, hi     int64 // minutes whose rollups change; lo >= hi: none
 	wlo, whi   int64 // windows whose summaries change; wlo >= whi: none
 	everything bool
+	gens       bool     // rollup generations change (a repair)
 	traces     []uint16 // stamp buckets of the traces whose spans or records change
 }
 
@@ -114,24 +115,28 @@ func (l *changeLog) nextSeq() uint64 {
 	return l.seq
 }
 
+var changeColumns = []string{"day", "at", "writer", "seq", "kind", "lo", "hi", "wlo", "whi", "everything", "gens", "traces"}
+
 // announce inserts the row of c, kind k, sequence seq (sent again when
 // its insert was slow).
 func (s *Store) announce(ctx context.Context, k uint8, seq uint64, c change) error {
 	for try := 0; ; try++ {
 		start := time.Now()
 		at := start.UnixNano()
-		every := uint8(0)
+		every, gens := uint8(0), uint8(0)
 		if c.everything {
 			every = 1
+		}
+		if c.gens {
+			gens = 1
 		}
 		traces := c.traces
 		if traces == nil {
 			traces = []uint16{}
 		}
 		err := s.insert(ctx, "announce a change", "changes",
-			[]string{"day", "at", "writer", "seq", "kind", "lo", "hi", "wlo", "whi", "everything", "traces"},
-			[]time.Time{dayDate(dayOf(at))}, []int64{at}, []string{s.changes.writer}, []uint64{seq}, []uint8{k},
-			[]int64{c.lo}, []int64{c.hi}, []int64{c.wlo}, []int64{c.whi}, []uint8{every}, [][]uint16{traces})
+			changeColumns, []time.Time{dayDate(dayOf(at))}, []int64{at}, []string{s.changes.writer}, []uint64{seq}, []uint8{k},
+			[]int64{c.lo}, []int64{c.hi}, []int64{c.wlo}, []int64{c.whi}, []uint8{every}, []uint8{gens}, [][]uint16{traces})
 		if err != nil || time.Since(start) <= resendAfter || try > 0 {
 			return err
 		}
@@ -366,14 +371,14 @@ func (s *Store) readChanges(ctx context.Context, from int64) ([]changeRow, error
 		keys[i] = fmt.Sprintf("(%d, %s, %d, %d)", id.at, quote(id.writer), id.seq, id.kind)
 	}
 	var out []changeRow
-	err = s.query(ctx, "read changes", `SELECT at, writer, seq, kind, lo, hi, wlo, whi, everything, traces FROM changes WHERE at >= `+
+	err = s.query(ctx, "read changes", `SELECT at, writer, seq, kind, lo, hi, wlo, whi, everything, gens, traces FROM changes WHERE at >= `+
 		itoa(lo)+` AND at <= `+itoa(hi)+` AND (at, writer, seq, kind) IN (`+strings.Join(keys, ", ")+`)`, func(r driver.Rows) error {
 		var c changeRow
-		var every uint8
-		if err := r.Scan(&c.id.at, &c.id.writer, &c.id.seq, &c.id.kind, &c.lo, &c.hi, &c.wlo, &c.whi, &every, &c.traces); err != nil {
+		var every, gens uint8
+		if err := r.Scan(&c.id.at, &c.id.writer, &c.id.seq, &c.id.kind, &c.lo, &c.hi, &c.wlo, &c.whi, &every, &gens, &c.traces); err != nil {
 			return err
 		}
-		c.everything = every != 0
+		c.everything, c.gens = every != 0, gens != 0
 		out = append(out, c)
 		return nil
 	})
@@ -396,12 +401,16 @@ func (s *Store) dropChanged(c change) {
 	if c.wlo < c.whi {
 		s.sumGen.Add(1)
 	}
+	if c.gens {
+		s.gensKept.drop()
+	}
 	s.watch.move(c.traces)
 }
 
 // clearCaches drops everything the store keeps.
 func (s *Store) clearCaches() {
 	s.clearTiers()
+	s.gensKept.drop()
 	s.sumGen.Add(1)
 	s.watch.moveAll()
 }
@@ -452,8 +461,13 @@ func (s *Store) Position(ctx context.Context) (uint64, error) {
 
 // cachesOn reports whether what the store keeps may be used: the change
 // log was read within position.DefaultEvery, so that what another
-// process wrote before has dropped what it changed.
+// process wrote before has dropped what it changed. It reads the rollup
+// generations when they are not kept (current). Every read of rollups
+// calls it first.
 func (s *Store) cachesOn(ctx context.Context) bool {
-	_, err := s.pos.Position(ctx)
-	return err == nil
+	if _, err := s.pos.Position(ctx); err != nil {
+		return false
+	}
+	s.keepGens(ctx)
+	return true
 }

@@ -72,9 +72,8 @@ func TestTrimChanges(t *testing.T) {
 	today := dayOf(time.Now().UnixNano())
 	for _, d := range []int64{today - 5, today - 2, today - 1} {
 		at := d*nsPerDay + 1
-		if err := w.insert(x, "old change", "changes", []string{"day", "at", "writer", "seq", "kind", "lo", "hi", "wlo", "whi",
-			"everything", "traces"}, []time.Time{dayDate(d)}, []int64{at}, []string{"gone"}, []uint64{1}, []uint8{kindDone},
-			[]int64{0}, []int64{0}, []int64{0}, []int64{0}, []uint8{0}, [][]uint16{{}}); err != nil {
+		if err := w.insert(x, "old change", "changes", changeColumns, []time.Time{dayDate(d)}, []int64{at}, []string{"gone"},
+			[]uint64{1}, []uint8{kindDone}, []int64{0}, []int64{0}, []int64{0}, []int64{0}, []uint8{0}, []uint8{0}, [][]uint16{{}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -168,6 +168,8 @@ type core struct {
 	// those read (tiers.go).
 	sumGen   atomic.Uint64
 	sumsKept sumsKept
+	// gensKept are the rollup generations readers send (rollups.go).
+	gensKept gensKept
 	// flights are the ranges being read for the tiers (cachedReport).
 	flightMu sync.Mutex
 	flights  map[flightKey]*flight

@@ -132,6 +132,7 @@ func TestEmitSQL(t *testing.T) {
 	h := func(hh, mm int) int64 {
 		return base.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute).UnixNano()
 	}
+	rec.answers["GROUP BY tier, bucket, part LIMIT"] = manyGens(2) // as literals
 	_, err = s.Report(ctx, store.Query{From: h(9, 45), To: h(12, 17), API: "front GET /dispatch"})
 	must(err)
 	_, err = s.Report(ctx, store.Query{})
@@ -195,7 +196,7 @@ func TestEmitSQL(t *testing.T) {
 		"INSERT INTO rollup_gens", "FROM records FINAL", "DROP PARTITION ID", "record_index DROP PARTITION", "MODIFY TTL",
 		"OPTIMIZE TABLE node_minutes PARTITION ID", "GROUP BY bucket, cityHash64", "FROM trace_buckets",
 		"trace_id_bloom", "INSERT INTO record_moves", "FROM record_moves FINAL", "FROM states_by_part FINAL",
-		"INSERT INTO changes", "FROM changes WHERE at >= "} {
+		"INSERT INTO changes", "FROM changes WHERE at >= ", "AND (tier, bucket, gen) NOT IN ((0, 0, 0), (0, 1, 0))"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no statement has %q", want)
 		}
@@ -434,10 +435,13 @@ func TestEmitClusterSQL(t *testing.T) {
 		return base.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute).UnixNano()
 	}
 	before := base.Add(-24 * time.Hour).Format("20060102")
+	// Too many generations to send as literals: the subqueries.
+	rec.answers["GROUP BY tier, bucket, part LIMIT"] = manyGens(maxGensKept + 1)
 	_, err = s.HotMinutes(ctx, store.Query{From: h(-26, 0), To: h(12, 17)}, 5, 0.1)
 	must(err)
 	rec.answers["SELECT DISTINCT partition_id"] = [][]any{{before}}
 	must(s.Compact(ctx, h(12, 0)))
+	rec.answers["GROUP BY tier, bucket, part LIMIT"] = manyGens(2) // as literals
 	_, err = s.Report(ctx, store.Query{})
 	must(err)
 	old := base.Add(-48 * time.Hour).Format("20060102")
@@ -461,6 +465,7 @@ func TestEmitClusterSQL(t *testing.T) {
 		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' MODIFY TTL",
 		"INSERT INTO trace_spans", "INSERT INTO records",
 		"GLOBAL NOT IN (SELECT tier, bucket, base FROM rollup_gens_by_part", "GLOBAL IN (SELECT tier, bucket, argMax(gen, version)",
+		"AND (tier, bucket, gen) NOT IN ((0, 0, 0), (0, 1, 0))) OR (tier, bucket, gen) IN ((0, 0, 7), (0, 1, 7))",
 		"FROM cluster('c1', system, parts)",
 		"OPTIMIZE TABLE sr.node_minutes_local ON CLUSTER 'c1' PARTITION ID '" + before + "' FINAL",
 		"ALTER TABLE sr.trace_spans_local ON CLUSTER 'c1' DROP PARTITION ID '" + old + "'",
@@ -487,4 +492,13 @@ func TestEmitClusterSQL(t *testing.T) {
 		must(os.WriteFile(path, b, 0o644))
 		t.Logf("%d statements written to %s", len(rec.sql), path)
 	}
+}
+
+// manyGens returns n rows of rollup generations as keepGens reads them.
+func manyGens(n int) [][]any {
+	out := make([][]any, n)
+	for i := range out {
+		out[i] = []any{uint8(0), int64(i), uint64(0), uint64(7)}
+	}
+	return out
 }

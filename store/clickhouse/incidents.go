@@ -26,24 +26,6 @@ func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 	return clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 }
 
-// current returns the SQL condition selecting, among the rollup rows cond
-// selects (rollups, node_minutes, trace_buckets), those of each bucket's
-// current generation of every partition: the latest rollup_gens_by_part
-// holds for the bucket and partition, or, for a partition without one,
-// its base generation (0, or baseFlag and more: partition.go). On a
-// cluster the subqueries read every shard's rollup_gens_by_part once and
-// go to the shards with the query (GLOBAL IN: a Distributed table's IN
-// subquery over another is refused otherwise).
-func (s *Store) current(cond string) string {
-	in, notIn := "IN", "NOT IN"
-	if s.cluster != "" {
-		in, notIn = "GLOBAL IN", "GLOBAL NOT IN"
-	}
-	return `(((gen = 0 OR gen >= ` + utoa(baseFlag) + `) AND (tier, bucket, gen) ` + notIn + ` (SELECT tier, bucket, base FROM rollup_gens_by_part WHERE ` +
-		cond + `)) OR (tier, bucket, gen) ` + in + ` (SELECT tier, bucket, argMax(gen, version) FROM rollup_gens_by_part WHERE ` + cond +
-		` GROUP BY tier, bucket, part))`
-}
-
 // HotMinutes reads the minute tier's node figures that pass the
 // thresholds, from node_minutes (two numbers per node and minute), summed
 // over each bucket's current generation of every partition: most nodes
@@ -59,7 +41,7 @@ func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, m
 	if lo >= hi {
 		return analysis.MinuteNodes{}, nil
 	}
-	if uint64(hi-lo) <= maxHotKept && s.cachesOn(ctx) { // hi-lo: ranges of the whole store exceed an int64
+	if s.cachesOn(ctx) && uint64(hi-lo) <= maxHotKept { // hi-lo: ranges of the whole store exceed an int64
 		return s.cachedHotMinutes(ctx, lo, hi, minOwned, minRate)
 	}
 	return s.readHotMinutes(ctx, lo, hi, minOwned, minRate)

@@ -146,8 +146,11 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	lo, hi = extent(minutes, repair)
 	// Readers hear of it before anything is written, and once it is
 	// (changes.go).
-	c := change{lo: lo, hi: hi, traces: changedTraces(b.Changes)}
+	c := change{lo: lo, hi: hi, gens: len(repair) > 0, traces: changedTraces(b.Changes)}
 	err := s.announced(ctx, c, func() error { return s.apply(ctx, b, minutes, repair, keys(windows)) })
+	if c.gens {
+		s.gensKept.drop()
+	}
 	if err != nil {
 		for m := range minutes {
 			s.repair[m] = struct{}{}

@@ -202,6 +202,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	defer s.pos.Wrote(position.AllLo, position.AllHi)
 	defer s.sumGen.Add(1)
 	defer s.watch.moveAll() // every trace's view: spans and records go
+	defer s.gensKept.drop()
 	return s.announced(ctx, change{everything: true}, func() error { return s.deleteBefore(ctx, t) })
 }
 
