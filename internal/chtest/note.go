@@ -15,8 +15,8 @@ import (
 // in package-list mode (go test ./...) the go command keeps a passing
 // package's output to itself, TestMain's included, so a run whose
 // ClickHouse tests all skipped would look as green as one that ran them.
-// The note below says so where the person running go test reads, once a
-// go command run however many packages skip.
+// The note below says so where the person running go test reads: once
+// per go command run, however many packages skip.
 
 // markerPrefix starts the names of the files in os.TempDir that say a
 // suite's note was written during one go command run.
