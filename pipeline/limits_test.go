@@ -18,7 +18,7 @@ import (
 )
 
 // bothStores runs fn on the embedded store and on ClickHouse (skipped
-// without STORMRADIUS_CLICKHOUSE); open opens the test's store, again
+// without the test server, chtest); open opens the test's store, again
 // after a close (10-minute windows).
 func bothStores(t *testing.T, fn func(t *testing.T, open func() store.Store)) {
 	for _, name := range []string{"sqlite", "clickhouse"} {

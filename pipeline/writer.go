@@ -59,128 +59,170 @@ type spanWrite struct {
 // On ctx's end it writes what was already queued and answers later
 // callers with ErrClosed.
 func (p *Pipeline) writer(ctx context.Context) {
-	n := p.cfg.SpanWritesInFlight
-	starter, _ := p.st.(store.SpanWriteStarter)
-	if starter == nil {
-		n = 1
+	g := p.newGroupCommit()
+	go g.finishInOrder()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		g.take()
+		if g.due() {
+			g.launch()
+			continue
+		}
+		in := p.writes
+		if g.waitingSpans >= p.cfg.MaxWriteSpans {
+			in = nil // full: the next write takes them once one is done
+		}
+		select {
+		case r := <-in:
+			g.wait(r)
+		case w := <-g.back:
+			g.returned(w)
+		case <-g.lapse(timer):
+		case <-ctx.Done():
+			g.drain()
+			return
+		}
 	}
+}
+
+// groupCommit is the writer's state: the writes free and in flight, the
+// requests waiting for the next one, and the callers expected back.
+type groupCommit struct {
+	p       *Pipeline
+	starter store.SpanWriteStarter // nil when the store's writes cannot overlap
+	n       int                    // the writes in flight at most
 	// idle holds the writes not in flight; started the writes in flight,
 	// in the order they started; back the writes finished.
-	idle := make([]*spanWrite, 0, n)
-	for range n {
-		idle = append(idle, &spanWrite{done: make(chan error, 1)})
-	}
-	started := make(chan *spanWrite, n)
-	back := make(chan *spanWrite, n)
-	go func() {
-		defer close(back)
-		for w := range started {
-			p.finish(w, <-w.done)
-			back <- w
-		}
-	}()
-	var waiting []*writeReq
-	waitingSpans, inflight, inflightReqs := 0, 0, 0
+	idle    []*spanWrite
+	started chan *spanWrite
+	back    chan *spanWrite
+
+	waiting      []*writeReq
+	waitingSpans int
+	inflightReqs int // the requests of the writes in flight
 	// expect is how many callers answered lately are to send again (see
 	// due): those of the writes finished, less the requests written
 	// since; it lapses after expectFor, the last write's latency, since
 	// expectAt, its end.
-	expect := 0
-	var expectAt time.Time
-	var expectFor time.Duration
-	returned := func(w *spanWrite) {
-		idle = append(idle, w)
-		inflight--
-		inflightReqs -= w.reqs
-		expect += w.reqs
-		expectAt, expectFor = w.finished, w.finished.Sub(w.start)
+	expect    int
+	expectAt  time.Time
+	expectFor time.Duration
+}
+
+// newGroupCommit returns the writer's state with every write idle:
+// Config.SpanWritesInFlight of them, or one when the store's writes cannot
+// overlap.
+func (p *Pipeline) newGroupCommit() *groupCommit {
+	g := &groupCommit{p: p, n: p.cfg.SpanWritesInFlight}
+	g.starter, _ = p.st.(store.SpanWriteStarter)
+	if g.starter == nil {
+		g.n = 1
 	}
-	// due reports whether the requests waiting are to be written now.
-	due := func() bool {
-		switch {
-		case len(waiting) == 0 || len(idle) == 0:
-			return false
-		case n == 1 || waitingSpans >= p.cfg.MaxWriteSpans:
-			return true
-		}
-		if expect > 0 && time.Since(expectAt) >= expectFor {
-			expect = 0
-		}
-		// The callers: those being written, and those answered (or, if
-		// more, waiting). The waiting are a group once their share.
-		callers := inflightReqs + max(expect, len(waiting))
-		return len(waiting)*n >= callers
+	g.idle = make([]*spanWrite, 0, g.n)
+	for range g.n {
+		g.idle = append(g.idle, &spanWrite{done: make(chan error, 1)})
 	}
-	// take moves the requests queued to waiting, without blocking, up to
-	// MaxWriteSpans.
-	take := func() {
-		for waitingSpans < p.cfg.MaxWriteSpans {
-			select {
-			case r := <-p.writes:
-				waiting = append(waiting, r)
-				waitingSpans += len(r.spans)
-			default:
-				return
-			}
-		}
+	g.started = make(chan *spanWrite, g.n)
+	g.back = make(chan *spanWrite, g.n)
+	return g
+}
+
+// finishInOrder finishes the writes in the order they started, each once
+// it is done, and hands them back; it ends once started is closed and
+// every write it held is back.
+func (g *groupCommit) finishInOrder() {
+	defer close(g.back)
+	for w := range g.started {
+		g.p.finish(w, <-w.done)
+		g.back <- w
 	}
-	// launch starts a write of the requests waiting.
-	launch := func() {
-		w := idle[len(idle)-1]
-		idle = idle[:len(idle)-1]
-		w.batch = append(w.batch[:0], waiting...)
-		w.reqs = len(waiting)
-		expect = max(0, expect-len(waiting))
-		clear(waiting)
-		waiting, waitingSpans = waiting[:0], 0
-		p.start(w, starter)
-		inflight++
-		inflightReqs += w.reqs
-		started <- w
-	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		take()
-		if due() {
-			launch()
-			continue
-		}
-		in := p.writes
-		if waitingSpans >= p.cfg.MaxWriteSpans {
-			in = nil // full: the next write takes them once one is done
-		}
-		// Waiting for callers to come back: until they lapse at the
-		// latest.
-		var lapse <-chan time.Time
-		if len(waiting) > 0 && len(idle) > 0 && expect > 0 {
-			timer.Reset(time.Until(expectAt.Add(expectFor)))
-			lapse = timer.C
-		}
+}
+
+// wait adds r to the requests waiting.
+func (g *groupCommit) wait(r *writeReq) {
+	g.waiting = append(g.waiting, r)
+	g.waitingSpans += len(r.spans)
+}
+
+// take moves the requests queued to waiting, without blocking, up to
+// MaxWriteSpans.
+func (g *groupCommit) take() {
+	for g.waitingSpans < g.p.cfg.MaxWriteSpans {
 		select {
-		case r := <-in:
-			waiting = append(waiting, r)
-			waitingSpans += len(r.spans)
-		case w := <-back:
-			returned(w)
-		case <-lapse:
-		case <-ctx.Done():
-			// Drain: what was accepted before the end is written.
-			for {
-				take()
-				if len(waiting) == 0 {
-					break
-				}
-				if len(idle) == 0 {
-					returned(<-back)
-				}
-				launch()
-			}
-			close(started)
-			for range back {
-			}
+		case r := <-g.p.writes:
+			g.wait(r)
+		default:
 			return
 		}
+	}
+}
+
+// due reports whether the requests waiting are to be written now.
+func (g *groupCommit) due() bool {
+	switch {
+	case len(g.waiting) == 0 || len(g.idle) == 0:
+		return false
+	case g.n == 1 || g.waitingSpans >= g.p.cfg.MaxWriteSpans:
+		return true
+	}
+	if g.expect > 0 && time.Since(g.expectAt) >= g.expectFor {
+		g.expect = 0
+	}
+	// The callers: those being written, and those answered (or, if
+	// more, waiting). The waiting are a group once their share.
+	callers := g.inflightReqs + max(g.expect, len(g.waiting))
+	return len(g.waiting)*g.n >= callers
+}
+
+// lapse returns when the callers expected back lapse, through timer,
+// while requests wait for them and a write is free; nil (never) otherwise.
+func (g *groupCommit) lapse(timer *time.Timer) <-chan time.Time {
+	if len(g.waiting) == 0 || len(g.idle) == 0 || g.expect == 0 {
+		return nil
+	}
+	timer.Reset(time.Until(g.expectAt.Add(g.expectFor)))
+	return timer.C
+}
+
+// launch starts a write of the requests waiting.
+func (g *groupCommit) launch() {
+	w := g.idle[len(g.idle)-1]
+	g.idle = g.idle[:len(g.idle)-1]
+	w.batch = append(w.batch[:0], g.waiting...)
+	w.reqs = len(g.waiting)
+	g.expect = max(0, g.expect-len(g.waiting))
+	clear(g.waiting)
+	g.waiting, g.waitingSpans = g.waiting[:0], 0
+	g.p.start(w, g.starter)
+	g.inflightReqs += w.reqs
+	g.started <- w
+}
+
+// returned takes back write w, finished: it is idle again, and its
+// callers are expected back for as long as it took.
+func (g *groupCommit) returned(w *spanWrite) {
+	g.idle = append(g.idle, w)
+	g.inflightReqs -= w.reqs
+	g.expect += w.reqs
+	g.expectAt, g.expectFor = w.finished, w.finished.Sub(w.start)
+}
+
+// drain writes what was accepted before the end, then waits for every
+// write to be finished.
+func (g *groupCommit) drain() {
+	for {
+		g.take()
+		if len(g.waiting) == 0 {
+			break
+		}
+		if len(g.idle) == 0 {
+			g.returned(<-g.back)
+		}
+		g.launch()
+	}
+	close(g.started)
+	for range g.back {
 	}
 }
 

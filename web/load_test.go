@@ -28,8 +28,8 @@ import (
 )
 
 // TestLoad is the bounded load test of the endpoints the UI calls, on
-// each store (the embedded one; ClickHouse too when STORMRADIUS_CLICKHOUSE
-// names a server) holding 7 days of rollups for 100 root APIs:
+// each store (the embedded one; ClickHouse too when the test server
+// answers, chtest) holding 7 days of rollups for 100 root APIs:
 // STORMRADIUS_LOAD_CLIENTS (default 16) concurrent clients on loopback for
 // STORMRADIUS_LOAD (e.g. 10s) per run, then p50/p99 per endpoint and the
 // throughput of each run (docs/PERFORMANCE.md records the figures). The

@@ -43,8 +43,8 @@ func benchRequests(b *testing.B, n int, start time.Time, scale int) (bodies [][]
 }
 
 // BenchmarkEndToEndHTTP: OTLP/HTTP protobuf requests, 8 at a time, into
-// `serve` — on the embedded store, and on ClickHouse when
-// STORMRADIUS_CLICKHOUSE names a server — until every span is stored and
+// `serve` — on the embedded store, and on ClickHouse when the test server
+// answers (chtest) — until every span is stored and
 // its trace analysed (its record and rollups stored). Every iteration sends
 // new traces. It reports spans/s (stored and analysed), stored-spans/s
 // (acknowledged), lag-s (from the last acknowledgement to the last trace

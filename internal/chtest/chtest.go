@@ -1,7 +1,14 @@
 // Package chtest gives integration tests a database of their own on the
-// ClickHouse server STORMRADIUS_CLICKHOUSE names, and skips them with a
-// clear message without one; and likewise on the ClickHouse cluster
-// STORMRADIUS_TEST_CLICKHOUSE_CLUSTER names (scripts/chcluster.sh).
+// ClickHouse server STORMRADIUS_CLICKHOUSE names, or without it on the
+// local server README names when it answers, and likewise on the
+// ClickHouse cluster STORMRADIUS_TEST_CLICKHOUSE_CLUSTER names or the
+// local one scripts/chcluster.sh runs.
+//
+// When there is no server the tests skip, saying why in t.Skip and, once
+// per go test run, in a line the person running it sees without -v (the
+// go command's standard error, or the terminal). A server the variable
+// names that does not answer fails them; the value off skips them without
+// the note.
 package chtest
 
 import (
@@ -10,7 +17,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,24 +24,36 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 )
 
-// Server returns the server's URL from STORMRADIUS_CLICKHOUSE
-// (clickhouse://127.0.0.1:9000/default), skipping the test without one.
+// Server returns the test server's URL (DSN), skipping the test without
+// one and failing it when the server Env names does not answer.
 func Server(t testing.TB) *url.URL {
 	t.Helper()
-	dsn := os.Getenv("STORMRADIUS_CLICKHOUSE")
-	if dsn == "" {
-		t.Skip("set STORMRADIUS_CLICKHOUSE=clickhouse://127.0.0.1:9000/default to run the ClickHouse integration tests")
+	return single.url(t)
+}
+
+// url returns the suite's server's URL, skipping or failing t as the
+// suite's server says.
+func (s *suite) url(t testing.TB) *url.URL {
+	t.Helper()
+	found := s.server()
+	if found.err != nil {
+		t.Fatal(found.err)
 	}
-	u, err := url.Parse(dsn)
+	if found.skip != "" {
+		if !found.off {
+			s.announce(found.skip)
+		}
+		t.Skip(found.skip)
+	}
+	u, err := url.Parse(found.dsn)
 	if err != nil {
-		t.Fatalf("STORMRADIUS_CLICKHOUSE: %v", err)
+		t.Fatalf("%s: %v", s.env, err)
 	}
 	return u
 }
 
 // FreshDSN returns the DSN of a new database on the test server, dropped
-// when the test ends; it skips the test when STORMRADIUS_CLICKHOUSE is
-// unset.
+// when the test ends; it skips or fails the test as Server does.
 func FreshDSN(t testing.TB) string {
 	t.Helper()
 	return FreshDatabase(t, Server(t))
@@ -87,29 +105,16 @@ func Drop(u *url.URL, name string) error {
 	return nil
 }
 
-// ClusterEnv names the ClickHouse cluster of the cluster tests: a server
-// of it, a database and the cluster's name, as the store's DSN says them
-// (clickhouse://127.0.0.1:29001/default?cluster=stormradius_test, what
-// scripts/chcluster.sh start prints). It is not STORMRADIUS_CLICKHOUSE_CLUSTER:
-// that is --clickhouse-cluster's environment fallback, a cluster name.
-const ClusterEnv = "STORMRADIUS_TEST_CLICKHOUSE_CLUSTER"
-
-// Cluster returns the cluster's URL from ClusterEnv, skipping the test
-// without one, and the cluster's name.
+// Cluster returns the cluster's URL, from ClusterEnv or else
+// DefaultCluster when it answers, and the cluster's name; it skips the
+// test without a cluster and fails it when the one ClusterEnv names does
+// not answer, as Server does.
 func Cluster(t testing.TB) (*url.URL, string) {
 	t.Helper()
-	dsn := os.Getenv(ClusterEnv)
-	if dsn == "" {
-		t.Skip("set " + ClusterEnv + "=clickhouse://127.0.0.1:29001/default?cluster=stormradius_test " +
-			"(scripts/chcluster.sh start runs that cluster) to run the ClickHouse cluster tests")
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("%s: %v", ClusterEnv, err)
-	}
+	u := cluster.url(t)
 	name := u.Query().Get("cluster")
 	if name == "" || strings.ContainsAny(name, `'\`) {
-		t.Fatalf("%s=%s: want cluster=NAME (no quotes)", ClusterEnv, dsn)
+		t.Fatalf("%s=%s: want cluster=NAME (no quotes)", ClusterEnv, u)
 	}
 	return u, name
 }

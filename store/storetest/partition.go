@@ -28,29 +28,98 @@ func testPartitions(t *testing.T, open Opener) {
 	w := idx[0]
 	s := open(t, true)
 	x := ctx(t)
-	ps := s.(store.Partitioned)
 
 	for _, bad := range []string{"a b", "é", string(make([]byte, store.MaxPartitionName+1))} {
-		if _, err := ps.Partition(bad); !errors.Is(err, store.ErrBadPartition) {
+		if _, err := s.(store.Partitioned).Partition(bad); !errors.Is(err, store.ErrBadPartition) {
 			t.Fatalf("Partition(%q): %v, want ErrBadPartition", bad, err)
 		}
 	}
-	p1, err := ps.Partition(store.KafkaPartition("otlp_spans", 1))
-	if err != nil {
+	// Traces i%3 == 1 are p1's, i%3 == 2 p2's, i%3 == 0 the default's.
+	views := partitionViews(t, s.(store.Partitioned))
+	def, p1, p2 := views[0], views[1], views[2]
+	owner := func(i int) int { return i % 3 }
+	parts, seqs := writePartitions(t, views, c, w, owner)
+	checkSpanLogs(t, views, c, owner, seqs)
+	checkPartitionStates(t, views, parts, w, owner, c)
+
+	// A trace re-opened by another partition becomes that partition's:
+	// trace 1 (p1's) is replaced through p2, and p2's state takes it over.
+	old := c.Record(1, seqs[1][1])
+	if err := p2.Apply(x, store.Batch{Changes: []store.Change{{Old: old, New: c.Record(1, seqs[2][1])}}}); err != nil {
 		t.Fatal(err)
 	}
-	p2, err := ps.Partition("shard-2")
-	if err != nil {
+	moved := func(i int) int {
+		if i == 1 {
+			return 2
+		}
+		return owner(i)
+	}
+	parts[1].Add(c.Traces[1], -1)
+	parts[2].Add(c.Traces[1], 1)
+	if err := p1.Apply(x, store.Batch{States: map[int64]*analysis.State{w: parts[1]}}); err != nil {
 		t.Fatal(err)
 	}
-	def, err := ps.Partition("")
-	if err != nil {
+	if err := p2.Apply(x, store.Batch{States: map[int64]*analysis.State{w: parts[2]}}); err != nil {
 		t.Fatal(err)
+	}
+	checkPartitionStates(t, views, parts, w, moved, c)
+
+	checkPartitionedReport(t, s, c)
+
+	// PeerWindows: p1 and the default stored window w now; p2 sees it,
+	// looking back a minute, and not from a minute ahead.
+	now := time.Now()
+	if ws, err := p2.PeerWindows(x, now.Add(-time.Minute).UnixNano()); err != nil || !slices.Contains(ws, w) {
+		t.Errorf("p2 PeerWindows(a minute ago) = %v %v, want %d in it", ws, err, w)
+	}
+	if ws, err := p2.PeerWindows(x, now.Add(time.Minute).UnixNano()); err != nil || len(ws) != 0 {
+		t.Errorf("p2 PeerWindows(a minute ahead) = %v %v, want none", ws, err)
 	}
 
-	// Traces i%3 == 1 are p1's, i%3 == 2 p2's, i%3 == 0 the default's.
-	views := []store.PartitionStore{def, p1, p2}
-	owner := func(i int) int { return i % 3 }
+	checkPartitionLeases(t, open, p1, p2)
+	for _, v := range []store.Store{p2, def, s} {
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Durable: opened again, each partition has its checkpoint and state.
+	s3 := open(t, false)
+	defer s3.Close()
+	again := partitionViews(t, s3.(store.Partitioned))
+	for k, v := range again {
+		defer v.Close()
+		if wm, err := v.Watermark(x); err != nil || wm != seqs[k][1] {
+			t.Errorf("partition %d after reopening: watermark %d %v, want %d", k, wm, err, seqs[k][1])
+		}
+	}
+	checkPartitionStates(t, again, parts, w, moved, c)
+}
+
+// partitionNames are the partitions of testPartitions: the default one,
+// a Kafka partition's and one named by hand.
+var partitionNames = []string{"", store.KafkaPartition("otlp_spans", 1), "shard-2"}
+
+// partitionViews returns ps's views of partitionNames, in that order.
+func partitionViews(t *testing.T, ps store.Partitioned) []store.PartitionStore {
+	t.Helper()
+	views := make([]store.PartitionStore, len(partitionNames))
+	for k, name := range partitionNames {
+		v, err := ps.Partition(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[k] = v
+	}
+	return views
+}
+
+// writePartitions writes, through each view k, the spans of the traces
+// owner gives it (in two writes), their records and its state of window
+// w; it returns each partition's state and the sequences of its writes.
+func writePartitions(t *testing.T, views []store.PartitionStore, c *Corpus, w int64, owner func(int) int) ([]*analysis.State, [3][]uint64) {
+	t.Helper()
+	x := ctx(t)
 	parts := make([]*analysis.State, 3)
 	var seqs [3][]uint64
 	for k, v := range views {
@@ -85,8 +154,15 @@ func testPartitions(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
+	return parts, seqs
+}
 
-	// Each view reads its own span log, every partition's trace spans.
+// checkSpanLogs checks that each view reads its own span log (the writes
+// seqs[k], and from the first on the second) but every partition's trace
+// spans, and that its watermark is its own.
+func checkSpanLogs(t *testing.T, views []store.PartitionStore, c *Corpus, owner func(int) int, seqs [3][]uint64) {
+	t.Helper()
+	x := ctx(t)
 	for k, v := range views {
 		var got []uint64
 		n := 0
@@ -122,33 +198,14 @@ func testPartitions(t *testing.T, open Opener) {
 			t.Errorf("partition %d: watermark %d %v, want %d", k, wm, err, seqs[k][1])
 		}
 	}
-	checkPartitionStates(t, views, parts, w, owner, c)
+}
 
-	// A trace re-opened by another partition becomes that partition's:
-	// trace 1 (p1's) is replaced through p2, and p2's state takes it over.
-	old := c.Record(1, seqs[1][1])
-	if err := p2.Apply(x, store.Batch{Changes: []store.Change{{Old: old, New: c.Record(1, seqs[2][1])}}}); err != nil {
-		t.Fatal(err)
-	}
-	moved := func(i int) int {
-		if i == 1 {
-			return 2
-		}
-		return owner(i)
-	}
-	parts[1].Add(c.Traces[1], -1)
-	parts[2].Add(c.Traces[1], 1)
-	if err := p1.Apply(x, store.Batch{States: map[int64]*analysis.State{w: parts[1]}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p2.Apply(x, store.Batch{States: map[int64]*analysis.State{w: parts[2]}}); err != nil {
-		t.Fatal(err)
-	}
-	checkPartitionStates(t, views, parts, w, moved, c)
-
-	// The report is every partition's records, each trace once: the same
-	// as a store that got them all unpartitioned.
-	got, err := s.Report(x, store.Query{})
+// checkPartitionedReport checks that s's report is every partition's
+// records, each trace once: the same as a store that got them all
+// unpartitioned.
+func checkPartitionedReport(t *testing.T, s store.Store, c *Corpus) {
+	t.Helper()
+	got, err := s.Report(ctx(t), store.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,21 +216,15 @@ func testPartitions(t *testing.T, open Opener) {
 	if a, b := DocJSON(t, got.Document(nil, analysis.Config{})), DocJSON(t, want.Document(nil, analysis.Config{})); a != b {
 		t.Fatalf("report of the partitioned store differs from the sum of its traces:\n%s\nwant\n%s", a, b)
 	}
+}
 
-	// PeerWindows: p1 and the default stored window w now; p2 sees it,
-	// looking back a minute, and not from a minute ahead.
-	now := time.Now()
-	if ws, err := p2.PeerWindows(x, now.Add(-time.Minute).UnixNano()); err != nil || !slices.Contains(ws, w) {
-		t.Errorf("p2 PeerWindows(a minute ago) = %v %v, want %d in it", ws, err, w)
-	}
-	if ws, err := p2.PeerWindows(x, now.Add(time.Minute).UnixNano()); err != nil || len(ws) != 0 {
-		t.Errorf("p2 PeerWindows(a minute ahead) = %v %v, want none", ws, err)
-	}
-
-	// Leases are per partition: p1 and p2 each take theirs; a second
-	// claimant of p1 (another process: another store over the same data)
-	// is refused; closing a view releases its lease and leaves the store
-	// open.
+// checkPartitionLeases checks that leases are per partition: p1 and p2
+// each take theirs; a second claimant of p1 (another process: another
+// store over the same data) is refused; closing a view releases its lease
+// and leaves the store open. It closes p1.
+func checkPartitionLeases(t *testing.T, open Opener, p1, p2 store.PartitionStore) {
+	t.Helper()
+	x := ctx(t)
 	h1, h2, h3 := store.NewLeaseHolder(), store.NewLeaseHolder(), store.NewLeaseHolder()
 	if _, err := p1.AcquireLease(x, h1, time.Minute); err != nil {
 		t.Fatalf("p1 lease: %v", err)
@@ -198,32 +249,12 @@ func testPartitions(t *testing.T, open Opener) {
 	if _, err := p2.Watermark(x); err != nil {
 		t.Fatalf("p2 after p1's view closed: %v", err)
 	}
-	for _, v := range []store.Store{other, p2, def} {
-		if err := v.Close(); err != nil {
-			t.Fatal(err)
-		}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Durable: opened again, each partition has its checkpoint and state.
-	s3 := open(t, false)
-	defer s3.Close()
-	again := make([]store.PartitionStore, 3)
-	for k, name := range []string{"", store.KafkaPartition("otlp_spans", 1), "shard-2"} {
-		if again[k], err = s3.(store.Partitioned).Partition(name); err != nil {
-			t.Fatal(err)
-		}
-		defer again[k].Close()
-		if wm, err := again[k].Watermark(x); err != nil || wm != seqs[k][1] {
-			t.Errorf("partition %d after reopening: watermark %d %v, want %d", k, wm, err, seqs[k][1])
-		}
-	}
-	checkPartitionStates(t, again, parts, w, moved, c)
 }
 
 // checkPartitionStates checks, for every view k, its state of window w
