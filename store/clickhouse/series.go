@@ -42,23 +42,71 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		return nil, fmt.Errorf("clickhouse: a series needs a bounded range and a positive step")
 	}
 	out := make([]*analysis.APIAgg, (qhi-qlo+step-1)/step)
-	lo, hi := s.minuteRange(ctx, q)
 	at := func(i int64) *analysis.APIAgg {
 		if out[i] == nil {
 			out[i] = &analysis.APIAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
 		}
 		return out[i]
 	}
-	// Each step's tiles: kept in the tier cache (tiers.go) or read.
-	type tile struct {
-		r    bucketRange
-		step int64
-		gen  uint64
-		rep  *analysis.Report // read from the server
-	}
 	name := "\x00series\x00" + q.API
+	miss := s.seriesTiles(ctx, q, step, name, at)
+	s.tiers.Reads.Add(int64(len(miss.tiles)))
+	for _, terms := range seriesQueries(miss.runs()) {
+		err := s.seriesRows(light(ctx), "("+strings.Join(terms, " OR ")+")", q.API, func(tier uint8, bucket int64) *analysis.APIAgg {
+			t := miss.of(tier, bucket)
+			switch {
+			case t == nil:
+				return nil
+			case t.rep != nil:
+				return t.rep.API(q.API)
+			}
+			return at(t.step)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range miss.tiles {
+		if t.rep != nil {
+			s.tiers.Put(tierKey(t.r, name), t.rep, t.gen)
+			rollup.AddAPI(at(t.step), t.rep, q.API)
+		}
+	}
+	for i, a := range out {
+		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
+			out[i] = nil
+		}
+	}
+	return out, nil
+}
+
+// seriesTile is a tile of a series step to read: its buckets, its step,
+// and, when it is to be kept, the cache's generation and its report.
+type seriesTile struct {
+	r    bucketRange
+	step int64
+	gen  uint64
+	rep  *analysis.Report // read from the server, to keep
+}
+
+// seriesMiss are the tiles of a series to read, with their short tiles
+// by bucket.
+type seriesMiss struct {
+	tiles    []*seriesTile
+	byBucket map[bucketKey]*seriesTile
+}
+
+// longRun is the length of a run of buckets read as a range, not a list.
+const longRun = 64
+
+// seriesTiles tiles each step of q's series (steps of step minutes), adds
+// the tiles kept in the tier cache under name to their steps (at), and
+// returns the others.
+func (s *Store) seriesTiles(ctx context.Context, q store.Query, step int64, name string, at func(int64) *analysis.APIAgg) *seriesMiss {
+	qlo, qhi := q.MinuteRange()
+	lo, hi := s.minuteRange(ctx, q)
+	miss := &seriesMiss{byBucket: map[bucketKey]*seriesTile{}}
 	cached := s.cachesOn(ctx)
-	var miss []*tile
 	var edges []int64
 	if cached {
 		edges = s.hotEdges() // the minutes written lately, tiles of their own
@@ -66,7 +114,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	for i, sLo := int64(0), qlo; sLo < qhi; i, sLo = i+1, sLo+step {
 		rollup.Tile(max(sLo, lo), min(sLo+step, qhi, hi), int(tierDay), tierMinutes, func(level int, bLo, bHi int64) {
 			for _, r := range cut([]bucketRange{{uint8(level), bLo, bHi}}, edges) {
-				t := &tile{r: r, step: i}
+				t := &seriesTile{r: r, step: i}
 				if cached {
 					v, ok, gen := s.tiers.Lookup(tierKey(r, name))
 					if ok {
@@ -75,42 +123,54 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 					}
 					t.gen, t.rep = gen, analysis.NewReport()
 				}
-				miss = append(miss, t)
+				miss.tiles = append(miss.tiles, t)
+				for b := r.lo; b < r.hi && r.hi-r.lo < longRun; b++ {
+					miss.byBucket[bucketKey{r.tier, b}] = t
+				}
 			}
 		})
 	}
-	// The buckets of each tier the tiles missing use, as IN lists the
-	// primary key (tier, bucket, …) answers: ClickHouse 18.16 analyses an
-	// OR of a hundred ranges no better than a scan. Long runs (the days of
-	// long steps) as ranges; queries of at most maxValues buckets each, as
-	// a query's size is bounded (max_query_size, 256 KiB).
-	const longRun, maxValues = 64, 2500
-	var runs [3][]bucketRange
-	byBucket := map[bucketKey]*tile{}
-	for _, t := range miss {
-		for b := t.r.lo; b < t.r.hi && t.r.hi-t.r.lo < longRun; b++ {
-			byBucket[bucketKey{t.r.tier, b}] = t
+	return miss
+}
+
+// of returns the tile holding a bucket: by bucket for short tiles, by
+// range for the long ones (few).
+func (m *seriesMiss) of(tier uint8, b int64) *seriesTile {
+	if t := m.byBucket[bucketKey{tier, b}]; t != nil {
+		return t
+	}
+	for _, t := range m.tiles {
+		if t.r.tier == tier && t.r.lo <= b && b < t.r.hi {
+			return t
 		}
+	}
+	return nil
+}
+
+// runs returns the tiles' buckets of each tier as runs of consecutive
+// buckets (a bucket's tile is found by the bucket: runs may cross tiles).
+func (m *seriesMiss) runs() [3][]bucketRange {
+	var runs [3][]bucketRange
+	for _, t := range m.tiles {
 		rs := runs[t.r.tier]
 		if n := len(rs); n > 0 && rs[n-1].hi == t.r.lo {
-			rs[n-1].hi = t.r.hi // a bucket's tile is found by the bucket: runs may cross tiles
+			rs[n-1].hi = t.r.hi
 		} else {
 			rs = append(rs, t.r)
 		}
 		runs[t.r.tier] = rs
 	}
-	// A bucket of a long tile (found by range: few).
-	tileOf := func(tier uint8, b int64) *tile {
-		if t := byBucket[bucketKey{tier, b}]; t != nil {
-			return t
-		}
-		for _, t := range miss {
-			if t.r.tier == tier && t.r.lo <= b && b < t.r.hi {
-				return t
-			}
-		}
-		return nil
-	}
+	return runs
+}
+
+// seriesQueries returns the conditions selecting runs, as the terms of
+// each query: IN lists the primary key (tier, bucket, …) answers
+// (ClickHouse 18.16 analyses an OR of a hundred ranges no better than a
+// scan), each list of one day (its term bounds its days: where), long
+// runs (the days of long steps) as ranges; at most maxValues buckets a
+// query, as a query's size is bounded (max_query_size, 256 KiB).
+func seriesQueries(runs [3][]bucketRange) [][]string {
+	const maxValues = 2500
 	var queries [][]string
 	var terms []string
 	values := 0
@@ -120,7 +180,6 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 		}
 		terms, values = append(terms, term), values+n
 	}
-	// Each term bounds its days (where): a list is of one day.
 	for tier, rs := range runs {
 		var list []int64
 		flush := func() {
@@ -148,36 +207,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	if len(terms) > 0 {
 		queries = append(queries, terms)
 	}
-	if s.tiers != nil {
-		s.tiers.Reads.Add(int64(len(miss)))
-	}
-	for _, terms := range queries {
-		err := s.seriesRows(light(ctx), "("+strings.Join(terms, " OR ")+")", q.API, func(tier uint8, bucket int64) *analysis.APIAgg {
-			t := tileOf(tier, bucket)
-			switch {
-			case t == nil:
-				return nil
-			case t.rep != nil:
-				return t.rep.API(q.API)
-			}
-			return at(t.step)
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	for _, t := range miss {
-		if t.rep != nil {
-			s.tiers.Put(tierKey(t.r, name), t.rep, t.gen)
-			rollup.AddAPI(at(t.step), t.rep, q.API)
-		}
-	}
-	for i, a := range out {
-		if a != nil && a.Traces == 0 && len(a.Radius) == 0 && len(a.Amplification) == 0 {
-			out[i] = nil
-		}
-	}
-	return out, nil
+	return queries
 }
 
 // seriesRows adds the rows of api's own figures cond selects to the

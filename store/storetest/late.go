@@ -63,56 +63,9 @@ func testLateWrite(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	day := store.Query{From: older.UnixNano(), To: older.Add(24 * time.Hour).UnixNano()}
-	type view struct {
-		traces, failed int64 // failed: root errors
-		last           int64
-		spans          int
-		recFailed      bool
-		stamp          uint64
-	}
-	look := func(s store.Store) view {
-		t.Helper()
-		var v view
-		rep, err := s.Report(x, day)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.traces = rep.Traces
-		if a := rep.APIs["late GET /"]; a != nil {
-			v.failed = a.RootErrors
-		}
-		if ir, ok := s.(store.IncidentReader); ok {
-			m, _, err := ir.LastMinute(x, day)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v.last = m
-		}
-		sp, err := s.TraceSpans(x, trace.TraceID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.spans = len(sp)
-		recs, err := s.Records(x, []graph.TraceID{trace.TraceID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := recs[trace.TraceID]; got != nil {
-			v.recFailed = got.Result.RootFailed
-		}
-		if st, ok := s.(store.TraceStamper); ok {
-			stamp, ok, err := st.TraceStamp(x, trace.TraceID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				v.stamp = stamp
-			}
-		}
-		return v
-	}
+	look := func(s store.Store) lateView { return lookLate(t, s, day, trace.TraceID) }
 	minute := func(at time.Time) int64 { return analysis.MinuteOf(at.UnixNano()) }
-	before := view{traces: 20, failed: 1, last: minute(older.Add(10*time.Hour + 19*time.Minute)), spans: 1}
+	before := lateView{traces: 20, failed: 1, last: minute(older.Add(10*time.Hour + 19*time.Minute)), spans: 1}
 	// The reader reads (and keeps) the older day twice.
 	for range 2 {
 		got := look(r)
@@ -135,7 +88,7 @@ func testLateWrite(t *testing.T, open Opener) {
 	res.RootFailed = true
 	changed.Result, changed.Seq = &res, 2
 	apply(store.Change{Old: trace, New: &changed}, store.Change{New: rec(99, older.Add(23*time.Hour+50*time.Minute), false)})
-	want := view{traces: 21, failed: 2, last: minute(older.Add(23*time.Hour + 50*time.Minute)), spans: 2, recFailed: true}
+	want := lateView{traces: 21, failed: 2, last: minute(older.Add(23*time.Hour + 50*time.Minute)), spans: 2, recFailed: true}
 	deadline := time.Now().Add(lateRefresh)
 	for {
 		got := look(r)
@@ -155,4 +108,55 @@ func testLateWrite(t *testing.T, open Opener) {
 		got.recFailed != want.recFailed {
 		t.Fatalf("the writer's older day %+v, want %+v", got, want)
 	}
+}
+
+// lateView is what testLateWrite's reader sees of the older day.
+type lateView struct {
+	traces, failed int64 // failed: root errors
+	last           int64
+	spans          int
+	recFailed      bool
+	stamp          uint64
+}
+
+// lookLate reads s's view of day and of trace id.
+func lookLate(t *testing.T, s store.Store, day store.Query, id graph.TraceID) lateView {
+	t.Helper()
+	x := ctx(t)
+	var v lateView
+	rep, err := s.Report(x, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.traces = rep.Traces
+	if a := rep.APIs["late GET /"]; a != nil {
+		v.failed = a.RootErrors
+	}
+	if ir, ok := s.(store.IncidentReader); ok {
+		if v.last, _, err = ir.LastMinute(x, day); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := s.TraceSpans(x, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.spans = len(sp)
+	recs, err := s.Records(x, []graph.TraceID{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recs[id]; got != nil {
+		v.recFailed = got.Result.RootFailed
+	}
+	if st, ok := s.(store.TraceStamper); ok {
+		stamp, ok, err := st.TraceStamp(x, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			v.stamp = stamp
+		}
+	}
+	return v
 }
