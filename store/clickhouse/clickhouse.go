@@ -49,6 +49,8 @@ package clickhouse
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
@@ -750,8 +752,10 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 // transient reports whether err is the server being unreachable, slow,
 // overloaded or short of a resource: worth retrying later. Over HTTP, so
 // is a proxy's answer that the server is (429, 502, 503, 504, with no
-// ClickHouse exception); what the HTTP client failed at is judged by its
-// cause (a refused connection passes, a certificate refused does not).
+// ClickHouse exception), and a request that failed on its way (a
+// connection refused, cut, or closed as it was reused), unless TLS
+// refused the server (its certificate, or no TLS at an https URL): that
+// does not pass by itself.
 func transient(err error) bool {
 	var ex *ch.Exception
 	if errors.As(err, &ex) {
@@ -763,19 +767,28 @@ func transient(err error) bool {
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			return true
 		}
+		return false
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return true
-		}
-		err = ue.Err
+		return !tlsRefused(ue.Err)
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, ch.ErrAcquireConnTimeout) || errors.Is(err, ch.ErrConnectionClosed) ||
 		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// tlsRefused reports whether err is TLS refusing the server: a
+// certificate that does not verify, or a server that does not speak TLS.
+func tlsRefused(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &rh)
 }
 
 // transientCodes are the server's error codes for conditions that pass.

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -67,7 +68,9 @@ func TestTransientOverHTTP(t *testing.T) {
 		{"401", &ch.HTTPError{StatusCode: 401, Err: errors.New("unauthorized")}, false},
 		{"connection refused", refused, true},
 		{"connection cut", &url.Error{Op: "Post", URL: "http://127.0.0.1:8123/", Err: io.ErrUnexpectedEOF}, true},
+		{"idle connection closed", &url.Error{Op: "Post", URL: "http://127.0.0.1:8123/", Err: errors.New("http: server closed idle connection")}, true},
 		{"certificate refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:8443/", Err: x509.UnknownAuthorityError{}}, false},
+		{"no TLS at https", &url.Error{Op: "Post", URL: "https://127.0.0.1:8123/", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, false},
 	} {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("%s (%v): transient %v, want %v", tc.name, tc.err, got, tc.want)
