@@ -26,7 +26,15 @@ PORT=${CHDBHTTP_PORT:-28123}
 LIB="$CHDB_DIR/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so"
 URL="http://127.0.0.1:$PORT/"
 
-ok() { curl -fsS --max-time 2 "${URL}ping" >/dev/null 2>&1; }
+# get PATH: the body of the server's answer to GET PATH (bash's /dev/tcp:
+# no curl needed).
+get() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT && printf 'GET %s HTTP/1.0\r\n\r\n' '$1' >&3 && cat <&3" 2>/dev/null |
+		sed '1,/^\r$/d'
+}
+
+# ok: the server answers its ping.
+ok() { [ "$(get /ping)" = "Ok." ]; }
 
 start() {
 	if ok; then
@@ -75,7 +83,7 @@ stop() {
 
 status() {
 	if ok; then
-		echo "chdbhttp answers on $URL: $(curl -fsS --max-time 2 "${URL}?query=SELECT+version()")"
+		echo "chdbhttp answers on $URL: ClickHouse $(get '/?query=SELECT+version()')"
 	else
 		echo "chdbhttp does not answer on $URL"
 		return 1
