@@ -1,6 +1,7 @@
 // Package storeurl opens the store a command names: the embedded store in
 // a data directory by default, or the one a URL names
-// (clickhouse://host:9000/db, sqlite:///path/to/dir).
+// (clickhouse://host:9000/db, http(s)://host:8123/db for ClickHouse over
+// HTTP, sqlite:///path/to/dir).
 package storeurl
 
 import (
@@ -19,7 +20,9 @@ import (
 type Options struct {
 	// Data is the embedded store's directory, used when URL is empty.
 	Data string
-	// URL names another store: clickhouse://… or sqlite:///dir.
+	// URL names another store: clickhouse://… (ClickHouse's native
+	// protocol), http://… or https://… (ClickHouse's HTTP interface) or
+	// sqlite:///dir.
 	URL string
 	// Window is the analysis window length (0: the stored one, or the
 	// default for new data).
@@ -73,10 +76,10 @@ func target(o Options) (dir string, q url.Values, ch *url.URL, err error) {
 			return "", nil, nil, fmt.Errorf("--store %q: no directory", o.URL)
 		}
 		return dir, u.Query(), nil, nil
-	case "clickhouse":
+	case "clickhouse", "http", "https":
 		return "", nil, u, nil
 	}
-	return "", nil, nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db or sqlite:///dir)", o.URL)
+	return "", nil, nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db, https://host:8443/db or sqlite:///dir)", o.URL)
 }
 
 // openClickHouse is replaced when the ClickHouse store is built in.

@@ -71,3 +71,19 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("two clusters: %v", err)
 	}
 }
+
+// http:// and https:// name ClickHouse over its HTTP interface: they reach
+// the ClickHouse store (here a server that is not there), where another
+// scheme is refused naming them.
+func TestClickHouseOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"http://127.0.0.1:1/db?dial_timeout=200ms", "https://127.0.0.1:1/db?dial_timeout=200ms"} {
+		_, err := storeurl.Open(ctx, storeurl.Options{URL: u})
+		if err == nil || !strings.HasPrefix(err.Error(), "clickhouse: ") || !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s: %v, want the ClickHouse store's unavailable server", u, err)
+		}
+	}
+	if _, err := storeurl.Open(ctx, storeurl.Options{URL: "ftp://127.0.0.1/db"}); err == nil || !strings.Contains(err.Error(), "https://host:8443/db") {
+		t.Errorf("ftp: %v, want refused naming https", err)
+	}
+}

@@ -1,8 +1,10 @@
 // Package clickhouse is the store on ClickHouse, over the native protocol
-// (clickhouse-go), for the scaled-out service (`--store
-// clickhouse://host:9000/db`). It runs on the ClickHouse Debian packages
+// or ClickHouse's HTTP interface (clickhouse-go), for the scaled-out
+// service (`--store clickhouse://host:9000/db`, `--store
+// https://host:8443/db`). It runs on the ClickHouse Debian packages
 // (18.16) and on current releases; current releases get extras (TTL,
 // codecs, LowCardinality, a bloom-filter index), see schema/clickhouse.
+// Over HTTP it needs 22.11 or later (http.go).
 //
 // Every table is partitioned by day (retention drops partitions). Records,
 // states, summaries, markers and the trace index are ReplacingMergeTrees:
@@ -47,6 +49,8 @@ package clickhouse
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
@@ -54,6 +58,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -80,12 +85,15 @@ import (
 // Options configures a Store.
 type Options struct {
 	// DSN names the server and database:
-	// clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...].
-	// The database is created when missing ("default" when the path is
-	// empty). Parameters are clickhouse-go's (dial_timeout=5s,
-	// read_timeout=30s, secure=true, compress=lz4, max_open_conns=10, ...;
-	// others are passed to the server as settings), ttl and cluster
-	// (below).
+	// clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...]
+	// over the native protocol, or http://…:8123/database and
+	// https://…:8443/database over ClickHouse's HTTP interface, which
+	// managed services often offer alone (https implies secure=true; the
+	// server must be 22.11 or later, see http.go). The database is created
+	// when missing ("default" when the path is empty). Parameters are
+	// clickhouse-go's (dial_timeout=5s, read_timeout=30s, secure=true,
+	// compress=lz4, max_open_conns=10, ...; others are passed to the
+	// server as settings), ttl and cluster (below).
 	DSN string
 	// Cluster shards the store over the servers of the named cluster (the
 	// servers' remote_servers), replicated by ZooKeeper (see cluster.go;
@@ -181,6 +189,10 @@ type core struct {
 	edgeReadMax int
 	// sentIDs, when set, is called with the ids withIDs sends (tests).
 	sentIDs func([]graph.TraceID)
+	// http: the connections speak ClickHouse's HTTP interface (http.go);
+	// types are the column types its inserts send.
+	http  bool
+	types columnTypes
 
 	leaseSettle time.Duration // see lease.go
 	leaseClock  func() time.Time
@@ -269,7 +281,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dial = ch.Open
 	}
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
-		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster}, part: newPart("", opts.LeaseClock)}
+		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster, http: chOpts.Protocol == ch.HTTP}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
 	// This process's writes drop what they changed as they return;
 	// another's, as the change log tells (poll).
@@ -414,13 +426,13 @@ func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	p.cluster = q.Get("cluster")
 	q.Del("ttl")
 	q.Del("cluster")
+	if u.Scheme == "https" && !q.Has("secure") {
+		q.Set("secure", "true") // clickhouse-go wants both
+	}
 	u.RawQuery = q.Encode()
 	o, err := ch.ParseDSN(u.String())
 	if err != nil {
 		return nil, p, fmt.Errorf("clickhouse: DSN: %w", err)
-	}
-	if o.Protocol != ch.Native {
-		return nil, p, fmt.Errorf("clickhouse: DSN: the native protocol is needed (clickhouse://host:9000/db), not %s", o.Protocol)
 	}
 	if o.Auth.Database == "" {
 		o.Auth.Database = "default"
@@ -456,6 +468,10 @@ func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driv
 	defer conn.Close()
 	bs := &Store{conn: conn, db: s.db}
 	if s.server, err = bs.serverVersion(ctx); err != nil {
+		if msg := err.Error(); s.http && (strings.Contains(msg, "client_protocol_version") || strings.Contains(msg, "displayName")) {
+			return fmt.Errorf("%w; over HTTP the server must be ClickHouse 22.11 or later (clickhouse-go's HTTP handshake "+
+				"sends client_protocol_version and asks displayName()): use the native protocol, clickhouse://host:9000/%s", err, s.db)
+		}
 		return err
 	}
 	if err := s.settleCluster(ctx, bs); err != nil {
@@ -650,8 +666,12 @@ func (s *Store) checkOpen(what string) error {
 	return nil
 }
 
-// exec runs a statement.
+// exec runs a statement. Statements are DDL, mostly: the column types
+// known for inserts over HTTP are read again after one.
 func (s *Store) exec(ctx context.Context, what, q string) error {
+	if s.core != nil {
+		defer s.types.forget()
+	}
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return s.fail(ctx, what, err)
 	}
@@ -693,6 +713,10 @@ func (s *Store) queryRow(ctx context.Context, what, q string, dest ...any) error
 // insert inserts columns (one slice per column, equal lengths) into table
 // in one block. Columns are named: ClickHouse 18.16 needs it.
 func (s *Store) insert(ctx context.Context, what, table string, cols []string, columns ...any) error {
+	ctx, err := s.insertTypes(ctx, table, cols)
+	if err != nil {
+		return err
+	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+")")
 	if err != nil {
 		return s.fail(ctx, what, err)
@@ -724,17 +748,45 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 }
 
 // transient reports whether err is the server being unreachable, slow,
-// overloaded or short of a resource: worth retrying later.
+// overloaded or short of a resource: worth retrying later. Over HTTP, so
+// is a proxy's answer that the server is (429, 502, 503, 504, with no
+// ClickHouse exception), and a request that failed on its way (a
+// connection refused, cut, or closed as it was reused), unless TLS
+// refused the server (its certificate, or no TLS at an https URL): that
+// does not pass by itself.
 func transient(err error) bool {
 	var ex *ch.Exception
 	if errors.As(err, &ex) {
 		return transientCodes[ex.Code]
+	}
+	var he *ch.HTTPError
+	if errors.As(err, &he) {
+		switch he.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return !tlsRefused(ue.Err)
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, ch.ErrAcquireConnTimeout) || errors.Is(err, ch.ErrConnectionClosed) ||
 		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// tlsRefused reports whether err is TLS refusing the server: a
+// certificate that does not verify, or a server that does not speak TLS.
+func tlsRefused(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &rh)
 }
 
 // transientCodes are the server's error codes for conditions that pass.

@@ -35,6 +35,14 @@ var (
 	dropDatabase  = chtest.DropDatabase
 )
 
+// onServer makes the tests use the server u (server) until t ends: the
+// tests t runs, run there.
+func onServer(t *testing.T, u *url.URL) {
+	was := server
+	server = func(testing.TB) *url.URL { return u }
+	t.Cleanup(func() { server = was })
+}
+
 func open(t testing.TB, dsn string, window time.Duration) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), Options{DSN: dsn, Window: window, Logger: quiet})

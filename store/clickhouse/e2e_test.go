@@ -31,7 +31,18 @@ import (
 // second half re-opens many traces of the first), gives the report
 // `analyze` gives for the same traces.
 func TestServiceOnClickHouse(t *testing.T) {
-	u, err := url.Parse(chtest.FreshDSN(t))
+	serviceOn(t, chtest.FreshDSN(t))
+}
+
+// TestCurrentEngineService is TestServiceOnClickHouse on a current engine
+// over HTTP (chtest.Current).
+func TestCurrentEngineService(t *testing.T) {
+	serviceOn(t, chtest.FreshDatabase(t, chtest.Current(t)))
+}
+
+// serviceOn is TestServiceOnClickHouse on the database dsn names.
+func serviceOn(t *testing.T, dsn string) {
+	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
+	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/sim"
@@ -28,7 +30,21 @@ import (
 // back ingestion resumes by itself — the client retries what was refused,
 // as a collector does — and the report equals analyze of every trace.
 func TestOutage(t *testing.T) {
-	db := clickhouse.FreshDatabase(t)
+	outage(t, clickhouse.FreshDatabase(t))
+}
+
+// TestCurrentEngineOutage is TestOutage on a current engine over HTTP
+// (chtest.Current).
+func TestCurrentEngineOutage(t *testing.T) {
+	db, err := url.Parse(chtest.FreshDatabase(t, chtest.Current(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outage(t, db)
+}
+
+// outage is TestOutage on the database db names.
+func outage(t *testing.T, db *url.URL) {
 	proxy := clickhouse.NewTestProxy(t, db.Host)
 	dsn := *db
 	dsn.Host = proxy.Addr()

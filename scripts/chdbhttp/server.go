@@ -1,0 +1,544 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"compress/zlib"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// server answers ClickHouse's HTTP interface
+// (https://clickhouse.com/docs/interfaces/http) from the engine, as much
+// of it as clickhouse-go's HTTP protocol uses:
+//
+//   - the query in the URL parameter query, the POST body, or both (the
+//     parameter, a newline, then the body: an INSERT's data);
+//   - the URL parameters database and default_format, and every other
+//     parameter as a setting of that query alone (a GET's readonly=2
+//     unless it says otherwise);
+//   - external tables, sent as multipart/form-data (a file part per
+//     table, its structure or types and format in the URL parameters
+//     NAME_structure, NAME_types, NAME_format, the query in the URL or
+//     a form field);
+//   - request bodies compressed with gzip or deflate (Content-Encoding);
+//   - errors as ClickHouse words them (Code: N. DB::Exception: ...), with
+//     their code in X-ClickHouse-Exception-Code and the HTTP status
+//     ClickHouse gives it;
+//   - GET /ping.
+//
+// It refuses, by name, what it does not do: sessions (session_id), the
+// native compression of compress=1 and decompress=1, query parameters
+// (param_NAME), other Content-Encodings. Responses are never compressed
+// (ClickHouse's enable_http_compression=0, its default), and are whole
+// before they are sent: an error is never in the middle of a result.
+//
+// Some things differ from a server, because chdb is an engine embedded in
+// this process rather than a server with clients:
+//
+//   - Native output is that of protocol revision 0 (no block info, no
+//     serialization flags), which ClickHouse writes for a client that
+//     sends no client_protocol_version: chdb has no client to take one
+//     from. clickhouse-go reads every result at the revision the server
+//     gave in its HTTP "hello" (SELECT displayName(), version(),
+//     revision(), timezone()), the hello itself at its own revision; so
+//     this server answers the hello itself (hello), encoded at the
+//     client's client_protocol_version, and gives revision 0.
+//   - Settings, the current database and external tables are per query on
+//     a server; here they are applied to the engine's one session before
+//     the query (USE, CREATE TEMPORARY TABLE, SET) and undone after it
+//     (DROP TEMPORARY TABLE, SET ... = DEFAULT), one query at a time.
+//   - An INSERT's data reaches the engine in a file (insert).
+//   - The engine runs several statements given at once, which a server
+//     refuses over HTTP.
+type server struct {
+	e       *engine
+	log     *slog.Logger
+	version string
+	// maxBody bounds a request body.
+	maxBody int64
+	// tmp is where inserts' data is written for the engine to read.
+	tmp string
+}
+
+// helloQuery is what clickhouse-go's HTTP protocol asks first, on every
+// new connection (conn_http.go, queryHello); helloAnswer is what this
+// server runs for it in another format than Native (see server).
+const (
+	helloQuery  = "SELECT displayName(), version(), revision(), timezone()"
+	helloAnswer = "SELECT displayName(), version(), toUInt32(0), timezone()"
+)
+
+// hello answers helloQuery in Native at revision rev: one row of the
+// engine's display name, version and time zone, and revision 0.
+func (s *server) hello(rev uint64) ([]byte, error) {
+	out, _, err := s.e.query([]byte("SELECT displayName(), version(), timezone()"), "TabSeparatedRaw")
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\t")
+	if len(f) != 3 {
+		return nil, fmt.Errorf("hello: %q", out)
+	}
+	var b []byte
+	str := func(v string) { b = append(binary.AppendUvarint(b, uint64(len(v))), v...) }
+	if rev > 0 {
+		// Block info: field 1, is_overflows false; field 2, bucket_num -1; end.
+		b = append(b, 1, 0, 2, 0xff, 0xff, 0xff, 0xff, 0)
+	}
+	b = binary.AppendUvarint(b, 4) // columns
+	b = binary.AppendUvarint(b, 1) // rows
+	col := func(name, typ string, data func()) {
+		str(name)
+		str(typ)
+		if rev >= minRevisionWithCustomSerialization {
+			b = append(b, 0) // no custom serialization
+		}
+		data()
+	}
+	col("displayName()", "String", func() { str(f[0]) })
+	col("version()", "String", func() { str(f[1]) })
+	col("revision()", "UInt32", func() { b = binary.LittleEndian.AppendUint32(b, 0) })
+	col("timezone()", "String", func() { str(f[2]) })
+	return b, nil
+}
+
+// minRevisionWithCustomSerialization is the protocol revision from which a
+// Native block gives each column's serialization
+// (DBMS_MIN_REVISION_WITH_CUSTOM_SERIALIZATION).
+const minRevisionWithCustomSerialization = 54454
+
+// reserved are the URL parameters of ClickHouse's HTTP interface that are
+// not settings.
+var reserved = map[string]bool{
+	"query": true, "database": true, "default_format": true, "user": true, "password": true, "quota_key": true,
+	"query_id": true, "stacktrace": true, "role": true, "client_protocol_version": true, "buffer_size": true,
+	"wait_end_of_query": true, "compress": true, "decompress": true, "session_id": true, "session_timeout": true,
+	"session_check": true, "close_session": true,
+}
+
+// name is what the server accepts as a setting's, database's or external
+// table's name.
+var name = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// codeRe finds an error's code in the engine's message.
+var codeRe = regexp.MustCompile(`^Code: (\d+)\.`)
+
+// chError is an error answered as ClickHouse answers it.
+type chError struct {
+	code int
+	msg  string
+}
+
+func (e *chError) Error() string { return e.msg }
+
+// newError returns an error of code (its ClickHouse name: codeName) in
+// ClickHouse's words.
+func newError(code int, codeName, format string, args ...any) *chError {
+	return &chError{code, fmt.Sprintf("Code: %d. DB::Exception: %s. (%s)", code, fmt.Sprintf(format, args...), codeName)}
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.URL.Path == "/ping" {
+		io.WriteString(w, "Ok.\n")
+		return
+	}
+	if r.URL.Path != "/" {
+		s.fail(w, newError(48, "NOT_IMPLEMENTED", "There is no handler %s", r.URL.Path))
+		return
+	}
+	req, err := s.parse(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out, st, err := s.run(req)
+	if err != nil {
+		s.log.Debug("query failed", "query", truncate(req.query), "err", err)
+		s.fail(w, err)
+		return
+	}
+	s.log.Debug("query", "query", truncate(req.query), "bytes", len(out), "elapsed", time.Since(start))
+	h := w.Header()
+	h.Set("X-ClickHouse-Query-Id", req.queryID)
+	h.Set("X-ClickHouse-Format", req.format)
+	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
+	h.Set("X-ClickHouse-Summary", fmt.Sprintf(`{"read_rows":"%d","read_bytes":"%d","written_rows":"%d","written_bytes":"%d",`+
+		`"total_rows_to_read":"%d","result_rows":"%d","result_bytes":"%d","elapsed_ns":"%d"}`,
+		st.readRows, st.readBytes, st.writtenRows, st.writtenBytes, st.readRows, st.resultRows, len(out), time.Since(start).Nanoseconds()))
+	h.Set("Content-Type", contentType(req.format))
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.Write(out)
+}
+
+// request is what a request asks the engine.
+type request struct {
+	query    []byte
+	database string
+	format   string
+	queryID  string
+	// data is an INSERT's data, when apart from its statement (query).
+	data     []byte
+	settings [][2]string // name, value; by name, readonly last
+	external []external
+	// isHello: the query is clickhouse-go's hello, answered at revision
+	// hello.
+	isHello bool
+	hello   uint64
+}
+
+// external is an external table: its name, structure (columns and types)
+// and data in its format.
+type external struct {
+	name, structure, format string
+	data                    []byte
+}
+
+// parse reads what r asks.
+func (s *server) parse(r *http.Request) (*request, error) {
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+		return nil, newError(48, "NOT_IMPLEMENTED", "HTTP method %s is not supported", r.Method)
+	}
+	params := r.URL.Query()
+	for _, k := range []string{"session_id", "compress", "decompress"} {
+		if v := params.Get(k); v != "" && v != "0" {
+			return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support %s=%s", k, v)
+		}
+	}
+	body, err := s.body(r)
+	if err != nil {
+		return nil, err
+	}
+	req := &request{database: params.Get("database"), format: params.Get("default_format"), queryID: params.Get("query_id")}
+	if req.database == "" {
+		req.database = "default"
+	}
+	if r.Method == http.MethodGet && !params.Has("readonly") {
+		params.Set("readonly", "2") // as a server makes a GET
+	}
+	if req.format == "" {
+		req.format = "TabSeparated"
+	}
+	if req.queryID == "" {
+		var b [16]byte
+		rand.Read(b[:])
+		req.queryID = hex.EncodeToString(b[:])
+	}
+	query := params.Get("query")
+	if mt, mp, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		fields, err := s.externalTables(body, mp["boundary"], params, req)
+		if err != nil {
+			return nil, err
+		}
+		if q, ok := fields["query"]; ok {
+			query = q
+		}
+		body = nil
+	}
+	switch {
+	case query != "" && len(body) > 0 && insertFormat.MatchString(query):
+		req.query, req.data = []byte(query), body
+	case query != "" && len(body) > 0:
+		req.query = append(append([]byte(query), '\n'), body...)
+	case query != "":
+		req.query = []byte(query)
+	default:
+		req.query = body
+	}
+	if strings.TrimSpace(string(req.query)) == helloQuery {
+		if req.format != "Native" {
+			req.query = []byte(helloAnswer)
+		} else if req.hello, err = strconv.ParseUint(cmp.Or(params.Get("client_protocol_version"), "0"), 10, 64); err != nil {
+			return nil, newError(36, "BAD_ARGUMENTS", "client_protocol_version=%q", params.Get("client_protocol_version"))
+		} else {
+			req.isHello = true
+		}
+	}
+	ext := map[string]bool{}
+	for _, x := range req.external {
+		ext[x.name+"_structure"], ext[x.name+"_types"], ext[x.name+"_format"] = true, true, true
+	}
+	for k, vs := range params {
+		if reserved[k] || ext[k] {
+			continue
+		}
+		if strings.HasPrefix(k, "param_") {
+			return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support query parameters (%s)", k)
+		}
+		if !name.MatchString(k) {
+			return nil, newError(115, "UNKNOWN_SETTING", "Unknown setting '%s'", k)
+		}
+		req.settings = append(req.settings, [2]string{k, vs[len(vs)-1]})
+	}
+	// readonly last: it may forbid setting the others.
+	slices.SortFunc(req.settings, func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(boolInt(a[0] == "readonly"), boolInt(b[0] == "readonly")), strings.Compare(a[0], b[0]))
+	})
+	if !name.MatchString(req.database) {
+		return nil, newError(81, "UNKNOWN_DATABASE", "Database %s does not exist", req.database)
+	}
+	return req, nil
+}
+
+// body reads r's body, decompressed.
+func (s *server) body(r *http.Request) ([]byte, error) {
+	rd := io.Reader(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	var err error
+	switch enc := r.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip":
+		rd, err = gzip.NewReader(rd)
+	case "deflate":
+		rd, err = zlib.NewReader(rd)
+	default:
+		return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support Content-Encoding %s", enc)
+	}
+	if err != nil {
+		return nil, newError(353, "CANNOT_DECOMPRESS", "%v", err)
+	}
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, newError(33, "CANNOT_READ_ALL_DATA", "reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+// externalTables reads the multipart body: its file parts as external
+// tables of req (their structure and format from params), and returns its
+// other fields.
+func (s *server) externalTables(body []byte, boundary string, params url.Values, req *request) (map[string]string, error) {
+	fields := map[string]string{}
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return fields, nil
+		}
+		if err != nil {
+			return nil, newError(27, "CANNOT_PARSE_INPUT_ASSERTION_FAILED", "multipart body: %v", err)
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, newError(33, "CANNOT_READ_ALL_DATA", "multipart body: %v", err)
+		}
+		if p.FileName() == "" && p.FormName() != "" && !params.Has(p.FormName()+"_structure") && !params.Has(p.FormName()+"_types") {
+			fields[p.FormName()] = string(data)
+			continue
+		}
+		x := external{name: p.FormName(), format: params.Get(p.FormName() + "_format"), data: data}
+		if !name.MatchString(x.name) {
+			return nil, newError(36, "BAD_ARGUMENTS", "external table name %q", x.name)
+		}
+		if x.format == "" {
+			x.format = "TabSeparated"
+		}
+		if st := params.Get(x.name + "_structure"); st != "" {
+			x.structure = st
+		} else if ts := params.Get(x.name + "_types"); ts != "" {
+			var cols []string
+			for i, t := range strings.Split(ts, ",") {
+				cols = append(cols, fmt.Sprintf("_%d %s", i+1, t))
+			}
+			x.structure = strings.Join(cols, ", ")
+		} else {
+			return nil, newError(36, "BAD_ARGUMENTS", "Neither structure nor types have not been provided for external table %s. "+
+				"Use fields %s_structure or %s_types to do so", x.name, x.name, x.name)
+		}
+		if !name.MatchString(x.format) {
+			return nil, newError(73, "UNKNOWN_FORMAT", "Unknown format %s", x.format)
+		}
+		req.external = append(req.external, x)
+	}
+}
+
+// run runs req on the engine: its database, external tables and settings
+// set up, the query, then the settings and tables undone.
+func (s *server) run(req *request) (_ []byte, _ stats, err error) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	exec := func(q string) error {
+		_, _, err := e.query([]byte(q), "TabSeparated")
+		return err
+	}
+	if err := exec("USE `" + req.database + "`"); err != nil {
+		return nil, stats{}, err
+	}
+	var made []string
+	defer func() {
+		for _, t := range made {
+			if derr := exec("DROP TEMPORARY TABLE IF EXISTS `" + t + "`"); derr != nil && err == nil {
+				err = derr
+			}
+		}
+	}()
+	for _, x := range req.external {
+		if err := exec("CREATE TEMPORARY TABLE `" + x.name + "` (" + x.structure + ")"); err != nil {
+			return nil, stats{}, err
+		}
+		made = append(made, x.name)
+		if len(x.data) == 0 {
+			continue
+		}
+		if _, _, err := s.insert([]byte("INSERT INTO `"+x.name+"` FORMAT "+x.format), x.data); err != nil {
+			return nil, stats{}, err
+		}
+	}
+	var set []string
+	defer func() {
+		// Back to the defaults in reverse, readonly last set, first undone.
+		for _, k := range slices.Backward(set) {
+			if derr := exec("SET " + k + " = DEFAULT"); derr != nil {
+				s.log.Error("chdbhttp: undoing a setting", "setting", k, "err", derr)
+				if err == nil {
+					err = derr
+				}
+			}
+		}
+	}()
+	for _, kv := range req.settings {
+		if err := exec("SET " + kv[0] + " = " + literal(kv[1])); err != nil {
+			return nil, stats{}, err
+		}
+		set = append(set, kv[0])
+	}
+	switch {
+	case req.isHello:
+		out, err := s.hello(req.hello)
+		return out, stats{resultRows: 1}, err
+	case req.data != nil:
+		return s.insert(req.query, req.data)
+	}
+	return e.query(req.query, req.format)
+}
+
+// insertFormat matches an INSERT that ends with its FORMAT, its data to
+// follow.
+var insertFormat = regexp.MustCompile(`(?is)^\s*INSERT\s.*\sFORMAT\s+\w+\s*$`)
+
+// insert runs the INSERT statement q, which ends with its FORMAT, on data.
+// The engine is given the data in a file (FROM INFILE), not after the
+// statement as a server is: there, it skips every whitespace byte between
+// the statement and the data, the data's own first bytes included (a
+// Native block of 9 to 13 or 32 columns starts with one). The caller holds
+// mu.
+func (s *server) insert(q, data []byte) ([]byte, stats, error) {
+	f, err := os.CreateTemp(s.tmp, "insert-*.data")
+	if err != nil {
+		return nil, stats{}, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, stats{}, err
+	}
+	i := formatAt.FindIndex(q)
+	stmt := append(append(slices.Clip(q[:i[0]]), " FROM INFILE "+literal(f.Name())...), q[i[0]:]...)
+	return s.e.query(stmt, "TabSeparated")
+}
+
+// formatAt finds an INSERT's closing FORMAT.
+var formatAt = regexp.MustCompile(`(?is)\sFORMAT\s+\w+\s*$`)
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// literal returns v as a ClickHouse string literal: settings take their
+// values as strings, as from a URL.
+func literal(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+// fail answers err as ClickHouse answers an exception.
+func (s *server) fail(w http.ResponseWriter, err error) {
+	var ce *chError
+	var ee *errEngine
+	code, msg := 1001, err.Error() // STD_EXCEPTION
+	switch {
+	case errors.As(err, &ce):
+		code, msg = ce.code, ce.msg
+	case errors.As(err, &ee):
+		if m := codeRe.FindStringSubmatch(ee.msg); m != nil {
+			code, _ = strconv.Atoi(m[1])
+		}
+	}
+	if !strings.HasPrefix(msg, "Code: ") {
+		msg = fmt.Sprintf("Code: %d. DB::Exception: %s", code, msg)
+	}
+	msg += " (version " + s.version + ")"
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=UTF-8")
+	h.Set("X-ClickHouse-Exception-Code", strconv.Itoa(code))
+	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
+	w.WriteHeader(httpStatus(code))
+	io.WriteString(w, msg+"\n")
+}
+
+// httpStatus is the HTTP status ClickHouse answers an exception of code
+// with (src/Server/HTTPHandler.cpp, exceptionCodeToHTTPStatus).
+func httpStatus(code int) int {
+	switch code {
+	case 516, 192, 193, 194, 195: // AUTHENTICATION_FAILED, UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED
+		return http.StatusUnauthorized
+	case 164, 497: // READONLY, ACCESS_DENIED
+		return http.StatusForbidden
+	case 62, 26, 27, 72, 6, 32, 33, 38, 41, 69, 35, 36, 42, 44, 43, 53, 70, 80, 113, 115, 117, 118, 128, 130, 167, 473:
+		return http.StatusBadRequest
+	case 81, 60, 16, 46, 47, 73, 75, 85, 86, 87, 63: // UNKNOWN_DATABASE, UNKNOWN_TABLE, ...
+		return http.StatusNotFound
+	case 48:
+		return http.StatusNotImplemented
+	case 202, 203:
+		return http.StatusServiceUnavailable
+	case 394:
+		return 499
+	case 159:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// contentType is the Content-Type of output in format.
+func contentType(format string) string {
+	switch format {
+	case "TabSeparated", "TSV", "TabSeparatedRaw", "TSVRaw", "TabSeparatedWithNames", "TSVWithNames":
+		return "text/tab-separated-values; charset=UTF-8"
+	case "CSV", "CSVWithNames":
+		return "text/csv; charset=UTF-8; header=absent"
+	case "JSON", "JSONEachRow", "JSONCompact":
+		return "application/json; charset=UTF-8"
+	}
+	return "application/octet-stream"
+}
+
+// truncate shortens a query for a log line.
+func truncate(q []byte) string {
+	if len(q) > 200 {
+		return string(q[:200]) + "…"
+	}
+	return string(q)
+}

@@ -1,0 +1,62 @@
+package clickhouse
+
+import (
+	"testing"
+
+	"github.com/stormradius/stormradius/internal/chtest"
+)
+
+// TestCurrentEngine runs the store's tests on a current ClickHouse engine
+// over clickhouse-go's HTTP protocol: chdb, served as ClickHouse's HTTP
+// interface serves (scripts/chdbhttp; scripts/chdb-serve.sh start prints
+// STORMRADIUS_TEST_CLICKHOUSE_CURRENT for it), skipping without one. Each
+// runs as it does on STORMRADIUS_CLICKHOUSE's server, in databases of its
+// own there (onServer); TestCurrentEngineService and
+// TestCurrentEngineOutage run the service on it too.
+//
+// Every test of the package that needs a server and no cluster is here.
+// Not here: the cluster's (TestCluster, TestServiceOnCluster), as chdb is
+// one engine embedded in one process that serves no other server: it has
+// no remote_servers (ON CLUSTER: "Requested cluster 'stormradius_test' not
+// found"), no ZooKeeper or Keeper ("Can't create replicated table without
+// ZooKeeper") and no macros; scripts/chdb-check.sh parses cluster mode's
+// statements there instead, and scripts/chcluster.sh runs them on 18.16.
+// Nor TestOverHTTP and TestHTTPNeedsCurrentServer, which are about 18.16,
+// nor the benchmarks (docs/clickhouse-current.md).
+func TestCurrentEngine(t *testing.T) {
+	onServer(t, chtest.Current(t))
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"Conformance", TestConformance},
+		{"LeaseConformance", TestLeaseConformance},
+		{"WindowRecordsByEdges", TestWindowRecordsByEdges},
+		{"WindowRecorded", TestWindowRecorded},
+		{"MigrationsDryRun", TestMigrationsDryRun},
+		{"Unavailable", TestUnavailable},
+		{"StateExactness", TestStateExactness},
+		{"RollupTiers", TestRollupTiers},
+		{"RetentionDropsPartitions", TestRetentionDropsPartitions},
+		{"IncidentsAgreeWithSQLite", TestIncidentsAgreeWithSQLite},
+		{"RollupRepair", TestRollupRepair},
+		{"RollupLateLanding", TestRollupLateLanding},
+		{"StateAfterStoppedApply", TestStateAfterStoppedApply},
+		{"FiguresSchema", TestFiguresSchema},
+		{"OverlappingSpanWrites", TestOverlappingSpanWrites},
+		{"PartitionsRepairConcurrently", TestPartitionsRepairConcurrently},
+		{"PartitionMoveRepair", TestPartitionMoveRepair},
+		{"MigrateToPartitions", TestMigrateToPartitions},
+		{"PartitionLeaseFence", TestPartitionLeaseFence},
+		{"PartitionsHotMinutes", TestPartitionsHotMinutes},
+		{"ReadOnlyNeedsMigratedSchema", TestReadOnlyNeedsMigratedSchema},
+		{"ReadOnlyRefusesWrites", TestReadOnlyRefusesWrites},
+		{"TraceStamps", TestTraceStamps},
+		{"SummaryFormats", TestSummaryFormats},
+		{"Tables", TestTables},
+		{"HeldMinutes", TestHeldMinutes},
+		{"LastMinuteHint", TestLastMinuteHint},
+	} {
+		t.Run(tc.name, tc.test)
+	}
+}
