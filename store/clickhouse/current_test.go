@@ -56,6 +56,8 @@ func TestCurrentEngine(t *testing.T) {
 		{"Tables", TestTables},
 		{"HeldMinutes", TestHeldMinutes},
 		{"LastMinuteHint", TestLastMinuteHint},
+		{"HoldExpires", TestHoldExpires},
+		{"TrimChanges", TestTrimChanges},
 	} {
 		t.Run(tc.name, tc.test)
 	}
