@@ -4,8 +4,8 @@
 -- itself (writer, a random id per Open) and numbers its rows (seq). A
 -- write that changes rollups, summaries or records inserts an intent row
 -- (kind 0) before its first insert and a done row (kind 1, same seq) once
--- every insert is acknowledged; a span write inserts a done row after its
--- spans are acknowledged. A row names the minutes [lo, hi) whose rollups
+-- every insert is acknowledged; span writes are announced by done rows
+-- sent behind them, once their spans are acknowledged. A row names the minutes [lo, hi) whose rollups
 -- the write changes (lo >= hi: none), the windows [wlo, whi) whose
 -- summaries it changes, the stamp buckets of the traces whose spans or
 -- records it changes, whether it changes everything (retention), and

@@ -30,8 +30,9 @@ import (
 // returns (Apply, PutSummaries, DeleteBefore) inserts an intent row before
 // its first insert and a done row, with the same sequence, once all of
 // its inserts are acknowledged (or failed: part of them may be stored). A
-// span write inserts a done row after its spans are acknowledged, for the
-// views of its traces; concurrent span writes share one (spanChanges).
+// span write's done row, for the views of its traces, is sent behind it
+// once its spans are acknowledged, the span writes of 100 ms sharing one
+// (spanChanges).
 //
 // Readers. Position reads the rows sent since a minute (changeMargin)
 // before its last read, at most every position.DefaultEvery (poll), and
@@ -199,56 +200,96 @@ func (s *Store) trimChanges(ctx context.Context) error {
 	return err
 }
 
-// spanChanges groups the done rows of concurrent span writes: one insert
-// announces the writes acknowledged while the previous one was sent.
+// spanChanges sends the done rows of span writes behind them: a span
+// write returns once its spans are acknowledged, without waiting for its
+// row (an SDK-sized client waits for each of its writes: a second insert
+// on its path halved their rate), and the writes acknowledged while one
+// row is sent share the next. A process that dies in between leaves
+// another process's view of those traces as it was until their buckets
+// move again — at the latest when the analysis resumes: recovery reads
+// the span log after the checkpoint, and the Apply of those traces names
+// them. Close sends what is left.
 type spanChanges struct {
 	mu      sync.Mutex
 	running bool
 	traces  []uint16
-	waiters []chan error
+	idle    chan struct{} // closed when the sender stops (nil: none running)
 }
 
-// spansWritten announces span writes to the traces of buckets done, and
-// returns once the row is acknowledged.
-func (s *Store) spansWritten(ctx context.Context, buckets []uint16) error {
+// spanChangeEvery spaces the span writes' rows: well within a reader's
+// poll interval (position.DefaultEvery).
+const spanChangeEvery = 100 * time.Millisecond
+
+// spanChangeTries bounds the sends of one row.
+const spanChangeTries = 3
+
+// spansWritten queues the done row of a span write to the traces of
+// buckets.
+func (s *Store) spansWritten(buckets []uint16) {
 	g := &s.spanCh
-	w := make(chan error, 1)
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.traces = append(g.traces, buckets...)
-	g.waiters = append(g.waiters, w)
 	if !g.running {
-		g.running = true
-		go s.sendSpanChanges()
-	}
-	g.mu.Unlock()
-	select {
-	case err := <-w:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("clickhouse: announce span writes: %w", ctx.Err())
+		g.running, g.idle = true, make(chan struct{})
+		go s.sendSpanChanges(g.idle)
 	}
 }
 
-// sendSpanChanges sends the span writes' rows until none wait.
-func (s *Store) sendSpanChanges() {
+// sendSpanChanges sends the span writes' rows until none are queued.
+func (s *Store) sendSpanChanges(idle chan struct{}) {
+	defer close(idle)
 	g := &s.spanCh
+	var last time.Time
 	for {
+		// At most one row every spanChangeEvery: the writes of the
+		// meanwhile share it (an insert is a part, and the server's CPU
+		// is the span writes' too). Close does not wait for it.
+		if wait := spanChangeEvery - time.Since(last); wait > 0 && !s.down.Load() {
+			time.Sleep(wait)
+		}
+		last = time.Now()
 		g.mu.Lock()
-		traces, waiters := g.traces, g.waiters
-		g.traces, g.waiters = nil, nil
-		if len(waiters) == 0 {
+		traces := g.traces
+		g.traces = nil
+		if len(traces) == 0 {
 			g.running = false
 			g.mu.Unlock()
 			return
 		}
 		g.mu.Unlock()
 		slices.Sort(traces)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.announce(ctx, kindDone, s.changes.nextSeq(), change{traces: slices.Compact(traces)})
-		cancel()
-		for _, w := range waiters {
-			w <- err
+		c := change{traces: slices.Compact(traces)}
+		seq := s.changes.nextSeq()
+		var err error
+		for try := 0; try < spanChangeTries; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = s.announce(ctx, kindDone, seq, c)
+			cancel()
+			if err == nil || s.down.Load() {
+				break
+			}
+			time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
 		}
+		if err != nil {
+			s.log.Warn("clickhouse: announcing span writes to other processes; their views of those traces may lag", "traces", len(c.traces), "err", err)
+		}
+	}
+}
+
+// flushSpanChanges waits (at most until ctx ends) for the span writes'
+// rows queued to be sent.
+func (s *Store) flushSpanChanges(ctx context.Context) {
+	g := &s.spanCh
+	g.mu.Lock()
+	idle := g.idle
+	g.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
 	}
 }
 

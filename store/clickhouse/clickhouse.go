@@ -622,6 +622,10 @@ func (s *Store) Close() error {
 	for _, p := range parts {
 		s.finish(p)
 	}
+	// The span writes' rows still queued (changes.go).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.flushSpanChanges(ctx)
+	cancel()
 	return s.conn.Close()
 }
 
