@@ -19,6 +19,7 @@
 # start is idempotent: a cluster already answering is left as it is.
 # Run as root, the servers run as the clickhouse user (runuser).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 DIR=${CHCLUSTER_DIR:-/tmp/stormradius-chcluster}
 BASE=${CHCLUSTER_PORT:-29000}
@@ -177,21 +178,6 @@ start() {
 		fi
 	done
 	echo "STORMRADIUS_TEST_CLICKHOUSE_CLUSTER=$(dsn)"
-}
-
-# stop_pid FILE: stops the process whose id FILE holds, and waits for it.
-stop_pid() {
-	local f=$1 pid
-	[ -f "$f" ] || return 0
-	pid=$(cat "$f")
-	if kill "$pid" 2>/dev/null; then
-		for _ in $(seq 60); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -9 "$pid" 2>/dev/null || true
-	fi
-	rm -f "$f"
 }
 
 stop() {

@@ -18,6 +18,7 @@
 # server. start is idempotent: a server already answering is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 export PATH="/usr/local/go/bin:$PATH"
 
 CHDB_DIR=${CHDB_DIR:-/tmp/chdb}
@@ -68,16 +69,7 @@ start() {
 }
 
 stop() {
-	if [ -f "$DIR/pid" ]; then
-		pid=$(cat "$DIR/pid")
-		if kill "$pid" 2>/dev/null; then
-			for _ in $(seq 40); do
-				kill -0 "$pid" 2>/dev/null || break
-				sleep 0.25
-			done
-			kill -9 "$pid" 2>/dev/null || true
-		fi
-	fi
+	stop_pid "$DIR/pid" 20
 	rm -rf "$DIR"
 }
 
