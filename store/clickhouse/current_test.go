@@ -1,6 +1,13 @@
 package clickhouse
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stormradius/stormradius/internal/chtest"
@@ -60,5 +67,47 @@ func TestCurrentEngine(t *testing.T) {
 		{"TrimChanges", TestTrimChanges},
 	} {
 		t.Run(tc.name, tc.test)
+	}
+}
+
+// TestCurrentEngineListsEveryTest: every test of the package that calls
+// server, writerReader or freshDatabase (a test on the server without a
+// cluster) runs in TestCurrentEngine, or is one of those named above as
+// not run there, so that a new test cannot miss the current engine.
+func TestCurrentEngineListsEveryTest(t *testing.T) {
+	src, err := os.ReadFile("current_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{"TestOverHTTP": true, "TestHTTPNeedsCurrentServer": true,
+		"TestServiceOnClickHouse": true, "TestOutage": true} // the last two: TestCurrentEngineService, TestCurrentEngineOutage
+	for _, m := range regexp.MustCompile(`\{"\w+", (Test\w+)\}`).FindAllSubmatch(src, -1) {
+		listed[string(m[1])] = true
+	}
+	files, _ := filepath.Glob("*_test.go")
+	fs := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fs, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || strings.HasPrefix(fn.Name.Name, "TestCluster") {
+				continue
+			}
+			uses := false
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if c, ok := n.(*ast.CallExpr); ok {
+					if id, ok := c.Fun.(*ast.Ident); ok && (id.Name == "server" || id.Name == "writerReader" || id.Name == "freshDatabase") {
+						uses = true
+					}
+				}
+				return true
+			})
+			if uses && !listed[fn.Name.Name] {
+				t.Errorf("%s: %s runs on the test server but not on the current engine: add it to TestCurrentEngine", name, fn.Name.Name)
+			}
+		}
 	}
 }
