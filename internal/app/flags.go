@@ -45,17 +45,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	storeURL := fs.String("store", "", storeHelp)
 	cluster := ClickHouseClusterFlag(fs)
 	httpAddr := fs.String("http", ":8080", httpHelp)
-	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
-	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
-	var tokens listValue
-	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
-	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers")
-	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, as sent and decompressed")
-	maxReqs := fs.Int("max-inflight-requests", otlp.DefaultMaxInflightRequests, "OTLP requests decoded and stored at once, both protocols (more wait up to 1 s, then get 503)")
-	minRate := fs.Int64("min-body-rate", otlp.DefaultMinBodyRate, "slowest an OTLP/HTTP body may arrive, bytes/s over 5 s (slower: 408, disconnected; -1: no check)")
-	bodyTimeout := fs.Duration("body-timeout", otlp.DefaultBodyTimeout, "longest an OTLP/HTTP body may take to arrive")
-	bodyBuffer := fs.Int64("body-buffer-bytes", 0, "memory for OTLP/HTTP bodies being received, all requests (beyond: 503; default 8 × --max-body-bytes)")
+	receivers := otlpFlags(fs)
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	sampling := inputSamplingFlags(fs)
 	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
@@ -76,23 +66,21 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	leaseTimeout := fs.Duration("lease-timeout", DefaultLeaseTimeout, "one instance analyses a store: it holds the store's lease, renewed every third of this; "+
 		"another instance is refused at start until the holder stops, or this long after it crashed")
 	limits := LimitFlags(fs)
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logger := logFlags(fs)
 
 	return func() (Config, error) {
 		var errs []error
-		off := func(s string) bool { return s == "" || s == "off" }
 		c := Config{}
 		c.Store.Data, c.Store.URL, c.Store.Window, c.Store.Cluster = *data, *storeURL, *window, *cluster
 		if *window < 0 {
 			errs = append(errs, fmt.Errorf("--window %v is negative", *window))
 		}
-		c.OTLP = otlp.Config{GRPCAddr: *grpcAddr, HTTPAddr: *httpOTLP, DisableGRPC: off(*grpcAddr), DisableHTTP: off(*httpOTLP),
-			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody, ClaimHeader: *claimHeader,
-			MaxInflightRequests: *maxReqs, MinBodyRate: *minRate, BodyTimeout: *bodyTimeout, BodyBufferBytes: *bodyBuffer}
-		if *maxReqs <= 0 || *bodyTimeout <= 0 || *bodyBuffer < 0 || *minRate == 0 {
-			errs = append(errs, errors.New("--max-inflight-requests and --body-timeout must be positive, --body-buffer-bytes not negative, --min-body-rate not 0"))
+		var err error
+		c.OTLP, err = receivers()
+		if err != nil {
+			errs = append(errs, err)
 		}
+		c.OTLP.ClaimHeader = *claimHeader
 		otlpSampling, kafkaSampling, err := sampling()
 		if err != nil {
 			errs = append(errs, err)
@@ -135,20 +123,62 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			errs = append(errs, err)
 		}
 		c.Pipeline.Analysis = analysis.Config{Window: *window, Limits: lim}
+		if c.Logger, err = logger(); err != nil {
+			errs = append(errs, err)
+		}
+		return c, errors.Join(errs...)
+	}
+}
+
+// off reports whether a listen address is "off" (or empty).
+func off(addr string) bool { return addr == "" || addr == "off" }
+
+// otlpFlags registers the OTLP receivers' flags on fs (addresses, tokens,
+// TLS, request bounds) and returns what reads their configuration (all
+// but the claim header).
+func otlpFlags(fs *flag.FlagSet) func() (otlp.Config, error) {
+	grpcAddr := fs.String("otlp-grpc", otlp.DefaultGRPCAddr, `OTLP/gRPC listen address ("off" to disable)`)
+	httpOTLP := fs.String("otlp-http", otlp.DefaultHTTPAddr, `OTLP/HTTP listen address ("off" to disable)`)
+	var tokens listValue
+	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers")
+	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, as sent and decompressed")
+	maxReqs := fs.Int("max-inflight-requests", otlp.DefaultMaxInflightRequests, "OTLP requests decoded and stored at once, both protocols (more wait up to 1 s, then get 503)")
+	minRate := fs.Int64("min-body-rate", otlp.DefaultMinBodyRate, "slowest an OTLP/HTTP body may arrive, bytes/s over 5 s (slower: 408, disconnected; -1: no check)")
+	bodyTimeout := fs.Duration("body-timeout", otlp.DefaultBodyTimeout, "longest an OTLP/HTTP body may take to arrive")
+	bodyBuffer := fs.Int64("body-buffer-bytes", 0, "memory for OTLP/HTTP bodies being received, all requests (beyond: 503; default 8 × --max-body-bytes)")
+	return func() (otlp.Config, error) {
+		c := otlp.Config{GRPCAddr: *grpcAddr, HTTPAddr: *httpOTLP, DisableGRPC: off(*grpcAddr), DisableHTTP: off(*httpOTLP),
+			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody,
+			MaxInflightRequests: *maxReqs, MinBodyRate: *minRate, BodyTimeout: *bodyTimeout, BodyBufferBytes: *bodyBuffer}
+		if *maxReqs <= 0 || *bodyTimeout <= 0 || *bodyBuffer < 0 || *minRate == 0 {
+			return c, errors.New("--max-inflight-requests and --body-timeout must be positive, --body-buffer-bytes not negative, --min-body-rate not 0")
+		}
+		return c, nil
+	}
+}
+
+// logFlags registers --log-level and --log-format on fs and returns what
+// makes the logger they ask for.
+func logFlags(fs *flag.FlagSet) func() (*slog.Logger, error) {
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	return func() (*slog.Logger, error) {
 		var lvl slog.Level
+		var errs []error
 		if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 			errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level))
 		}
 		opts := &slog.HandlerOptions{Level: lvl}
 		switch *logFormat {
 		case "text":
-			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+			return slog.New(slog.NewTextHandler(os.Stderr, opts)), errors.Join(errs...)
 		case "json":
-			c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
-		default:
-			errs = append(errs, fmt.Errorf("--log-format %q: want text or json", *logFormat))
+			return slog.New(slog.NewJSONHandler(os.Stderr, opts)), errors.Join(errs...)
 		}
-		return c, errors.Join(errs...)
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", *logFormat))
+		return nil, errors.Join(errs...)
 	}
 }
 
