@@ -156,27 +156,7 @@ func (w *WindowSummary) AppendBinary(dst []byte) []byte {
 		apis = append(apis, k)
 	}
 	slices.Sort(apis)
-	graphs := make([]summaryGraph, 0, len(w.Graphs))
-	var nEdgeStats, nNodeStats int
-	for k, g := range w.Graphs {
-		sg := summaryGraph{api: k, g: g}
-		if g != nil {
-			sg.nodes = make([]summaryNode, 0, len(g.Nodes))
-			for n, st := range g.Nodes {
-				sg.nodes = append(sg.nodes, summaryNode{n, st})
-			}
-			slices.SortFunc(sg.nodes, func(x, y summaryNode) int { return x.n.Compare(y.n) })
-			sg.edges = make([]summaryPair, 0, len(g.Edges))
-			for p, st := range g.Edges {
-				sg.edges = append(sg.edges, summaryPair{p, st})
-			}
-			slices.SortFunc(sg.edges, func(x, y summaryPair) int { return x.p.Compare(y.p) })
-		}
-		nEdgeStats += len(sg.edges)
-		nNodeStats += len(sg.nodes)
-		graphs = append(graphs, sg)
-	}
-	slices.SortFunc(graphs, func(x, y summaryGraph) int { return cmp.Compare(x.api, y.api) })
+	graphs, nEdgeStats, nNodeStats := sortedGraphs(w.Graphs)
 	nEdgeStats += len(edges)
 
 	// Number the names and nodes in the order the records below meet them.
@@ -250,6 +230,32 @@ func (w *WindowSummary) AppendBinary(dst []byte) []byte {
 		}
 	}
 	return b
+}
+
+// sortedGraphs returns the call graphs by API, their nodes and edges
+// sorted, with the number of edge and node stats they hold.
+func sortedGraphs(gs map[string]*graph.APIGraph) (graphs []summaryGraph, nEdgeStats, nNodeStats int) {
+	graphs = make([]summaryGraph, 0, len(gs))
+	for k, g := range gs {
+		sg := summaryGraph{api: k, g: g}
+		if g != nil {
+			sg.nodes = make([]summaryNode, 0, len(g.Nodes))
+			for n, st := range g.Nodes {
+				sg.nodes = append(sg.nodes, summaryNode{n, st})
+			}
+			slices.SortFunc(sg.nodes, func(x, y summaryNode) int { return x.n.Compare(y.n) })
+			sg.edges = make([]summaryPair, 0, len(g.Edges))
+			for p, st := range g.Edges {
+				sg.edges = append(sg.edges, summaryPair{p, st})
+			}
+			slices.SortFunc(sg.edges, func(x, y summaryPair) int { return x.p.Compare(y.p) })
+		}
+		nEdgeStats += len(sg.edges)
+		nNodeStats += len(sg.nodes)
+		graphs = append(graphs, sg)
+	}
+	slices.SortFunc(graphs, func(x, y summaryGraph) int { return cmp.Compare(x.api, y.api) })
+	return graphs, nEdgeStats, nNodeStats
 }
 
 // MarshalBinary returns the binary form of w (AppendBinary).
@@ -367,20 +373,9 @@ func (r *summaryReader) nodeStats(st *graph.NodeStats) {
 	}
 }
 
-// DecodeSummary decodes a summary encoded by AppendBinary. Any input is
-// safe: data that is not such a summary (its JSON included) gives an
-// error wrapping ErrCorruptSummary, never a panic.
-func DecodeSummary(b []byte) (*WindowSummary, error) {
-	if len(b) < 2 || b[0] != summaryMagic {
-		return nil, fmt.Errorf("analysis: decode window summary: %w: not the binary form", ErrCorruptSummary)
-	}
-	if b[1] != summaryCodecVersion {
-		return nil, fmt.Errorf("analysis: decode window summary: %w: version %d, want %d", ErrCorruptSummary, b[1], summaryCodecVersion)
-	}
-	r := &summaryReader{wire.Reader{B: b[2:], Corrupt: corruptSummary}}
-	w := &WindowSummary{Window: r.Varint("window")}
-
-	// Strings: their lengths, then their bytes, kept in one string.
+// strings reads the string table: the strings' lengths, then their
+// bytes, kept in one string.
+func (r *summaryReader) strings() []string {
 	nStrs := r.Count(1, "strings")
 	lens := make([]uint64, nStrs)
 	var total uint64
@@ -396,7 +391,7 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 		r.Fail("strings")
 	}
 	if r.Err != nil {
-		return nil, r.Err
+		return nil
 	}
 	all := string(r.B[:total])
 	r.B = r.B[total:]
@@ -405,6 +400,26 @@ func DecodeSummary(b []byte) (*WindowSummary, error) {
 	for i, n := range lens {
 		strs[i] = all[at : at+n]
 		at += n
+	}
+	return strs
+}
+
+// DecodeSummary decodes a summary encoded by AppendBinary. Any input is
+// safe: data that is not such a summary (its JSON included) gives an
+// error wrapping ErrCorruptSummary, never a panic.
+func DecodeSummary(b []byte) (*WindowSummary, error) {
+	if len(b) < 2 || b[0] != summaryMagic {
+		return nil, fmt.Errorf("analysis: decode window summary: %w: not the binary form", ErrCorruptSummary)
+	}
+	if b[1] != summaryCodecVersion {
+		return nil, fmt.Errorf("analysis: decode window summary: %w: version %d, want %d", ErrCorruptSummary, b[1], summaryCodecVersion)
+	}
+	r := &summaryReader{wire.Reader{B: b[2:], Corrupt: corruptSummary}}
+	w := &WindowSummary{Window: r.Varint("window")}
+
+	strs := r.strings()
+	if r.Err != nil {
+		return nil, r.Err
 	}
 
 	nodes := make([]graph.Node, r.Count(2, "nodes"))
