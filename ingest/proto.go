@@ -566,11 +566,9 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 	a.has = 0
 	d.cut = d.resCut
 	var (
-		name        []byte
-		traceState  []byte
-		kind        int32
-		start, end  uint64
-		statusError bool
+		sf         spanFields
+		kind       int32
+		start, end uint64
 	)
 	var err error
 	for i := 0; i < len(b); {
@@ -605,42 +603,8 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 					return wireError("span", spanField(f), err)
 				}
 			}
-			v := b[s:e]
-			switch f {
-			case 1:
-				if len(v) != 16 && len(v) != 0 {
-					return fmt.Errorf("span.trace_id: %d bytes, want 16 (or none)", len(v))
-				}
-				out.TraceID = graph.TraceID{}
-				copy(out.TraceID[:], v)
-			case 3:
-				traceState = v
-			case 2:
-				if len(v) != 8 && len(v) != 0 {
-					return fmt.Errorf("span.span_id: %d bytes, want 8 (or none)", len(v))
-				}
-				out.SpanID = graph.SpanID{}
-				copy(out.SpanID[:], v)
-			case 4:
-				if len(v) != 8 && len(v) != 0 {
-					return fmt.Errorf("span.parent_span_id: %d bytes, want 8 (or none)", len(v))
-				}
-				out.ParentID = graph.SpanID{}
-				copy(out.ParentID[:], v)
-			case 5:
-				name = v
-			case 11:
-				if err := event(v); err != nil {
-					return fmt.Errorf("events: %w", err)
-				}
-			case 13:
-				if err := link(v); err != nil {
-					return fmt.Errorf("links: %w", err)
-				}
-			case 15:
-				if statusError, err = status(v, statusError); err != nil {
-					return fmt.Errorf("status: %w", err)
-				}
+			if err := sf.bytesField(out, f, b[s:e]); err != nil {
+				return err
 			}
 			i = e
 		case 6:
@@ -688,11 +652,61 @@ func (d *Decoder) protoSpan(out *graph.Span, b []byte, service, version string) 
 	out.Kind = kindOf(kind)
 	out.Service = service
 	out.Version = version
-	out.Name = d.internBytes(name)
+	out.Name = d.internBytes(sf.name)
 	out.Start = unixNanos(start)
 	out.End = unixNanos(end)
-	d.derive(out, a, statusError, bytesView(traceState))
+	d.derive(out, a, sf.statusError, bytesView(sf.traceState))
 	d.res.finish(out)
+	return nil
+}
+
+// spanFields are the span fields protoSpan keeps until the end of the
+// message (a field given twice: the last, or the pieces merged).
+type spanFields struct {
+	name, traceState []byte
+	statusError      bool
+}
+
+// bytesField reads length-delimited field f of a Span message, v: ids
+// into out, the rest into sf.
+func (sf *spanFields) bytesField(out *graph.Span, f int32, v []byte) error {
+	var err error
+	switch f {
+	case 1:
+		if len(v) != 16 && len(v) != 0 {
+			return fmt.Errorf("span.trace_id: %d bytes, want 16 (or none)", len(v))
+		}
+		out.TraceID = graph.TraceID{}
+		copy(out.TraceID[:], v)
+	case 3:
+		sf.traceState = v
+	case 2:
+		if len(v) != 8 && len(v) != 0 {
+			return fmt.Errorf("span.span_id: %d bytes, want 8 (or none)", len(v))
+		}
+		out.SpanID = graph.SpanID{}
+		copy(out.SpanID[:], v)
+	case 4:
+		if len(v) != 8 && len(v) != 0 {
+			return fmt.Errorf("span.parent_span_id: %d bytes, want 8 (or none)", len(v))
+		}
+		out.ParentID = graph.SpanID{}
+		copy(out.ParentID[:], v)
+	case 5:
+		sf.name = v
+	case 11:
+		if err := event(v); err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+	case 13:
+		if err := link(v); err != nil {
+			return fmt.Errorf("links: %w", err)
+		}
+	case 15:
+		if sf.statusError, err = status(v, sf.statusError); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+	}
 	return nil
 }
 
