@@ -36,11 +36,8 @@ func bucket(id []byte) int {
 	return int((h ^ h>>31) % stampBuckets)
 }
 
-// bucketsOf returns the buckets of the traces ids (none without a watch).
+// bucketsOf returns the buckets of the traces ids.
 func (w *traceWatch) bucketsOf(ids [][]byte) []uint16 {
-	if w == nil {
-		return nil
-	}
 	b := make([]uint16, len(ids))
 	for i, id := range ids {
 		b[i] = uint16(bucket(id))
@@ -50,9 +47,6 @@ func (w *traceWatch) bucketsOf(ids [][]byte) []uint16 {
 
 // move moves buckets.
 func (w *traceWatch) move(buckets []uint16) {
-	if w == nil {
-		return
-	}
 	for _, b := range buckets {
 		w.gens[b].Add(1)
 	}
@@ -60,9 +54,6 @@ func (w *traceWatch) move(buckets []uint16) {
 
 // moveChanges moves the buckets of the records changes change.
 func (w *traceWatch) moveChanges(changes []store.Change) {
-	if w == nil {
-		return
-	}
 	for _, c := range changes {
 		for _, r := range []*store.Record{c.Old, c.New} {
 			if r != nil {
@@ -74,9 +65,6 @@ func (w *traceWatch) moveChanges(changes []store.Change) {
 
 // moveAll moves every bucket.
 func (w *traceWatch) moveAll() {
-	if w == nil {
-		return
-	}
 	for i := range w.gens {
 		w.gens[i].Add(1)
 	}
