@@ -17,34 +17,24 @@ import (
 	"github.com/stormradius/stormradius/store/internal/position"
 )
 
-// The change log (table changes, schema/clickhouse/0015_changes.sql) is
-// how every process reading a database learns what another process's
-// writes changed, on one server and on a cluster alike, from documented
-// behaviour only: a row whose insert was acknowledged is returned by the
-// reads that follow it (on a cluster, with insert_distributed_sync and
-// reads served by the replica that took the write: cluster.go). Nothing
-// reads part names, block numbers or merge state.
+// The change log (table changes) tells every process reading a database
+// what another's writes changed, on one server and on a cluster alike,
+// from documented behaviour only: an acknowledged insert is seen by the
+// reads that follow (cluster.go). No part names, block numbers or merges.
 //
-// Writers. Each store (Open) is a writer with a random id and numbers its
-// rows. A write that changes what a read of rollups, summaries or records
-// returns (Apply, PutSummaries, DeleteBefore) inserts an intent row before
-// its first insert and a done row, with the same sequence, once all of
-// its inserts are acknowledged (or failed: part of them may be stored). A
-// span write's done row, for the views of its traces, is sent behind it
-// once its spans are acknowledged, the span writes of 100 ms sharing one
-// (spanChanges).
+// Writers: each store is a writer with a random id numbering its rows.
+// Apply, PutSummaries and DeleteBefore insert an intent row before their
+// first insert and a done row (same sequence) once every insert is
+// acknowledged or failed. Span writes' done rows follow them, one per
+// 100 ms at most (spanChanges).
 //
-// Readers. Position reads the rows sent since a minute (changeMargin)
-// before its last read, at most every position.DefaultEvery (poll), and
-// for each row it has not seen yet, of another writer: drops what it kept
-// of the minutes and windows the row names, moves the stamps of its
-// traces (or everything), and moves the position. An intent also holds
-// its minutes (nothing of them is kept, they are read live) until its
-// done row, or, for a writer that died meanwhile, holdMax: then its
-// minutes are dropped once more. A row is read as long as it is
-// acknowledged within changeMargin of its at, on clocks within
-// changeMargin of each other: a writer whose insert of a row took longer
-// than resendAfter sends it again with a new at.
+// Readers (poll, at most every position.DefaultEvery) read the rows sent
+// since changeMargin before their last read and, for each unseen row of
+// another writer, drop what they keep of its minutes, windows and traces.
+// An intent holds its minutes (read live) until its done row, or holdMax
+// for a writer that died. A row is read if acknowledged within
+// changeMargin of its at on clocks within changeMargin: a slower insert
+// (resendAfter) is sent again with a new at.
 
 // Change kinds (the changes table's kind).
 const (
@@ -97,9 +87,7 @@ type changeLog struct {
 	trimmed time.Time
 }
 
-// changeDays is how many days of the log are kept, today included: far
-// more than any reader reads (changeMargin), few enough to stay small
-// without retention.
+// changeDays is how many days of the log are kept, today included.
 const changeDays = 2
 
 func newWriterID() string {
@@ -124,31 +112,30 @@ func (s *Store) announce(ctx context.Context, k uint8, seq uint64, c change) err
 	for try := 0; ; try++ {
 		start := time.Now()
 		at := start.UnixNano()
-		every, gens := uint8(0), uint8(0)
-		if c.everything {
-			every = 1
-		}
-		if c.gens {
-			gens = 1
-		}
 		traces := c.traces
 		if traces == nil {
 			traces = []uint16{}
 		}
-		err := s.insert(ctx, "announce a change", "changes",
-			changeColumns, []time.Time{dayDate(dayOf(at))}, []int64{at}, []string{s.changes.writer}, []uint64{seq}, []uint8{k},
-			[]int64{c.lo}, []int64{c.hi}, []int64{c.wlo}, []int64{c.whi}, []uint8{every}, []uint8{gens}, [][]uint16{traces})
+		err := s.insert(ctx, "announce a change", "changes", changeColumns, []time.Time{dayDate(dayOf(at))}, []int64{at},
+			[]string{s.changes.writer}, []uint64{seq}, []uint8{k}, []int64{c.lo}, []int64{c.hi}, []int64{c.wlo}, []int64{c.whi},
+			[]uint8{flag(c.everything)}, []uint8{flag(c.gens)}, [][]uint16{traces})
 		if err != nil || time.Since(start) <= resendAfter || try > 0 {
 			return err
 		}
 	}
 }
 
-// announced runs write, a write of c, between its intent row and its
-// done row: readers hear of it before anything is written, and once it
-// is. The done row is sent even when write failed (part of it may be
-// stored) or its context ended: readers would otherwise hold its minutes
-// until holdMax.
+// flag is a UInt8 column's value of b.
+func flag(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// announced runs write, a write of c, between its intent and done rows.
+// The done row is sent even when write failed or its context ended:
+// readers would otherwise hold its minutes until holdMax.
 func (s *Store) announced(ctx context.Context, c change, write func() error) error {
 	seq := s.changes.nextSeq()
 	if err := s.announce(ctx, kindIntent, seq, c); err != nil {
@@ -163,10 +150,9 @@ func (s *Store) announced(ctx context.Context, c change, write func() error) err
 	return err
 }
 
-// trimChanges drops the days of the change log before the last
-// changeDays, at most once an hour (Apply calls it): the log stays small
-// on a store without retention. Which days exist is read from the parts
-// listing, a hint: a day missed is dropped the next time.
+// trimChanges drops the log's days before the last changeDays, at most
+// once an hour (Apply calls it). The parts listing is a hint: a day
+// missed is dropped the next time.
 func (s *Store) trimChanges(ctx context.Context) error {
 	s.changes.mu.Lock()
 	due := time.Since(s.changes.trimmed) > time.Hour
@@ -200,15 +186,10 @@ func (s *Store) trimChanges(ctx context.Context) error {
 	return err
 }
 
-// spanChanges sends the done rows of span writes behind them: a span
-// write returns once its spans are acknowledged, without waiting for its
-// row (an SDK-sized client waits for each of its writes: a second insert
-// on its path halved their rate), and the writes acknowledged while one
-// row is sent share the next. A process that dies in between leaves
-// another process's view of those traces as it was until their buckets
-// move again — at the latest when the analysis resumes: recovery reads
-// the span log after the checkpoint, and the Apply of those traces names
-// them. Close sends what is left.
+// spanChanges sends span writes' done rows behind them (a second insert
+// on a write's path halved an SDK-sized client's rate); writes share a
+// row. A process dying in between leaves others' views of those traces
+// until their Apply names them after recovery. Close sends what is left.
 type spanChanges struct {
 	mu      sync.Mutex
 	running bool
@@ -216,15 +197,12 @@ type spanChanges struct {
 	idle    chan struct{} // closed when the sender stops (nil: none running)
 }
 
-// spanChangeEvery spaces the span writes' rows: well within a reader's
-// poll interval (position.DefaultEvery).
-const spanChangeEvery = 100 * time.Millisecond
+const (
+	spanChangeEvery = 100 * time.Millisecond // well within a reader's poll interval
+	spanChangeTries = 3
+)
 
-// spanChangeTries bounds the sends of one row.
-const spanChangeTries = 3
-
-// spansWritten queues the done row of a span write to the traces of
-// buckets.
+// spansWritten queues a span write's done row for the traces of buckets.
 func (s *Store) spansWritten(buckets []uint16) {
 	g := &s.spanCh
 	g.mu.Lock()
@@ -242,9 +220,7 @@ func (s *Store) sendSpanChanges(idle chan struct{}) {
 	g := &s.spanCh
 	var last time.Time
 	for {
-		// At most one row every spanChangeEvery: the writes of the
-		// meanwhile share it (an insert is a part, and the server's CPU
-		// is the span writes' too). Close does not wait for it.
+		// One row every spanChangeEvery at most (an insert is a part).
 		if wait := spanChangeEvery - time.Since(last); wait > 0 && !s.down.Load() {
 			time.Sleep(wait)
 		}
@@ -277,8 +253,7 @@ func (s *Store) sendSpanChanges(idle chan struct{}) {
 	}
 }
 
-// flushSpanChanges waits (at most until ctx ends) for the span writes'
-// rows queued to be sent.
+// flushSpanChanges waits, until ctx ends, for the queued rows to be sent.
 func (s *Store) flushSpanChanges(ctx context.Context) {
 	g := &s.spanCh
 	g.mu.Lock()
@@ -319,7 +294,7 @@ type hold struct {
 }
 
 // poll reads the change log (the position tracker's Read, under its
-// lock): see the top of the file.
+// lock).
 func (s *Store) poll(ctx context.Context) (uint64, error) {
 	f := &s.feed
 	ctx = light(ctx)
@@ -327,8 +302,7 @@ func (s *Store) poll(ctx context.Context) (uint64, error) {
 	first := !f.known || now.Sub(f.polled) > lostTrack
 	from := f.polled.Add(-changeMargin)
 	if first {
-		// Every row of the margin is read as new: the intents among
-		// them hold again.
+		// Every row of the margin is new: its intents hold again.
 		from, f.seen = now.Add(-changeMargin), map[rowID]struct{}{}
 	}
 	rows, err := s.readChanges(ctx, from.UnixNano())
@@ -386,9 +360,8 @@ func (s *Store) poll(ctx context.Context) (uint64, error) {
 	return f.count, nil
 }
 
-// readChanges returns the rows sent at or after from (unix nanoseconds)
-// by other writers, not seen before, oldest first: their keys, then the
-// rest of the new ones.
+// readChanges returns other writers' unseen rows sent at or after from,
+// oldest first: their keys, then the rest of the new ones.
 func (s *Store) readChanges(ctx context.Context, from int64) ([]changeRow, error) {
 	var fresh []rowID
 	err := s.query(ctx, "read changes", `SELECT writer, seq, kind, at FROM changes WHERE at >= `+itoa(from)+
@@ -456,16 +429,15 @@ func (s *Store) clearCaches() {
 	s.watch.moveAll()
 }
 
-// forget drops everything kept: the log could not be read, so nothing
-// kept is known to be current (under the tracker's lock).
+// forget drops everything kept: the log could not be read (under the
+// tracker's lock).
 func (s *Store) forget() {
 	s.feed.known = false
 	s.clearCaches()
 }
 
-// isHeld reports whether minutes [lo, hi) hold one that a write another
-// process began and has not announced done is changing (the tier
-// caches' Held).
+// isHeld reports whether another process's unfinished write changes a
+// minute of [lo, hi) (the tier caches' Held).
 func (f *changeFeed) isHeld(lo, hi int64) bool {
 	f.heldMu.Lock()
 	defer f.heldMu.Unlock()
@@ -490,9 +462,8 @@ func (f *changeFeed) heldEdges() []int64 {
 	return out
 }
 
-// Position returns the store's write position (store.Store.Position):
-// moved by this process's writes as they return, and by another's when
-// the change log says so (poll).
+// Position returns the store's write position: moved by this process's
+// writes as they return, by another's as the change log says (poll).
 func (s *Store) Position(ctx context.Context) (uint64, error) {
 	if err := s.checkOpen("position"); err != nil {
 		return 0, err
@@ -500,11 +471,9 @@ func (s *Store) Position(ctx context.Context) (uint64, error) {
 	return s.pos.Position(ctx)
 }
 
-// cachesOn reports whether what the store keeps may be used: the change
-// log was read within position.DefaultEvery, so that what another
-// process wrote before has dropped what it changed. It reads the rollup
-// generations when they are not kept (current). Every read of rollups
-// calls it first.
+// cachesOn reports whether what the store keeps may be used (the log was
+// read within position.DefaultEvery), and keeps the rollup generations.
+// Every read of rollups calls it first.
 func (s *Store) cachesOn(ctx context.Context) bool {
 	if _, err := s.pos.Position(ctx); err != nil {
 		return false

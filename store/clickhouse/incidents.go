@@ -26,13 +26,10 @@ func (s *Store) minuteRange(ctx context.Context, q store.Query) (lo, hi int64) {
 	return clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
 }
 
-// HotMinutes reads the minute tier's node figures that pass the
-// thresholds, from node_minutes (two numbers per node and minute), summed
-// over each bucket's current generation of every partition: most nodes
-// own no failure in most minutes, so the minutes and nodes that owned at
-// least minOwned are found first among the rows with owned failures, and
-// their requests are read for those alone. Through the tier cache, the
-// hours of a range are read once each and kept.
+// HotMinutes reads the node minutes that pass the thresholds from
+// node_minutes (each bucket's current generation of every partition):
+// the minutes and nodes that owned at least minOwned first, then their
+// requests alone. Through the tier cache, an hour at a time.
 func (s *Store) HotMinutes(ctx context.Context, q store.Query, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	if err := s.checkOpen("read hot minutes"); err != nil {
 		return nil, err
@@ -55,18 +52,14 @@ func hotPass(minOwned int64, minRate float64) string {
 // shortHot is the most minutes read in one query by HotMinutes.
 const shortHot = 10
 
-// maxHotKept bounds the minutes a HotMinutes through the tier cache
-// covers (in pieces of an hour): longer ones (a whole store's) are read
-// whole.
+// maxHotKept bounds the minutes HotMinutes reads through the tier cache.
 const maxHotKept = 8 * 24 * 60
 
 // readHotMinutes is HotMinutes of minutes [lo, hi), read from the server.
 func (s *Store) readHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	out := analysis.MinuteNodes{}
 	if hi-lo <= shortHot {
-		// A few minutes (what a write changed, through the tier cache):
-		// summed in one query, rather than three to find settled days
-		// and narrow the sum first.
+		// A few minutes (what a write changed): one query, not two.
 		return out, s.hotMinutes(light(ctx), where([]bucketRange{{tierMinute, lo, hi}}), "", hotPass(minOwned, minRate), out)
 	}
 	if err := s.sumHotMinutes(ctx, []bucketRange{{tierMinute, lo, hi}}, minOwned, hotPass(minOwned, minRate), out); err != nil {
@@ -145,9 +138,8 @@ func (s *Store) hotMinutes(ctx context.Context, cond, nodeCond, pass string, out
 }
 
 // splitDays returns the partitions of node_minutes cond selects that a
-// server holds in more than one part (one replica of each shard on a
-// cluster): what Compact merges. system.parts is a hint here, nothing
-// more: an answer never depends on how a day's rows are split in parts.
+// server holds in several parts: what Compact merges. A hint only: no
+// answer depends on how rows are split in parts.
 func (s *Store) splitDays(ctx context.Context, cond string) ([]string, error) {
 	table := "node_minutes"
 	if s.cluster != "" {
@@ -171,11 +163,9 @@ func (s *Store) splitDays(ctx context.Context, cond string) ([]string, error) {
 // dayID returns a day's partition id (YYYYMMDD).
 func dayID(d int64) string { return dayDate(d).Format("20060102") }
 
-// Compact settles node_minutes for the days before the UTC day holding t:
-// each such day partition held in several parts (as inserts leave it) is
-// merged into one (OPTIMIZE … FINAL), which sums each node's rows of a
-// minute into one: fewer rows for hot-minute searches to sum. It changes
-// no answer.
+// Compact merges node_minutes' day partitions before the UTC day holding
+// t into one part each (OPTIMIZE … FINAL): fewer rows for HotMinutes to
+// sum. It changes no answer.
 func (s *Store) Compact(ctx context.Context, t int64) error {
 	if err := s.checkWrite("compact"); err != nil {
 		return err
@@ -212,7 +202,6 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	if !s.cachesOn(ctx) {
 		return s.readLastMinute(ctx, lo, hi)
 	}
-	// Kept until a write touches the range (tiers.go).
 	k := tierKey(bucketRange{tierMinute, lo, hi}, "\x00last")
 	v, ok, gen := s.last.Lookup(k)
 	if ok {
@@ -222,10 +211,9 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	var m int64
 	var found bool
 	var err error
-	// The answer before the write that dropped it, as a hint: the last
-	// minute of the day up to it and on is one query, and when that day
-	// holds a trace its last is the range's (nothing after it in the
-	// range has one); otherwise the search goes on before it.
+	// The answer before the write that dropped it is a hint: the day up
+	// to it and on is one query; only when it holds no trace does the
+	// search go on before it.
 	if hint, ok := s.lastHint(k); ok && hint-1440 > lo {
 		m, found, err = s.lastMinuteIn(ctx, hint-1440, hi)
 		if err == nil && !found {
@@ -243,19 +231,14 @@ func (s *Store) LastMinute(ctx context.Context, q store.Query) (int64, bool, err
 	return m, found, err
 }
 
-// readLastMinute is LastMinute of minutes [lo, hi), read from the server.
+// readLastMinute is LastMinute of minutes [lo, hi), read from the server:
+// the last hour with a trace (the hour tier is 60 times smaller), then
+// its last minute; an hour with none in the range sends the search back.
 func (s *Store) readLastMinute(ctx context.Context, lo, hi int64) (int64, bool, error) {
-	// The last hour with a trace first (the hour tier is 60 times
-	// smaller), then its last minute with one; an hour whose minutes in
-	// the range hold none (the range ends inside it) sends the search to
-	// the hours before it.
 	hLo, hHi := rollup.FloorDiv(lo, 60), rollup.FloorDiv(hi-1, 60)+1
 	for hHi > hLo {
-		cond := where([]bucketRange{{tierHour, hLo, hHi}})
-		var h int64
-		var n uint64
-		if err := s.queryRow(ctx, "read last hour", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
-			WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket) WHERE traces > 0`, &h, &n); err != nil || n == 0 {
+		h, ok, err := s.lastBucket(ctx, bucketRange{tierHour, hLo, hHi})
+		if err != nil || !ok {
 			return 0, false, err
 		}
 		m, ok, err := s.lastMinuteIn(ctx, max(lo, h*60), min(hi, (h+1)*60))
@@ -269,17 +252,21 @@ func (s *Store) readLastMinute(ctx context.Context, lo, hi int64) (int64, bool, 
 
 // lastMinuteIn returns the last minute of [lo, hi) with a trace.
 func (s *Store) lastMinuteIn(ctx context.Context, lo, hi int64) (int64, bool, error) {
-	cond := where([]bucketRange{{tierMinute, lo, hi}})
-	var m int64
-	var n uint64
-	err := s.queryRow(ctx, "read last minute", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
-		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket) WHERE traces > 0`, &m, &n)
-	return m, n > 0, err
+	return s.lastBucket(ctx, bucketRange{tierMinute, lo, hi})
 }
 
-// Examples scans the records of q's range (a range of the primary key)
-// for the owner's failure events. Only records whose result holds the
-// owner's names are read back (names are stored verbatim in results).
+// lastBucket returns the last bucket of r with a trace.
+func (s *Store) lastBucket(ctx context.Context, r bucketRange) (int64, bool, error) {
+	cond := where([]bucketRange{r})
+	var b int64
+	var n uint64
+	err := s.queryRow(ctx, "read last bucket", `SELECT max(bucket), count() FROM (SELECT bucket, sum(n) AS traces FROM trace_buckets
+		WHERE `+cond+` AND `+s.current(cond)+` GROUP BY bucket) WHERE traces > 0`, &b, &n)
+	return b, n > 0, err
+}
+
+// Examples scans the records of q's range for the owner's failure
+// events, reading back only results that hold the owner's names.
 func (s *Store) Examples(ctx context.Context, q store.Query, owner graph.Node, n int) ([]graph.TraceID, error) {
 	if err := s.checkOpen("read examples"); err != nil {
 		return nil, err

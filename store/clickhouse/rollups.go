@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,23 +17,14 @@ import (
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
-// Rollups (table rollups, see schema/clickhouse/0005_lean.sql) hold every
-// report entry of every bucket as a row of sums, in three tiers: minutes,
-// hours and days. Apply writes the change a batch makes to each bucket it
-// touches in all three tiers, in one insert; merges sum the rows of a key
-// (SummingMergeTree), readers sum with GROUP BY. A bucket that an Apply
-// may have left wrong is recomputed, under a new generation: its minutes
-// from the records, its hours and days from their minutes and hours.
-// Readers count each bucket's current generation only.
-//
-// Each analysis partition keeps its own rows of every bucket, under
-// generations of its own (partition.go): its base generation until one of
-// its Applies fails, then each repair's. A repair recomputes the
-// partition's share of a bucket (its records, less the records it took
-// from other partitions, plus those other partitions took from it:
-// record_moves) while the others go on writing deltas to theirs; a reader
-// counts, of every partition, its current generation: the latest in
-// rollup_gens_by_part, or its base.
+// Rollups (table rollups) hold every report entry of every bucket as a
+// row of sums (SummingMergeTree, read with GROUP BY) in three tiers:
+// minutes, hours, days. Apply writes each touched bucket's delta in all
+// three. A bucket an Apply may have left wrong is recomputed under a new
+// generation (minutes from the records, hours and days from the tier
+// below); readers count each bucket's current generation only. Each
+// analysis partition has its own rows and generations (partition.go): its
+// base until a repair, then the latest in rollup_gens_by_part.
 
 // Tiers.
 const (
@@ -55,12 +45,8 @@ type bucketKey struct {
 // day returns the partition day of the bucket.
 func (k bucketKey) day() int64 { return dayOfMinute(k.bucket * minutesPer[k.tier]) }
 
-// Figures: each of analysis.Figures is a stat (the rollups table's
-// stat, an Enum8 whose codes and labels are the figures' Stat and Name):
-// a row per bucket, figure, key and (for a histogram) value, its count
-// in n.
-
-// figureOf is the figure of each stat code.
+// figureOf is the figure of each stat code (the rollups table's stat
+// Enum8: a row per bucket, figure, key and histogram value, counted in n).
 var figureOf = func() (out [256]*analysis.Figure) {
 	for i := range analysis.Figures {
 		f := &analysis.Figures[i]
@@ -74,28 +60,18 @@ var figureOf = func() (out [256]*analysis.Figure) {
 	return out
 }()
 
-// notPerAPI lists the stat codes of the figures that are not per root
-// API (totals, services, nodes): a report of one API reads them all.
-var notPerAPI = func() string {
-	var codes []string
-	for _, f := range analysis.Figures {
-		if !f.Scope.PerAPI() {
-			codes = append(codes, strconv.Itoa(int(f.Stat)))
-		}
-	}
-	return strings.Join(codes, ", ")
-}()
+// notPerAPI lists the stat codes of the figures not per root API: a
+// report of one API reads them all.
+var notPerAPI = statCodes(func(f *analysis.Figure) bool { return !f.Scope.PerAPI() })
 
-// rowKey is a rollup row's key within its bucket: the figure, and its
-// keys.
+// rowKey is a rollup row's key within its bucket.
 type rowKey struct {
 	stat         int8
 	api, svc, op string
 	value        float64
 }
 
-// rowOf returns the key columns of an aggregate of scope s at k: a
-// version goes in the operation column.
+// rowOf returns the key columns of k (a version goes in operation).
 func rowOf(s analysis.Scope, k analysis.Key) rowKey {
 	if s.Aggregate() == analysis.ScopeVersion {
 		return rowKey{api: k.API, svc: k.Service, op: k.Version}
@@ -111,8 +87,7 @@ func keyOf(s analysis.Scope, r rowKey) analysis.Key {
 	return analysis.Key{API: r.api, Service: r.svc, Operation: r.op}
 }
 
-// eachRow calls fn with every figure of rep but zeros, as a rollup row.
-// addRow is its inverse.
+// eachRow calls fn with every non-zero figure of rep as a rollup row.
 func eachRow(rep *analysis.Report, fn func(k rowKey, n int64)) {
 	for _, s := range analysis.Aggregates {
 		figs := analysis.FiguresOf(s)
@@ -177,8 +152,7 @@ func (b *rollupBlock) add(k bucketKey, gen uint64, rep *analysis.Report) {
 
 func (b *rollupBlock) len() int { return len(b.tier) }
 
-// loadGens reads the generations of the partition's buckets that have
-// one, once.
+// loadGens reads, once, the partition's buckets' generations.
 func (s *Store) loadGens(ctx context.Context) error {
 	if s.gens != nil {
 		return nil
@@ -202,7 +176,7 @@ func (s *Store) loadGens(ctx context.Context) error {
 	return nil
 }
 
-// up returns the buckets of the next tier holding the buckets of keys.
+// up returns the next tier's buckets holding buckets.
 func up(tier uint8, buckets []int64) []int64 {
 	f := minutesPer[tier+1] / minutesPer[tier]
 	out := make([]int64, 0, len(buckets))
@@ -213,9 +187,8 @@ func up(tier uint8, buckets []int64) []int64 {
 	return slices.Compact(out)
 }
 
-// deltaRows returns the rows of the changes of minutes (reports of signed
-// results) to the partition's rollups of the minutes, their hours and
-// their days, each bucket under the partition's current generation.
+// deltaRows returns the rows of minutes' changes (signed reports) to
+// the partition's minutes, hours and days, under their current generation.
 func (s *Store) deltaRows(minutes map[int64]*analysis.Report) *rollupBlock {
 	reps := map[bucketKey]*analysis.Report{}
 	for m, rep := range minutes {
@@ -242,11 +215,9 @@ func (s *Store) gen(k bucketKey) uint64 {
 	return s.base
 }
 
-// recompute replaces the partition's rollups of minutes, and of the hours
-// and days holding them, under a new generation: minutes from the
-// partition's stored records (and moves), hours from their minutes, days
-// from their hours. The new rows are written first, then the generation:
-// until it is, readers count the old.
+// recompute replaces the partition's rollups of minutes and of their
+// hours and days under a new generation. The rows are written before the
+// generation: until then readers count the old.
 func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 	if len(minutes) == 0 {
 		return nil
@@ -262,8 +233,7 @@ func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 			return err
 		}
 	}
-	// Hours from their minutes, days from their hours: the buckets being
-	// recomputed from reps, the others from the table.
+	// Hours from minutes, days from hours: from reps, or else the table.
 	for tier := tierMinute; tier < tierDay; tier++ {
 		var below []int64
 		for k := range reps {
@@ -288,25 +258,21 @@ func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 		}
 	}
 	gen := s.versions(1)
-	var blk rollupBlock
-	var tiers []uint8
-	var buckets []int64
-	var days []time.Time
-	var gens []uint64
+	var blk, gens rollupBlock // gens: one row per bucket
 	for k, rep := range reps {
 		rep.Prune()
 		blk.add(k, gen, rep)
-		tiers, buckets, days, gens = append(tiers, k.tier), append(buckets, k.bucket), append(days, dayDate(k.day())), append(gens, gen)
+		gens.tier, gens.bucket, gens.day = append(gens.tier, k.tier), append(gens.bucket, k.bucket), append(gens.day, dayDate(k.day()))
 	}
 	if blk.len() > 0 {
 		if err := s.insert(ctx, "recompute rollups", "rollups", rollupColumns, blk.columns()...); err != nil {
 			return err
 		}
 	}
-	n := len(gens)
+	n := gens.len()
 	if err := s.insert(ctx, "recompute rollups", "rollup_gens_by_part", []string{"tier", "bucket", "part", "day", "base", "gen", "version"},
-		tiers, buckets, slices.Repeat([]string{s.name}, n), days, slices.Repeat([]uint64{s.base}, n), gens,
-		slices.Repeat([]uint64{s.versions(1)}, n)); err != nil {
+		gens.tier, gens.bucket, slices.Repeat([]string{s.name}, n), gens.day, slices.Repeat([]uint64{s.base}, n),
+		slices.Repeat([]uint64{gen}, n), slices.Repeat([]uint64{s.versions(1)}, n)); err != nil {
 		return err
 	}
 	for k := range reps {
@@ -315,15 +281,13 @@ func (s *Store) recompute(ctx context.Context, minutes []int64) error {
 	return nil
 }
 
-// sumRecords adds to their reports in reps the partition's share of
-// minutes: the results of its stored records, less the old results of
-// those it took from other partitions, plus those of the records other
-// partitions took from it (record_moves).
+// sumRecords adds to reps the partition's share of minutes: its stored
+// records' results, less those it took from other partitions, plus those
+// others took from it (record_moves).
 func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucketKey]*analysis.Report) error {
 	wins := map[int64]struct{}{}
 	for _, m := range minutes {
-		// The windows a minute overlaps (one, unless the window length is
-		// not a whole number of minutes): the primary key's first column.
+		// The windows a minute overlaps: the primary key's first column.
 		for w := analysis.WindowOf(m*nsPerMinute, s.window); w <= analysis.WindowOf(m*nsPerMinute+nsPerMinute-1, s.window); w++ {
 			wins[w] = struct{}{}
 		}
@@ -355,9 +319,8 @@ func (s *Store) sumRecords(ctx context.Context, minutes []int64, reps map[bucket
 		WHERE (to_part = `+p+` OR from_part = `+p+`) AND to_part != from_part`, add)
 }
 
-// genCond returns the SQL condition selecting, in rs, the rows of each
-// bucket's current generation of the partition (the writer's, from
-// s.gens), leaving out the buckets of skip.
+// genCond selects in rs the rows of each bucket's current generation of
+// the partition (s.gens), but the buckets of skip.
 func (s *Store) genCond(rs []bucketRange, skip map[bucketKey]*analysis.Report) string {
 	var not, cur, has []string
 	for k, g := range s.gens {
@@ -371,19 +334,25 @@ func (s *Store) genCond(rs []bucketRange, skip map[bucketKey]*analysis.Report) s
 			not = append(not, fmt.Sprintf("(%d, %d)", k.tier, k.bucket))
 		}
 	}
-	base := "gen = " + utoa(s.base)
-	cond := base
-	if len(cur) > 0 {
-		slices.Sort(cur)
-		slices.Sort(has)
-		cond = "((" + base + " AND (tier, bucket) NOT IN (" + strings.Join(has, ", ") + ")) OR (tier, bucket, gen) IN (" +
-			strings.Join(cur, ", ") + "))"
-	}
+	cond := genLiterals("gen = "+utoa(s.base), "(tier, bucket)", has, cur)
 	if len(not) > 0 {
 		slices.Sort(not)
 		cond += " AND (tier, bucket) NOT IN (" + strings.Join(not, ", ") + ")"
 	}
 	return cond
+}
+
+// genLiterals returns the condition selecting the rows of base's
+// generation but those of the keys (columns) in not, and of the
+// (tier, bucket, gen) in cur.
+func genLiterals(base, columns string, not, cur []string) string {
+	if len(cur) == 0 {
+		return base
+	}
+	slices.Sort(not)
+	slices.Sort(cur)
+	return "((" + base + " AND " + columns + " NOT IN (" + strings.Join(not, ", ") + ")) OR (tier, bucket, gen) IN (" +
+		strings.Join(cur, ", ") + "))"
 }
 
 // covers reports whether rs covers bucket k.
@@ -402,9 +371,8 @@ type bucketRange struct {
 	lo, hi int64
 }
 
-// ranges covers minutes [lo, hi) with whole days from the day tier, the
-// whole hours around them from the hour tier and the minutes at either
-// end from the minute tier: a week is a few dozen buckets.
+// ranges covers minutes [lo, hi) with whole days, the whole hours around
+// them and the minutes at either end: a week is a few dozen buckets.
 func ranges(lo, hi int64) []bucketRange {
 	var out []bucketRange
 	add := func(tier uint8, lo, hi int64) {
@@ -433,12 +401,10 @@ func ranges(lo, hi int64) []bucketRange {
 	return out
 }
 
-// where returns the SQL condition selecting rs, in the tables of buckets
-// partitioned by their day (rollups, node_minutes, trace_buckets,
-// rollup_gens_by_part). The days bound the partitions read: without them
-// every part of every day has a mark of its index, where its minutes end
-// and its hours begin, that the bucket cannot rule out, and a minute read
-// 30 granules instead of one or two.
+// where returns the condition selecting rs in the tables of buckets
+// partitioned by day. The days bound the parts read: without them a
+// minute read 30 granules (every day's part has a mark where its minutes
+// end and hours begin), not one or two.
 func where(rs []bucketRange) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {
@@ -451,9 +417,8 @@ func where(rs []bucketRange) string {
 	return "(" + strings.Join(parts, " OR ") + ")"
 }
 
-// days returns the condition on the day column of buckets r (not empty),
-// as where adds it: days as literals 18.16 parses (up to 2105-12-31); a
-// bound at an end of what a Date holds is left out.
+// days returns where's condition on the day of buckets r (not empty): a
+// bound past what 18.16 parses as a date literal is left out.
 func days(r bucketRange) string {
 	mp := minutesPer[r.tier]
 	c := ""
@@ -470,8 +435,7 @@ func days(r bucketRange) string {
 // from a date literal.
 const lastDateLiteral = 49672
 
-// readRollups adds to rep the rollup rows cond selects, the per-API rows
-// of api only when api is not empty.
+// readRollups adds to rep the rows cond selects (of api's, when set).
 func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis.Report) error {
 	if api != "" {
 		// Totals, services and nodes are not per API.
@@ -489,49 +453,34 @@ func (s *Store) readRollups(ctx context.Context, cond, api string, rep *analysis
 	})
 }
 
-// Report sums the rollups of the minutes q covers (from the retention
-// floor on): whole days from the day tier, whole hours from the hour
-// tier, the rest from the minutes; each bucket's current generation of
-// every partition.
+// Report sums the rollups of the minutes q covers from the retention
+// floor on (ranges), each bucket's current generation of every partition.
 func (s *Store) Report(ctx context.Context, q store.Query) (*analysis.Report, error) {
 	if err := s.checkOpen("report"); err != nil {
 		return nil, err
 	}
-	lo, hi := q.MinuteRange()
-	if f := s.retentionFloor(ctx); f != 0 {
-		lo = max(lo, rollup.FloorDiv(f, nsPerMinute))
-	}
-	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
-	rep := analysis.NewReport()
+	lo, hi := s.minuteRange(ctx, q)
 	if lo >= hi {
-		return rep, nil
+		return analysis.NewReport(), nil
 	}
+	rep, err := analysis.NewReport(), error(nil)
 	if s.cachesOn(ctx) {
-		rep, err := s.cachedReport(ctx, ranges(lo, hi), q.API)
-		if err != nil {
-			return nil, err
-		}
-		rep.Prune()
-		return rep, nil
+		rep, err = s.cachedReport(ctx, ranges(lo, hi), q.API)
+	} else {
+		cond := where(ranges(lo, hi))
+		err = s.readRollups(ctx, cond+" AND "+s.current(cond), q.API, rep)
 	}
-	cond := where(ranges(lo, hi))
-	if err := s.readRollups(ctx, cond+" AND "+s.current(cond), q.API, rep); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	rep.Prune()
 	return rep, nil
 }
 
-// current returns the SQL condition selecting, among the rollup rows cond
-// selects (rollups, node_minutes, trace_buckets), those of each bucket's
-// current generation of every partition: the latest rollup_gens_by_part
-// holds for the bucket and partition, or, for a partition without one,
-// its base generation (0, or baseFlag and more: partition.go). From the
-// generations kept (gensKept) when they are: as literals, mostly none (a
-// bucket has a generation only once an Apply repaired it). Otherwise
-// subqueries of rollup_gens_by_part; on a cluster they read every shard's
-// once and go to the shards with the query (GLOBAL IN: a Distributed
-// table's IN subquery over another is refused otherwise).
+// current selects, among the bucket rows cond selects, those of each
+// bucket's current generation of every partition: its latest in
+// rollup_gens_by_part, else its base (0, or baseFlag and more). As
+// literals from gensKept when kept, else subqueries (GLOBAL on a cluster).
 func (s *Store) current(cond string) string {
 	if g := s.gensKept.snap.Load(); g != nil {
 		return g.cond
@@ -545,12 +494,9 @@ func (s *Store) current(cond string) string {
 		` GROUP BY tier, bucket, part))`
 }
 
-// gensKept holds every bucket's repair generations, read once and kept
-// until a write may have changed them: a repair (an Apply whose change
-// row says so, this process's or another's), retention, or a read of
-// the change log that failed. A reader then sends them as literals
-// rather than subqueries: a read of a cluster's open minute took 20–30
-// ms with the subqueries, 10 ms without.
+// gensKept holds every bucket's repair generations until a repair's
+// change row, retention or a failed read of the log: literals, not
+// subqueries, took a cluster's open minute from 20–30 ms to 10 ms.
 type gensKept struct {
 	mu    sync.Mutex
 	epoch uint64 // moved by every drop: a read begun before one is not kept
@@ -560,11 +506,9 @@ type gensKept struct {
 // gensSnap is the condition current returns from the generations kept.
 type gensSnap struct{ cond string }
 
-// maxGensKept bounds the generations kept as literals: past it, the
-// subqueries.
+// maxGensKept bounds the generations kept as literals.
 const maxGensKept = 2000
 
-// dropGens forgets the generations kept.
 func (g *gensKept) drop() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -597,13 +541,7 @@ func (s *Store) keepGens(ctx context.Context) {
 	if err != nil || len(bases) > maxGensKept {
 		return // the subqueries, this time
 	}
-	cond := `(gen = 0 OR gen >= ` + utoa(baseFlag) + `)`
-	if len(bases) > 0 {
-		slices.Sort(bases)
-		slices.Sort(latest)
-		cond = `((` + cond + ` AND (tier, bucket, gen) NOT IN (` + strings.Join(bases, ", ") + `)) OR (tier, bucket, gen) IN (` +
-			strings.Join(latest, ", ") + `))`
-	}
+	cond := genLiterals(`(gen = 0 OR gen >= `+utoa(baseFlag)+`)`, "(tier, bucket, gen)", bases, latest)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.epoch == epoch {

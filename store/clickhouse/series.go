@@ -15,24 +15,24 @@ import (
 
 var _ store.SeriesReader = (*Store)(nil)
 
-// apiStats lists the stat codes of a root API's own figures (its sums and
-// histograms, not its owners'): what a series point shows.
-var apiStats = func() string {
+// apiStats lists the stat codes of a root API's own figures: what a
+// series point shows.
+var apiStats = statCodes(func(f *analysis.Figure) bool { return f.Scope.Aggregate() == analysis.ScopeAPI })
+
+// statCodes lists the stat codes of the figures keep keeps.
+func statCodes(keep func(*analysis.Figure) bool) string {
 	var codes []string
-	for _, f := range analysis.Figures {
-		if f.Scope.Aggregate() == analysis.ScopeAPI {
-			codes = append(codes, strconv.Itoa(int(f.Stat)))
+	for i := range analysis.Figures {
+		if keep(&analysis.Figures[i]) {
+			codes = append(codes, strconv.Itoa(int(analysis.Figures[i].Stat)))
 		}
 	}
 	return strings.Join(codes, ", ")
-}()
+}
 
 // APISeries reads a root API's per-step figures: each step tiled by the
-// whole days, hours and minutes inside it (from the retention floor on),
-// each tile kept in the tier cache (tiers.go) or read, the tiles missing
-// in one query (each bucket's current generation of every partition, the
-// rows grouped by bucket and added to the tile holding it). A report per
-// step cost a round trip each (60 for a default series).
+// whole days, hours and minutes inside it, each tile kept in the tier
+// cache or read, the missing tiles in one query (not a round trip a step).
 func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*analysis.APIAgg, error) {
 	if err := s.checkOpen("read series"); err != nil {
 		return nil, err
@@ -80,8 +80,7 @@ func (s *Store) APISeries(ctx context.Context, q store.Query, step int64) ([]*an
 	return out, nil
 }
 
-// seriesTile is a tile of a series step to read: its buckets, its step,
-// and, when it is to be kept, the cache's generation and its report.
+// seriesTile is a tile of a series step to read (rep: to keep).
 type seriesTile struct {
 	r    bucketRange
 	step int64
@@ -89,8 +88,7 @@ type seriesTile struct {
 	rep  *analysis.Report // read from the server, to keep
 }
 
-// seriesMiss are the tiles of a series to read, with their short tiles
-// by bucket.
+// seriesMiss are the tiles of a series to read, short ones by bucket.
 type seriesMiss struct {
 	tiles    []*seriesTile
 	byBucket map[bucketKey]*seriesTile
@@ -99,9 +97,8 @@ type seriesMiss struct {
 // longRun is the length of a run of buckets read as a range, not a list.
 const longRun = 64
 
-// seriesTiles tiles each step of q's series (steps of step minutes), adds
-// the tiles kept in the tier cache under name to their steps (at), and
-// returns the others.
+// seriesTiles tiles each step of q's series, adds the tiles kept under
+// name to their steps (at), and returns the others.
 func (s *Store) seriesTiles(ctx context.Context, q store.Query, step int64, name string, at func(int64) *analysis.APIAgg) *seriesMiss {
 	qlo, qhi := q.MinuteRange()
 	lo, hi := s.minuteRange(ctx, q)
@@ -133,8 +130,7 @@ func (s *Store) seriesTiles(ctx context.Context, q store.Query, step int64, name
 	return miss
 }
 
-// of returns the tile holding a bucket: by bucket for short tiles, by
-// range for the long ones (few).
+// of returns the tile holding a bucket.
 func (m *seriesMiss) of(tier uint8, b int64) *seriesTile {
 	if t := m.byBucket[bucketKey{tier, b}]; t != nil {
 		return t
@@ -148,7 +144,7 @@ func (m *seriesMiss) of(tier uint8, b int64) *seriesTile {
 }
 
 // runs returns the tiles' buckets of each tier as runs of consecutive
-// buckets (a bucket's tile is found by the bucket: runs may cross tiles).
+// buckets (runs may cross tiles).
 func (m *seriesMiss) runs() [3][]bucketRange {
 	var runs [3][]bucketRange
 	for _, t := range m.tiles {
@@ -163,12 +159,9 @@ func (m *seriesMiss) runs() [3][]bucketRange {
 	return runs
 }
 
-// seriesQueries returns the conditions selecting runs, as the terms of
-// each query: IN lists the primary key (tier, bucket, …) answers
-// (ClickHouse 18.16 analyses an OR of a hundred ranges no better than a
-// scan), each list of one day (its term bounds its days: where), long
-// runs (the days of long steps) as ranges; at most maxValues buckets a
-// query, as a query's size is bounded (max_query_size, 256 KiB).
+// seriesQueries returns the terms of each query selecting runs: IN lists
+// of one day each (18.16 scans for an OR of a hundred ranges), long runs
+// as ranges; at most maxValues buckets a query (max_query_size).
 func seriesQueries(runs [3][]bucketRange) [][]string {
 	const maxValues = 2500
 	var queries [][]string
@@ -210,8 +203,8 @@ func seriesQueries(runs [3][]bucketRange) [][]string {
 	return queries
 }
 
-// seriesRows adds the rows of api's own figures cond selects to the
-// aggregate of their bucket (at; nil: dropped).
+// seriesRows adds api's own figures cond selects to their bucket's
+// aggregate (at; nil: dropped).
 func (s *Store) seriesRows(ctx context.Context, cond, api string, at func(tier uint8, bucket int64) *analysis.APIAgg) error {
 	return s.query(ctx, "read series", `SELECT tier, bucket, toInt8(stat), value, sum(n) FROM rollups WHERE `+cond+` AND `+s.current(cond)+
 		` AND api = `+quote(api)+` AND toInt8(stat) IN (`+apiStats+`) GROUP BY tier, bucket, stat, value`, func(r driver.Rows) error {

@@ -15,22 +15,13 @@ import (
 	"github.com/stormradius/stormradius/store/internal/tiers"
 )
 
-// Tiers kept in memory (store/internal/tiers): the reports of the rollup
-// bucket ranges Report and APISeries read lately, the hot minutes and
-// last minutes of ranges, so that after a write they read from the
-// server only the ranges the write changed: a week is its closed days
-// from memory and the open minute from the rollups.
-//
-// What a write changed is known from the change log (changes.go), the
-// same way on one server and on a cluster: this process's writes drop
-// the ranges of the minutes they touched as they return (the position
-// tracker's OnMove); another process's, when the log is read (poll, at
-// most every position.DefaultEvery and before anything kept is used:
-// cachesOn). Minutes another process is writing (an intent without its
-// done row) are held: the ranges holding them are read each time, and
-// dropped once more when the write is done. Retention drops everything.
-// A read of the log that fails drops everything, and nothing is kept
-// until one succeeds.
+// The tier caches (store/internal/tiers) keep what Report, APISeries,
+// HotMinutes and LastMinute read of bucket ranges, so that after a write
+// only the ranges it changed are read again: a week is its closed days
+// from memory and the open minute from the server. This process's writes
+// drop their minutes as they return (the tracker's OnMove), another's
+// when the change log says so (changes.go); minutes being written
+// elsewhere are held (read live); a failed read of the log drops all.
 
 // newTiers makes the tier caches.
 func (c *core) newTiers() {
@@ -44,8 +35,7 @@ func (c *core) newTiers() {
 		Minutes: tierMinutes, Held: held})
 }
 
-// invalidate drops what the tiers keep of minutes [lo, hi) (the
-// tracker's OnMove, the change log).
+// invalidate drops what the tiers keep of minutes [lo, hi).
 func (c *core) invalidate(lo, hi int64) {
 	c.tiers.Invalidate(lo, hi)
 	c.hot.Invalidate(lo, hi)
@@ -66,7 +56,7 @@ type lastMinute struct {
 }
 
 // lastHints are the latest LastMinute answers by range, kept across
-// writes: hints where to look first, not answers.
+// writes: where to look first.
 type lastHints struct {
 	mu sync.Mutex
 	m  map[tiers.Key]int64
@@ -100,9 +90,8 @@ func hotSize(m analysis.MinuteNodes) int64 {
 	return n
 }
 
-// cachedHotMinutes is HotMinutes through the tier cache: minutes [lo, hi)
-// in pieces of the hours they span (cut at the minutes written lately),
-// each kept or read.
+// cachedHotMinutes is HotMinutes through the tier cache, an hour (cut
+// at the minutes written lately) at a time.
 func (s *Store) cachedHotMinutes(ctx context.Context, lo, hi int64, minOwned int64, minRate float64) (analysis.MinuteNodes, error) {
 	name := fmt.Sprintf("\x00hot\x00%d/%g", minOwned, minRate)
 	var rs []bucketRange
@@ -130,9 +119,8 @@ func (s *Store) cachedHotMinutes(ctx context.Context, lo, hi int64, minOwned int
 }
 
 // hotEdges returns the minutes at which minute ranges are cut: the edges
-// of the latest writes of a few minutes and of the held minutes, so that
-// the minutes written lately are ranges of their own, read again alone
-// after each write, and the rest of a range stays kept.
+// of the latest short writes and of the held minutes, so that what is
+// written lately is read again alone and the rest stays kept.
 func (s *Store) hotEdges() []int64 {
 	var out []int64
 	n := 0
@@ -172,16 +160,15 @@ func cut(rs []bucketRange, edges []int64) []bucketRange {
 }
 
 // tierKey is the cache's key of a range read for name (an API, "" for
-// all; series prefix theirs).
+// all, or a prefixed name).
 func tierKey(r bucketRange, name string) tiers.Key {
 	return tiers.Key{Tier: int(r.tier), Lo: r.lo, Hi: r.hi, Name: name}
 }
 
 // cachedReport is Report through the tier cache: each range kept, or
-// projected on api from the range's report of every API kept, or read;
-// the ranges missing are read for every API (a range's report of one API
-// is then a projection, not another read), in one query grouped by range,
-// and concurrent reports needing a range being read wait for that read.
+// projected on api from its report of every API, or read for every API
+// in one query grouped by range; a range another report is reading is
+// waited for.
 func (s *Store) cachedReport(ctx context.Context, rs []bucketRange, api string) (*analysis.Report, error) {
 	rs = cut(rs, s.hotEdges())
 	rep := analysis.NewReport()
@@ -207,8 +194,6 @@ func (s *Store) cachedReport(ctx context.Context, rs []bucketRange, api string) 
 	if len(misses) == 0 {
 		return rep, nil
 	}
-	// Of the ranges missing, those another report reads from the same
-	// generation are waited for, the others read here.
 	var mine []*flight
 	var theirs []*flight
 	s.flightMu.Lock()
@@ -272,8 +257,7 @@ type flightKey struct {
 	gen uint64
 }
 
-// readRanges reads the reports of every API of the flights' ranges in
-// one query, and keeps them.
+// readRanges reads and keeps the flights' reports in one query.
 func (s *Store) readRanges(ctx context.Context, fs []*flight) error {
 	s.tiers.Reads.Add(int64(len(fs)))
 	conds := make([]string, len(fs))
@@ -315,9 +299,8 @@ func (s *Store) readRanges(ctx context.Context, fs []*flight) error {
 	return nil
 }
 
-// projectAPI returns what a report of root API api reads of the rows of
-// rep (every API's): api's own figures, and the figures not per API
-// (totals, services, nodes).
+// projectAPI returns api's report from rep (every API's): its own
+// figures and those not per API.
 func projectAPI(rep *analysis.Report, api string) *analysis.Report {
 	out := analysis.NewReport()
 	eachRow(rep, func(k rowKey, n int64) {
@@ -328,10 +311,8 @@ func projectAPI(rep *analysis.Report, api string) *analysis.Report {
 	return out
 }
 
-// sumsKept are the summaries of window ranges read lately, each with the
-// summaries' generation it was read at (core.sumGen: moved by this
-// process's PutSummaries and retention, and by another's as the change
-// log tells).
+// sumsKept are the summaries of window ranges read lately, each at the
+// core.sumGen it was read at.
 type sumsKept struct {
 	mu sync.Mutex
 	m  map[[2]int64]sumsEntry
