@@ -97,8 +97,7 @@ type core struct {
 	log    *slog.Logger
 	sums   summarycache.Cache
 	pos    position.Tracker // the write position: it reads the change log (changes.go)
-	// changes is this store's side of the change log as a writer, feed as a reader; spanCh groups
-	// span writes' rows (changes.go).
+	// The change log (changes.go): this store as its writer (changes), as its reader (feed); spanCh groups span writes' rows.
 	changes changeLog
 	feed    changeFeed
 	spanCh  spanChanges
@@ -113,14 +112,12 @@ type core struct {
 	gensKept gensKept // the rollup generations readers send (rollups.go)
 	flightMu sync.Mutex
 	flights  map[flightKey]*flight // the ranges being read for the tiers (cachedReport)
-	// cluster is the cluster the store is sharded over ("" on one server); hasSchema: the
-	// database had a schema at Open.
+	// cluster: the one the store is sharded over ("" on one server); hasSchema: the database had a schema at Open.
 	cluster     string
 	hasSchema   bool
 	edgeReadMax int                   // see windowEdgeRecords
 	sentIDs     func([]graph.TraceID) // when set, called with the ids withIDs sends (tests)
-	// http: the connections speak ClickHouse's HTTP interface; types are the column types its
-	// inserts send, by table as inserts name it, by column (http.go).
+	// http: the connections speak the HTTP interface; types: the column types its inserts send, by table, by column (http.go).
 	http        bool
 	typesMu     sync.Mutex
 	types       map[string]map[string]string
@@ -146,7 +143,7 @@ type core struct {
 type part struct {
 	name     string
 	base     uint64      // the partition's base rollup generation (baseGen)
-	views    int         // open views of a partition other than "" (under core.partsMu): the last Close forgets it
+	views    int         // open views (under core.partsMu): the last one's Close forgets a partition other than ""
 	lease    fence.Fence // see lease.go
 	progress atomic.Bool // what the partition continues from was read (readProgress)
 
@@ -161,8 +158,7 @@ type part struct {
 	// dirty until the next Apply's markers (or Close) say otherwise.
 	repair map[int64]struct{}
 	clean  map[int64]struct{}
-	// gens is the current generation of every rollup bucket of the partition that has one
-	// (loaded by the first Apply; nil before).
+	// gens is the current generation of every rollup bucket of the partition that has one (nil before the first Apply).
 	gens      map[bucketKey]uint64
 	enc       analysis.ResultEncoder // under applyMu
 	watermark uint64                 // the last checkpoint this store wrote (under applyMu)
@@ -476,10 +472,8 @@ func (s *Store) Close() error {
 	}
 	if s.view {
 		s.partsMu.Lock()
-		if s.name != "" {
-			if s.views--; s.views == 0 {
-				delete(s.parts, s.name)
-			}
+		if s.views--; s.views == 0 && s.name != "" {
+			delete(s.parts, s.name)
 		}
 		s.partsMu.Unlock()
 		s.finish(s.part)

@@ -69,12 +69,11 @@ var errClusterStatement = errors.New("not a statement cluster mode rewrites")
 // rewrite returns the statements that make st's change on the cluster.
 func (c *clusterSchema) rewrite(st statement) ([]string, error) {
 	q := strings.TrimSpace(st.sql)
-	if st.shardBy != "" && !createTableRe.MatchString(q) {
-		return nil, fmt.Errorf("-- shard by: %s before a statement that creates no table", st.shardBy)
-	}
 	switch {
 	case createTableRe.MatchString(q):
 		return c.createTable(q, st.shardBy)
+	case st.shardBy != "":
+		return nil, fmt.Errorf("-- shard by: %s before a statement that creates no table", st.shardBy)
 	case createViewRe.MatchString(q):
 		return c.createView(q)
 	case alterRe.MatchString(q):
