@@ -296,10 +296,7 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 		return err
 	}
 	s.hasSchema = engine != ""
-	found := ""
-	if engine == "Distributed" {
-		found = distributedCluster(full)
-	}
+	found := distributedCluster(engine, full)
 	switch {
 	case engine == "" || s.cluster == found:
 	case s.cluster == "":
@@ -324,11 +321,11 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 	return nil
 }
 
-// distributedCluster returns the cluster of a Distributed engine's definition:
-// Distributed('name', 'db', 'table', key).
-func distributedCluster(full string) string {
+// distributedCluster returns the cluster of a Distributed engine's definition,
+// Distributed('name', 'db', 'table', key) ("" for another engine).
+func distributedCluster(engine, full string) string {
 	_, args, ok := strings.Cut(full, "(")
-	if !ok {
+	if !ok || engine != "Distributed" {
 		return ""
 	}
 	name, _, _ := strings.Cut(args, ",")
