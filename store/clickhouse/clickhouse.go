@@ -1,49 +1,12 @@
-// Package clickhouse is the store on ClickHouse, over the native protocol
-// or ClickHouse's HTTP interface (clickhouse-go), for the scaled-out
-// service (`--store clickhouse://host:9000/db`, `--store
-// https://host:8443/db`). It runs on the ClickHouse Debian packages
-// (18.16) and on current releases; current releases get extras (TTL,
-// codecs, LowCardinality, a bloom-filter index), see schema/clickhouse.
-// Over HTTP it needs 22.11 or later (http.go).
-//
-// Every table is partitioned by day (retention drops partitions). Records,
-// states, summaries, markers and the trace index are ReplacingMergeTrees:
-// a row is replaced by inserting its key again with a higher version, and
-// readers take the latest version per key (FINAL, with only key columns in
-// the FINAL query's own conditions). A deleted record leaves a row with
-// deleted = 1. Spans are one row per trace per write (trace_spans), read
-// back each span once.
-//
-// Every insert costs the server a part, so each operation makes few:
-// WriteSpans one (its log row for recovery is a row of the same insert),
-// Apply at most five (markers, records, rollups, states, checkpoint; two
-// more when it takes records another analysis partition stored).
-//
-// ClickHouse has no multi-table transactions, so Apply is a sequence of
-// inserts made safe by markers: it first marks the minutes and windows it
-// touches dirty, then writes the records, the rollup deltas of the
-// minutes (and of their hours and days: rollups have three tiers, all kept
-// by deltas, so reports are exact as soon as Apply returns), the window
-// states and the checkpoint. A window's state is exact when it was written
-// after the window's latest dirty marker. A minute an Apply did not finish
-// (or that a crash left dirty: they are read at Open) is recomputed from
-// the records by the next Apply, with its hour and day, under a new
-// generation: readers sum only each bucket's current generation, so the
-// deltas of an interrupted Apply, even one that lands late, are dropped.
-// Minutes are marked clean again lazily, by the next Apply's markers (or
-// Close): a crash only costs recomputing the last batch's minutes.
-//
-// The analysis can be split into partitions (store.Partitioned,
-// partition.go), each written by the one process that holds its lease
-// (lease.go): several processes write at once, any number read. A
-// partition's span log and sequences, records (as WindowRecords reads
-// them), window states, markers, rollup generations and checkpoint are
-// its own: an Apply that fails in one partition is repaired from that
-// partition's records under that partition's generation, while the others
-// go on writing theirs, and readers sum every partition's current
-// generation. Reports, summaries, retention and compaction are the
-// store's. The store Open returns is the default partition, "", which is
-// everything a database held before partitions.
+// Package clickhouse is the store on ClickHouse (18.16, and current releases with extras: TTL, codecs,
+// LowCardinality, a bloom-filter index), over the native protocol or the HTTP interface (22.11 or
+// later, http.go). Tables are partitioned by day; ReplacingMergeTrees are read at each key's latest
+// version (FINAL, with only key columns in the FINAL query's own conditions). Every insert costs a
+// part: WriteSpans makes one, Apply at most five (seven when it takes another partition's records).
+// With no multi-table transactions, Apply marks what it touches dirty before writing; a minute left
+// dirty is recomputed by the next Apply under a new rollup generation, the only one readers sum, so an
+// interrupted Apply's late deltas count for nothing. Each analysis partition (partition.go, lease.go)
+// writes its own; Open returns partition "". docs/ARCHITECTURE.md ("ClickHouse") has the design.
 package clickhouse
 
 import (
@@ -84,71 +47,46 @@ import (
 
 // Options configures a Store.
 type Options struct {
-	// DSN names the server and database:
-	// clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...]
-	// over the native protocol, or http://…:8123/database and
-	// https://…:8443/database over ClickHouse's HTTP interface, which
-	// managed services often offer alone (https implies secure=true; the
-	// server must be 22.11 or later, see http.go). The database is created
-	// when missing ("default" when the path is empty). Parameters are
-	// clickhouse-go's (dial_timeout=5s, read_timeout=30s, secure=true,
-	// compress=lz4, max_open_conns=10, ...; others are passed to the
-	// server as settings), ttl and cluster (below).
+	// DSN names the server and database: clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...]
+	// over the native protocol, http://…:8123/database or https://…:8443/database (secure=true) over HTTP.
+	// A missing database is created ("default" for an empty path). Parameters are clickhouse-go's
+	// (dial_timeout=5s, secure=true, compress=lz4, ...; others go to the server as settings), ttl and cluster.
 	DSN string
-	// Cluster shards the store over the servers of the named cluster (the
-	// servers' remote_servers), replicated by ZooKeeper (see cluster.go;
-	// docs/ARCHITECTURE.md, "ClickHouse cluster"): a new database is
-	// created for it on every server. The DSN parameter cluster=NAME sets
-	// it too. An existing database keeps what it was created as: a store
-	// opened without a cluster on a cluster's database uses that cluster,
-	// and a database created on one server cannot be opened as a
-	// cluster's.
+	// Cluster shards a new database over the servers of the named cluster (their remote_servers),
+	// replicated by ZooKeeper (cluster.go); the DSN's cluster=NAME sets it too. An existing database
+	// keeps what it was created as (opened without a cluster, a cluster's database uses its cluster).
 	Cluster string
-	// Window is the length of the analysis windows. The first open of a
-	// database records it; later opens must give the same or zero (zero
-	// adopts the recorded one; analysis.DefaultWindow for a new database).
+	// Window is the analysis windows' length. The first open records it; later opens give the same
+	// or zero (the recorded one; analysis.DefaultWindow for a new database).
 	Window time.Duration
-	// TTL, on servers that support it (21.8 and later), makes ClickHouse
-	// drop day partitions older than TTL by itself, behind retention
-	// (DeleteBefore). Zero leaves the tables' TTL as it is. The DSN
-	// parameter ttl=168h sets it too.
+	// TTL makes servers 21.8 and later drop day partitions older than it, behind retention
+	// (DeleteBefore). Zero leaves the tables' TTL as it is. The DSN's ttl=168h sets it too.
 	TTL time.Duration
-	// Existing refuses to create a new store: readers (report) open data
-	// that must be there.
+	// Existing refuses to create a new store: readers open data that must be there.
 	Existing bool
-	// ReadOnly opens an existing, migrated store for reading only (cmd/api):
-	// it creates nothing and migrates nothing (an older schema is refused
-	// with store.ErrNotMigrated), its connections are read-only on the
-	// server (readonly=2), and its write methods return store.ErrReadOnly.
+	// ReadOnly opens an existing, migrated store for reading only: it creates and migrates nothing
+	// (store.ErrNotMigrated), its connections are readonly=2, its writes return store.ErrReadOnly.
 	ReadOnly bool
 	// Logger receives the store's log lines (slog.Default() when nil).
 	Logger *slog.Logger
-	// LeaseSettle is how long taking the analysis lease waits to see who
-	// else claims it (DefaultLeaseSettle when zero; see lease.go). Every
-	// insert of a claim must be acknowledged within half of it.
+	// LeaseSettle is how long taking the analysis lease waits to see who else claims it
+	// (DefaultLeaseSettle when zero; lease.go). Every insert of a claim must be acknowledged within half of it.
 	LeaseSettle time.Duration
-	// LeaseClock, when set, replaces the server's clock for the lease's
-	// expiry and the monotonic clock for its holder's deadline (tests move
-	// it).
+	// LeaseClock, when set, replaces the server's clock for the lease's expiry and the monotonic
+	// clock for its holder's deadline (tests move it).
 	LeaseClock func() time.Time
 
-	// dial opens a connection pool (tests replace it).
-	dial func(*ch.Options) (driver.Conn, error)
+	dial func(*ch.Options) (driver.Conn, error) // opens a connection pool (tests replace it)
 }
 
-// Store is the ClickHouse store: the default analysis partition's view of
-// the database (Open), or another partition's (Partition). It is safe for
-// concurrent use.
+// Store is the ClickHouse store: the default analysis partition's view of the database (Open), or
+// another partition's (Partition). It is safe for concurrent use.
 type Store struct {
 	conn driver.Conn
 	db   string
 	*core
-	// part is the partition this value writes as: its span log, records,
-	// states, rollup generations, markers, checkpoint and lease.
-	*part
-	// view: returned by Partition; its Close releases its partition's
-	// lease, not the connections.
-	view   bool
+	*part       // the partition this value writes as
+	view   bool // returned by Partition: its Close releases its partition's lease, not the connections
 	closed atomic.Bool
 }
 
@@ -158,48 +96,35 @@ type core struct {
 	window time.Duration
 	log    *slog.Logger
 	sums   summarycache.Cache
-	// pos is the write position: it reads the change log (changes.go).
-	pos position.Tracker
-	// changes is this store's side of the change log as a writer, feed
-	// as a reader; spanCh groups span writes' rows (changes.go).
+	pos    position.Tracker // the write position: it reads the change log (changes.go)
+	// The change log (changes.go): this store as its writer (changes), as its reader (feed); spanCh groups span writes' rows.
 	changes changeLog
 	feed    changeFeed
 	spanCh  spanChanges
-	// tiers keeps reports of rollup ranges (tiers.go).
-	tiers *tiers.Cache[*analysis.Report]
-	hot   *tiers.Cache[analysis.MinuteNodes]
-	last  *tiers.Cache[lastMinute]
-	hints lastHints
-	// watch moves the trace stamps (stamps.go).
-	watch *traceWatch
-	// sumGen moves whenever summaries may have changed; sumsKept holds
-	// those read (tiers.go).
+	tiers   *tiers.Cache[*analysis.Report] // reports of rollup ranges (tiers.go)
+	hot     *tiers.Cache[analysis.MinuteNodes]
+	last    *tiers.Cache[lastMinute]
+	hints   lastHints
+	watch   *traceWatch // moves the trace stamps (stamps.go)
+	// sumGen moves whenever summaries may have changed; sumsKept holds those read (tiers.go).
 	sumGen   atomic.Uint64
 	sumsKept sumsKept
-	// gensKept are the rollup generations readers send (rollups.go).
-	gensKept gensKept
-	// flights are the ranges being read for the tiers (cachedReport).
+	gensKept gensKept // the rollup generations readers send (rollups.go)
 	flightMu sync.Mutex
-	flights  map[flightKey]*flight
-	// cluster is the cluster the store is sharded over ("" on one
-	// server); hasSchema: the database had a schema at Open.
-	cluster   string
-	hasSchema bool
-	// edgeReadMax: see windowEdgeRecords.
-	edgeReadMax int
-	// sentIDs, when set, is called with the ids withIDs sends (tests).
-	sentIDs func([]graph.TraceID)
-	// http: the connections speak ClickHouse's HTTP interface (http.go);
-	// types are the column types its inserts send.
-	http  bool
-	types columnTypes
-
+	flights  map[flightKey]*flight // the ranges being read for the tiers (cachedReport)
+	// cluster: the one the store is sharded over ("" on one server); hasSchema: the database had a schema at Open.
+	cluster     string
+	hasSchema   bool
+	edgeReadMax int                   // see windowEdgeRecords
+	sentIDs     func([]graph.TraceID) // when set, called with the ids withIDs sends (tests)
+	// http: the connections speak the HTTP interface; types: the column types its inserts send, by table, by column (http.go).
+	http        bool
+	typesMu     sync.Mutex
+	types       map[string]map[string]string
 	leaseSettle time.Duration // see lease.go
 	leaseClock  func() time.Time
-	// readOnly: opened with Options.ReadOnly.
-	readOnly bool
-	// migrated: this Open applied a migration (its new tables need the TTL).
-	migrated bool
+	readOnly    bool
+	migrated    bool // this Open applied a migration (its new tables need the TTL)
 
 	verMu   sync.Mutex
 	lastVer uint64
@@ -208,25 +133,19 @@ type core struct {
 	floor     int64 // retention floor, unix nanoseconds (0: none)
 	floorRead time.Time
 
-	// down: the store (not a view) was closed, the connections with it.
-	down atomic.Bool
+	down atomic.Bool // the store (not a view) was closed, the connections with it
 
 	partsMu sync.Mutex
 	parts   map[string]*part // the partitions with open views, by name; "" always
 }
 
-// part is an analysis partition's own state in this process, shared by
-// its views (partition.go).
+// part is an analysis partition's own state in this process, shared by its views (partition.go).
 type part struct {
-	name string
-	// base is the partition's base rollup generation (baseGen).
-	base uint64
-	// views counts the open views of a partition other than "" (under
-	// core.partsMu): the last one's Close forgets the partition.
-	views int
-	lease fence.Fence // see lease.go
-	// progress: what the partition continues from was read (readProgress).
-	progress atomic.Bool
+	name     string
+	base     uint64      // the partition's base rollup generation (baseGen)
+	views    int         // open views (under core.partsMu): the last one's Close forgets a partition other than ""
+	lease    fence.Fence // see lease.go
+	progress atomic.Bool // what the partition continues from was read (readProgress)
 
 	spanMu  sync.Mutex // orders span writes: sequence numbers follow StartSpans calls
 	seq     uint64
@@ -234,38 +153,31 @@ type part struct {
 	inserts sync.WaitGroup // span inserts started and not yet committed
 
 	applyMu sync.Mutex // one Apply at a time
-	// repair holds minutes whose rollups must be recomputed by the next
-	// Apply: dirty at Open (a crash), or touched by a failed Apply.
-	repair map[int64]struct{}
-	// clean holds the minutes the last Apply finished: its markers say
+	// repair holds minutes whose rollups the next Apply recomputes: dirty at Open (a crash), or
+	// touched by a failed Apply. clean holds the minutes the last Apply finished: its markers say
 	// dirty until the next Apply's markers (or Close) say otherwise.
-	clean map[int64]struct{}
-	// gens is the current generation of every rollup bucket of the
-	// partition that has one (loaded by the first Apply; nil before).
-	gens map[bucketKey]uint64
-	enc  analysis.ResultEncoder // under applyMu
-	// watermark is the last checkpoint this store wrote (under applyMu).
-	watermark uint64
+	repair map[int64]struct{}
+	clean  map[int64]struct{}
+	// gens is the current generation of every rollup bucket of the partition that has one (nil before the first Apply).
+	gens      map[bucketKey]uint64
+	enc       analysis.ResultEncoder // under applyMu
+	watermark uint64                 // the last checkpoint this store wrote (under applyMu)
 }
 
 var _ store.Store = (*Store)(nil)
 
-// floorRefresh is how long a reader trusts the retention floor it read:
-// another process's retention becomes visible within it.
+// floorRefresh is how long a reader trusts the retention floor it read: another process's retention
+// becomes visible within it.
 const floorRefresh = 30 * time.Second
 
-// Open connects to the server, creates the database if needed, applies the
-// schema's migrations and reads what the store needs to continue: the
-// window length, the last write sequence, the work an earlier process left
-// unfinished.
+// Open connects to the server, creates the database if needed, applies the migrations and reads what
+// the store continues from: the window length, the last write sequence, the work left unfinished.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	chOpts, p, err := parseDSN(opts.DSN)
 	if err != nil {
 		return nil, err
 	}
-	if opts.TTL == 0 {
-		opts.TTL = p.ttl
-	}
+	opts.TTL = cmp.Or(opts.TTL, p.ttl)
 	cluster, err := p.clusterOf(opts.Cluster)
 	if err != nil {
 		return nil, err
@@ -273,43 +185,30 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Window < 0 || opts.TTL < 0 || opts.LeaseSettle < 0 {
 		return nil, fmt.Errorf("clickhouse: negative window %v, ttl %v or lease settle %v", opts.Window, opts.TTL, opts.LeaseSettle)
 	}
-	if opts.LeaseSettle == 0 {
-		opts.LeaseSettle = DefaultLeaseSettle
-	}
+	opts.LeaseSettle = cmp.Or(opts.LeaseSettle, DefaultLeaseSettle)
 	dial := opts.dial
 	if dial == nil {
 		dial = ch.Open
 	}
-	s := &Store{db: chOpts.Auth.Database, core: &core{log: opts.Logger, edgeReadMax: edgeReadMax, leaseSettle: opts.LeaseSettle,
-		leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster, http: chOpts.Protocol == ch.HTTP}, part: newPart("", opts.LeaseClock)}
+	s := &Store{db: chOpts.Auth.Database, core: &core{log: cmp.Or(opts.Logger, slog.Default()), edgeReadMax: edgeReadMax,
+		leaseSettle: opts.LeaseSettle, leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster,
+		http: chOpts.Protocol == ch.HTTP}, part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
-	// This process's writes drop what they changed as they return;
-	// another's, as the change log tells (poll).
+	// This process's writes drop what they changed as they return; another's, as the change log tells (poll).
 	s.changes.writer = newWriterID()
 	s.newTiers()
 	s.watch = &traceWatch{}
 	s.pos.Read, s.pos.OnMove, s.pos.Precise = s.poll, s.invalidate, true
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	// chOpts.Settings is never nil: ParseDSN makes it.
 	if opts.ReadOnly {
-		// The server refuses every write and DDL of these connections
-		// (settings may still be set per query: 2, not 1).
-		if chOpts.Settings == nil {
-			chOpts.Settings = ch.Settings{}
-		}
+		// The server refuses every write and DDL of these connections (settings may still be set per query: 2, not 1).
 		chOpts.Settings["readonly"] = 2
 	}
 	if err := s.createDatabase(ctx, dial, chOpts, opts.Existing || opts.ReadOnly); err != nil {
 		return nil, err
 	}
 	if s.cluster != "" {
-		if chOpts.Settings == nil {
-			chOpts.Settings = ch.Settings{}
-		}
-		for k, v := range clusterSettings {
-			chOpts.Settings[k] = v
-		}
+		maps.Copy(chOpts.Settings, clusterSettings)
 	}
 	if s.conn, err = dial(chOpts); err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
@@ -322,14 +221,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 func (s *Store) init(ctx context.Context, opts Options) error {
+	migrate := s.migrate
 	if s.readOnly {
-		if err := s.checkMigrated(ctx); err != nil {
-			return err
-		}
-	} else if err := s.migrate(ctx); err != nil {
+		migrate = s.checkMigrated
+	}
+	if err := migrate(ctx); err != nil {
 		return err
 	}
-	meta, err := s.readMeta(ctx)
+	meta, err := queryMap[string, int64](ctx, s, "read meta", `SELECT key, argMax(value, version) FROM meta GROUP BY key`)
 	if err != nil {
 		return err
 	}
@@ -346,11 +245,9 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	return s.applyTTL(ctx, meta, opts.TTL)
 }
 
-// readProgress reads what the store's partition continues from: its last
-// write, the highest row versions, the minutes an earlier process left
-// dirty; and forgets the rollup generations and checkpoint it knew. Open
-// reads it, a view before its first write, and AcquireLease again: a
-// previous holder may have written since.
+// readProgress reads what the partition continues from (its last write, the highest row versions, the
+// minutes left dirty) and forgets the generations and checkpoint it knew. Open, a view before its first
+// write, and AcquireLease (a previous holder may have written since) read it.
 func (s *Store) readProgress(ctx context.Context) error {
 	s.spanMu.Lock()
 	defer s.spanMu.Unlock()
@@ -363,8 +260,7 @@ func (s *Store) readProgress(ctx context.Context) error {
 		return err
 	}
 	s.seq = max(s.seq, logged)
-	// Versions order the rows of one key; they come from the clock, kept
-	// above every version already stored in the small tables.
+	// Versions order the rows of one key: the clock, kept above every version stored in the small tables.
 	for _, table := range []string{"dirty_by_part", "meta", "states_by_part", "summaries", "rollup_gens_by_part"} {
 		var v uint64
 		if err := s.queryRow(ctx, "read versions", `SELECT max(version) FROM `+table, &v); err != nil {
@@ -374,7 +270,9 @@ func (s *Store) readProgress(ctx context.Context) error {
 		s.lastVer = max(s.lastVer, v)
 		s.verMu.Unlock()
 	}
-	if err := s.readDirty(ctx); err != nil {
+	// The minutes an earlier process left dirty: the next Apply recomputes their rollups (hours, days).
+	if err := queryEach(ctx, s, "read dirty minutes", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL WHERE kind = 'minute'
+		AND part = `+quote(s.name)+`) WHERE dirty = 1`, func(m int64) { s.repair[m] = struct{}{} }); err != nil {
 		return err
 	}
 	s.gens, s.watermark = nil, 0
@@ -382,8 +280,7 @@ func (s *Store) readProgress(ctx context.Context) error {
 	return nil
 }
 
-// ensureProgress reads what the partition continues from unless it was
-// read: before a view's first write.
+// ensureProgress reads what the partition continues from unless it was read: before a view's first write.
 func (s *Store) ensureProgress(ctx context.Context) error {
 	if s.readOnly || s.progress.Load() {
 		return nil
@@ -397,8 +294,7 @@ type dsnParams struct {
 	cluster string
 }
 
-// clusterOf returns the cluster of a store given cluster in its options
-// and p in its DSN: either, or both when they agree.
+// clusterOf returns the cluster given in the options or the DSN (or both, when they agree).
 func (p dsnParams) clusterOf(cluster string) (string, error) {
 	if cluster != "" && p.cluster != "" && cluster != p.cluster {
 		return "", fmt.Errorf("clickhouse: cluster %q, but the DSN says cluster=%q", cluster, p.cluster)
@@ -406,8 +302,7 @@ func (p dsnParams) clusterOf(cluster string) (string, error) {
 	return cmp.Or(cluster, p.cluster), nil
 }
 
-// parseDSN splits the store's own parameters (ttl, cluster) from
-// clickhouse-go's.
+// parseDSN splits the store's own parameters (ttl, cluster) from clickhouse-go's.
 func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	var p dsnParams
 	u, err := url.Parse(dsn)
@@ -455,8 +350,8 @@ func redact(msg, dsn string) string {
 	return msg
 }
 
-// createDatabase connects without a database (a missing one fails the
-// handshake), reads the server version and creates the database.
+// createDatabase connects without a database (a missing one fails the handshake), reads the server
+// version and creates the database.
 func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driver.Conn, error), o *ch.Options, existing bool) error {
 	boot := *o
 	boot.Auth.Database = ""
@@ -477,17 +372,16 @@ func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driv
 	if err := s.settleCluster(ctx, bs); err != nil {
 		return err
 	}
-	if existing {
-		if !s.hasSchema && s.readOnly {
-			return fmt.Errorf("clickhouse: no stormradius schema in database %s: %w: %w; a read-only store creates nothing: "+
-				"run `stormradius migrate --store clickhouse://…/%s` or start cmd/ingest, which migrates", s.db, store.ErrNotFound, store.ErrNotMigrated, s.db)
-		}
-		if !s.hasSchema {
-			return fmt.Errorf("clickhouse: no stormradius data in database %s: %w", s.db, store.ErrNotFound)
-		}
-		return nil
+	switch {
+	case !existing:
+		return bs.exec(ctx, "create database", "CREATE DATABASE IF NOT EXISTS "+s.db+s.onCluster())
+	case !s.hasSchema && s.readOnly:
+		return fmt.Errorf("clickhouse: no stormradius schema in database %s: %w: %w; a read-only store creates nothing: "+
+			"run `stormradius migrate --store clickhouse://…/%s` or start cmd/ingest, which migrates", s.db, store.ErrNotFound, store.ErrNotMigrated, s.db)
+	case !s.hasSchema:
+		return fmt.Errorf("clickhouse: no stormradius data in database %s: %w", s.db, store.ErrNotFound)
 	}
-	return bs.exec(ctx, "create database", "CREATE DATABASE IF NOT EXISTS "+s.db+s.onCluster())
+	return nil
 }
 
 // serverVersion reads the server's version.
@@ -511,21 +405,6 @@ const (
 	metaTTL       = "ttl_ns"
 )
 
-// readMeta returns the latest value of every meta key.
-func (s *Store) readMeta(ctx context.Context) (map[string]int64, error) {
-	out := map[string]int64{}
-	err := s.query(ctx, "read meta", `SELECT key, argMax(value, version) FROM meta GROUP BY key`, func(r driver.Rows) error {
-		var k string
-		var v int64
-		if err := r.Scan(&k, &v); err != nil {
-			return err
-		}
-		out[k] = v
-		return nil
-	})
-	return out, err
-}
-
 // putMeta sets meta keys.
 func (s *Store) putMeta(ctx context.Context, kv map[string]int64) error {
 	v := s.versions(1)
@@ -538,9 +417,8 @@ func (s *Store) putMeta(ctx context.Context, kv map[string]int64) error {
 	return s.insert(ctx, "put meta", "meta", []string{"key", "value", "version"}, keys, vals, vers)
 }
 
-// settleWindow records the window length in a new database and checks it
-// against the recorded one in an existing database: data analysed with
-// one window cannot be read with another.
+// settleWindow records the window length in a new database, or checks it against the recorded one:
+// data analysed with one window cannot be read with another.
 func (s *Store) settleWindow(ctx context.Context, meta map[string]int64, want time.Duration) error {
 	have, ok := meta[metaWindow]
 	switch {
@@ -551,21 +429,17 @@ func (s *Store) settleWindow(ctx context.Context, meta map[string]int64, want ti
 		s.window = time.Duration(have)
 		return nil
 	}
-	if want == 0 {
-		want = analysis.DefaultWindow
-	}
-	s.window = want
+	s.window = cmp.Or(want, analysis.DefaultWindow)
 	if s.readOnly {
 		return nil // no data analysed yet: the first writer records its window
 	}
-	return s.putMeta(ctx, map[string]int64{metaWindow: int64(want)})
+	return s.putMeta(ctx, map[string]int64{metaWindow: int64(s.window)})
 }
 
 // Window returns the window length of the stored data.
 func (s *Store) Window() time.Duration { return s.window }
 
-// versions reserves n consecutive row versions and returns the first:
-// the clock in nanoseconds, kept increasing.
+// versions reserves n consecutive row versions and returns the first: the clock in nanoseconds, kept increasing.
 func (s *Store) versions(n int) uint64 {
 	s.verMu.Lock()
 	defer s.verMu.Unlock()
@@ -574,9 +448,8 @@ func (s *Store) versions(n int) uint64 {
 	return v
 }
 
-// retentionFloor returns the retention floor (unix nanoseconds, 0 for
-// none): what started before it is deleted, whether or not its partition
-// has been dropped yet.
+// retentionFloor returns the retention floor (unix nanoseconds, 0 for none): what started before it is
+// deleted, whether or not its partition has been dropped yet.
 func (s *Store) retentionFloor(ctx context.Context) int64 {
 	s.floorMu.Lock()
 	defer s.floorMu.Unlock()
@@ -590,26 +463,17 @@ func (s *Store) retentionFloor(ctx context.Context) int64 {
 	return s.floor
 }
 
-// Close marks the minutes the last Apply finished clean, releases the
-// lease the store holds and closes the connections; the views of other
-// partitions still open are closed with it (their leases released). Every
-// write is acknowledged by the server before the method that made it
-// returns; the markers only spare the next store recomputing those
-// minutes (a store that lost its lease writes none: the minutes may be
-// another's now).
-//
-// A view's Close does the same for its partition, and leaves the store
-// open.
+// Close marks the minutes the last Apply finished clean (sparing the next store recomputing them; not
+// after losing the lease), releases the lease and closes the connections, with the views still open.
+// A view's Close does the same for its partition, and leaves the store open.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) || s.down.Load() {
 		return nil
 	}
 	if s.view {
 		s.partsMu.Lock()
-		if s.name != "" {
-			if s.views--; s.views == 0 {
-				delete(s.parts, s.name)
-			}
+		if s.views--; s.views == 0 && s.name != "" {
+			delete(s.parts, s.name)
 		}
 		s.partsMu.Unlock()
 		s.finish(s.part)
@@ -629,8 +493,8 @@ func (s *Store) Close() error {
 	return s.conn.Close()
 }
 
-// finish marks the minutes p's last Apply finished clean, once the writes
-// in flight are done, and releases p's lease.
+// finish marks the minutes p's last Apply finished clean, once the writes in flight are done, and
+// releases p's lease.
 func (s *Store) finish(p *part) {
 	p.spanMu.Lock()
 	p.inserts.Wait() // no write starts meanwhile: spanMu
@@ -670,11 +534,11 @@ func (s *Store) checkOpen(what string) error {
 	return nil
 }
 
-// exec runs a statement. Statements are DDL, mostly: the column types
-// known for inserts over HTTP are read again after one.
+// exec runs a statement. Statements are DDL, mostly: the column types known for inserts over HTTP are
+// read again after one.
 func (s *Store) exec(ctx context.Context, what, q string) error {
 	if s.core != nil {
-		defer s.types.forget()
+		defer s.forgetTypes()
 	}
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return s.fail(ctx, what, err)
@@ -703,6 +567,33 @@ func (s *Store) query(ctx context.Context, what, q string, fn func(driver.Rows) 
 	return nil
 }
 
+// queryMap returns the rows of a query of two columns as a map of the first to the second.
+func queryMap[K comparable, V any](ctx context.Context, s *Store, what, q string) (map[K]V, error) {
+	out := map[K]V{}
+	err := s.query(ctx, what, q, func(r driver.Rows) error {
+		var k K
+		var v V
+		if err := r.Scan(&k, &v); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	return out, err
+}
+
+// queryEach calls fn with every row of a query of one column.
+func queryEach[T any](ctx context.Context, s *Store, what, q string, fn func(T)) error {
+	return s.query(ctx, what, q, func(r driver.Rows) error {
+		var v T
+		if err := r.Scan(&v); err != nil {
+			return err
+		}
+		fn(v)
+		return nil
+	})
+}
+
 // errStop ends a query early without an error.
 var errStop = errors.New("stop")
 
@@ -714,8 +605,8 @@ func (s *Store) queryRow(ctx context.Context, what, q string, dest ...any) error
 	return nil
 }
 
-// insert inserts columns (one slice per column, equal lengths) into table
-// in one block. Columns are named: ClickHouse 18.16 needs it.
+// insert inserts columns (one slice per column, equal lengths) into table in one block. Columns are
+// named: ClickHouse 18.16 needs it.
 func (s *Store) insert(ctx context.Context, what, table string, cols []string, columns ...any) error {
 	ctx, err := s.insertTypes(ctx, table, cols)
 	if err != nil {
@@ -737,10 +628,8 @@ func (s *Store) insert(ctx context.Context, what, table string, cols []string, c
 	return nil
 }
 
-// fail wraps a database error with what was being done: as
-// store.ErrUnavailable when the server could not be reached or refused
-// for a reason that passes (receivers answer 503, the pipeline retries),
-// as the caller's context error when that ended it.
+// fail wraps a database error with what was being done: as store.ErrUnavailable when it passes
+// (receivers answer 503, the pipeline retries), as the caller's context error when that ended it.
 func (s *Store) fail(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("clickhouse: %s: %w", what, ctx.Err())
@@ -751,13 +640,9 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 	return fmt.Errorf("clickhouse: %s: %w", what, err)
 }
 
-// transient reports whether err is the server being unreachable, slow,
-// overloaded or short of a resource: worth retrying later. Over HTTP, so
-// is a proxy's answer that the server is (429, 502, 503, 504, with no
-// ClickHouse exception), and a request that failed on its way (a
-// connection refused, cut, or closed as it was reused), unless TLS
-// refused the server (its certificate, or no TLS at an https URL): that
-// does not pass by itself.
+// transient reports whether err is the server unreachable, slow, overloaded or short of a resource:
+// worth retrying. Over HTTP so is a proxy's 429, 502, 503 or 504 (no ClickHouse exception) and a
+// request failed on its way, unless TLS refused the server: that does not pass by itself.
 func transient(err error) bool {
 	var ex *ch.Exception
 	if errors.As(err, &ex) {
@@ -765,32 +650,26 @@ func transient(err error) bool {
 	}
 	var he *ch.HTTPError
 	if errors.As(err, &he) {
-		switch he.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return true
-		}
-		return false
+		c := he.StatusCode
+		return c == http.StatusTooManyRequests || c == http.StatusBadGateway ||
+			c == http.StatusServiceUnavailable || c == http.StatusGatewayTimeout
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return !tlsRefused(ue.Err)
+		// Unless TLS refused the server: a certificate that does not verify, or a server without TLS.
+		var cv *tls.CertificateVerificationError
+		var ua x509.UnknownAuthorityError
+		var hn x509.HostnameError
+		var ci x509.CertificateInvalidError
+		var rh tls.RecordHeaderError
+		return !(errors.As(ue.Err, &cv) || errors.As(ue.Err, &ua) || errors.As(ue.Err, &hn) ||
+			errors.As(ue.Err, &ci) || errors.As(ue.Err, &rh))
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, ch.ErrAcquireConnTimeout) || errors.Is(err, ch.ErrConnectionClosed) ||
 		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
-}
-
-// tlsRefused reports whether err is TLS refusing the server: a
-// certificate that does not verify, or a server that does not speak TLS.
-func tlsRefused(err error) bool {
-	var cv *tls.CertificateVerificationError
-	var ua x509.UnknownAuthorityError
-	var hn x509.HostnameError
-	var ci x509.CertificateInvalidError
-	var rh tls.RecordHeaderError
-	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &rh)
 }
 
 // transientCodes are the server's error codes for conditions that pass.
@@ -825,16 +704,14 @@ var transientCodes = map[int32]bool{
 type serverVersion struct{ major, minor int }
 
 func parseVersion(v string) (serverVersion, error) {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return serverVersion{}, errors.New("want major.minor")
+	if parts := strings.SplitN(v, ".", 3); len(parts) >= 2 {
+		maj, err1 := strconv.Atoi(parts[0])
+		mnr, err2 := strconv.Atoi(parts[1])
+		if err1 == nil && err2 == nil {
+			return serverVersion{maj, mnr}, nil
+		}
 	}
-	maj, err1 := strconv.Atoi(parts[0])
-	mnr, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return serverVersion{}, errors.New("want major.minor")
-	}
-	return serverVersion{maj, mnr}, nil
+	return serverVersion{}, errors.New("want major.minor")
 }
 
 func (v serverVersion) atLeast(o serverVersion) bool {

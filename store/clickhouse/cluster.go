@@ -10,68 +10,29 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// Cluster mode (Options.Cluster, the DSN's cluster=NAME, the
-// --clickhouse-cluster flag): the store's data is sharded over the
-// servers of a cluster the servers' remote_servers define, each shard
-// replicated by ZooKeeper. Every table T of the schema becomes
-//
-//   - T_local, created ON CLUSTER: the data of one shard, with the
-//     Replicated variant of T's engine (ZooKeeper path
-//     /clickhouse/tables/{shard}/<db>/T, replica {replica}: the servers'
-//     macros);
-//   - T, created ON CLUSTER: a Distributed table over the T_local of
-//     every shard, so that every query of the store keeps its table
-//     names. Inserts are routed by T's sharding key (below), reads merge
-//     every shard's answer.
-//
-// The migrations are written for one server; clusterSchema rewrites
-// their statements (CREATE TABLE, CREATE MATERIALIZED VIEW, ALTER TABLE,
-// DROP TABLE; INSERT … SELECT runs as written, through the Distributed
-// tables), so that a new migration gets its cluster variant without more
-// work. docs/ARCHITECTURE.md ("ClickHouse cluster") has the conventions a
-// migration follows for it.
-//
-// Correctness on a cluster rests on:
-//
-//   - co-location: every row of a ReplacingMergeTree key lies on one
-//     shard (FINAL and merges only see one shard's rows), as does every
-//     row a query of one shard must see together. The sharding key is
-//     cityHash64(trace_id) for a table whose ORDER BY has trace_id, else
-//     cityHash64 of its ORDER BY columns, unless the migration says
-//     otherwise ("-- shard by: EXPR" before the CREATE TABLE: the rollups
-//     and the tables their views fill shard by (tier, bucket), so that a
-//     node's minute rows are on one shard; the leases by name, so that
-//     every claim of the lease is on one shard);
-//   - the connection's settings (clusterSettings): inserts acknowledged
-//     once stored on every shard they touch, identical blocks all kept;
-//   - an IN subquery over another Distributed table run once over all
-//     shards (GLOBAL IN; the server refuses a plain one);
-//   - reads and writes of a shard served by the same replica, so that a
-//     write is read back from the replica that took it: with one replica
-//     per shard by construction, with more by load_balancing = in_order
-//     in the store's user's profile (docs/ARCHITECTURE.md);
-//   - maintenance on the local tables ON CLUSTER: OPTIMIZE (Compact),
-//     DROP PARTITION (DeleteBefore), MODIFY TTL; parts listed on every
-//     shard (cluster(NAME, system, parts)).
+// Cluster mode (Options.Cluster): every table T of the schema becomes T_local, created ON CLUSTER with
+// the Replicated variant of T's engine (one shard's rows), and T, a Distributed table over every shard's
+// T_local, so that every query keeps its table names. clusterSchema rewrites the migrations for it.
+// Correctness rests on every row of a key, and every row one shard's query reads together, lying on one
+// shard (the sharding keys); on clusterSettings; on GLOBAL IN; on a shard's reads and writes going to
+// one replica; and on maintenance ON CLUSTER: docs/ARCHITECTURE.md ("ClickHouse cluster").
 
-// clusterSettings are the settings of every query of a cluster store.
-// (Only numbers: clickhouse-go sends no other settings to 18.16.)
+// clusterSettings are the settings of every query of a cluster store (only numbers: clickhouse-go sends
+// no other settings to 18.16).
 var clusterSettings = map[string]any{
-	// An insert returns once every shard it touches stored its rows (not
-	// once queued on the server that took it): what a write acknowledged
-	// is visible to the next read (the lease, Apply, read-after-write).
+	// An insert returns once every shard it touches stored its rows: what a write acknowledged is
+	// visible to the next read (the lease, Apply, read-after-write).
 	"insert_distributed_sync": 1,
-	// Replicated tables drop a block identical to one of the last
-	// hundred inserted; the store inserts identical blocks on purpose
-	// (equal rollup deltas of two batches), as a MergeTree keeps them.
+	// Replicated tables drop a block identical to a recent one; the store inserts identical blocks on
+	// purpose (equal rollup deltas of two batches).
 	"insert_deduplicate": 0,
 }
 
 // localSuffix names a table's data on one shard.
 const localSuffix = "_local"
 
-// clusterSchema rewrites migration statements for the cluster, knowing
-// the tables and views the statements before created.
+// clusterSchema rewrites migration statements for the cluster, knowing the tables and views the
+// statements before created.
 type clusterSchema struct {
 	db, cluster string
 	tables      map[string]*clusterTable
@@ -82,7 +43,11 @@ type clusterTable struct {
 	view     bool   // a materialized view: one per server, no local table
 }
 
+// newClusterSchema returns the rewriter of the migrations for cluster (nil on one server: cluster "").
 func newClusterSchema(db, cluster string) *clusterSchema {
+	if cluster == "" {
+		return nil
+	}
 	return &clusterSchema{db: db, cluster: cluster, tables: map[string]*clusterTable{}}
 }
 
@@ -98,19 +63,17 @@ var (
 	insertRe       = regexp.MustCompile(`(?is)^INSERT\s+INTO\s+([A-Za-z_][A-Za-z0-9_]*)[\s(]`)
 )
 
-// errClusterStatement is a migration statement the cluster rewrite does
-// not know.
+// errClusterStatement is a migration statement the cluster rewrite does not know.
 var errClusterStatement = errors.New("not a statement cluster mode rewrites")
 
 // rewrite returns the statements that make st's change on the cluster.
 func (c *clusterSchema) rewrite(st statement) ([]string, error) {
 	q := strings.TrimSpace(st.sql)
-	if st.shardBy != "" && !createTableRe.MatchString(q) {
-		return nil, fmt.Errorf("-- shard by: %s before a statement that creates no table", st.shardBy)
-	}
 	switch {
 	case createTableRe.MatchString(q):
 		return c.createTable(q, st.shardBy)
+	case st.shardBy != "":
+		return nil, fmt.Errorf("-- shard by: %s before a statement that creates no table", st.shardBy)
 	case createViewRe.MatchString(q):
 		return c.createView(q)
 	case alterRe.MatchString(q):
@@ -121,24 +84,21 @@ func (c *clusterSchema) rewrite(st statement) ([]string, error) {
 		}
 		out := []string{"ALTER TABLE " + c.local(m[1]) + c.on() + " " + m[2]}
 		if columnActionRe.MatchString(m[2]) {
-			// A Distributed table cannot be altered ON CLUSTER when the
-			// shards replicate by themselves (internal_replication, which
-			// Replicated tables need): it holds no data, so it is made
-			// again, after the local table, with its columns.
+			// A Distributed table cannot be altered ON CLUSTER under internal_replication (which Replicated
+			// tables need): holding no data, it is made again after the local table, with its columns.
 			out = append(out, c.dropDistributed(m[1]), c.distributed(m[1], t.shardKey))
 		}
 		return out, nil
 	case dropRe.MatchString(q):
 		name := dropRe.FindStringSubmatch(q)[1]
-		out := []string{"DROP TABLE IF EXISTS " + c.db + "." + name + c.on()}
+		out := []string{c.dropDistributed(name)}
 		if t := c.tables[name]; t == nil || !t.view {
 			out = append(out, "DROP TABLE IF EXISTS "+c.local(name)+c.on())
 		}
 		delete(c.tables, name)
 		return out, nil
 	case insertRe.MatchString(q):
-		// Through the Distributed tables: rows go to their shards, reads
-		// see every shard.
+		// Through the Distributed tables: rows go to their shards, reads see every shard.
 		if name := insertRe.FindStringSubmatch(q)[1]; c.tables[name] == nil || c.tables[name].view {
 			return nil, fmt.Errorf("INSERT INTO %s: not a table the migrations created", name)
 		}
@@ -148,8 +108,8 @@ func (c *clusterSchema) rewrite(st statement) ([]string, error) {
 	return nil, fmt.Errorf("%w: %q (docs/ARCHITECTURE.md, ClickHouse cluster)", errClusterStatement, head)
 }
 
-// createTable rewrites CREATE TABLE name (columns) ENGINE = E(args) rest
-// into the local Replicated table and the Distributed table over it.
+// createTable rewrites CREATE TABLE name (columns) ENGINE = E(args) rest into the local Replicated
+// table and the Distributed table over it.
 func (c *clusterSchema) createTable(q, shardBy string) ([]string, error) {
 	m := createTableRe.FindStringSubmatchIndex(q)
 	name := q[m[2]:m[3]]
@@ -167,17 +127,16 @@ func (c *clusterSchema) createTable(q, shardBy string) ([]string, error) {
 	if !strings.HasSuffix(engine, "MergeTree") || strings.HasPrefix(engine, "Replicated") {
 		return nil, fmt.Errorf("CREATE TABLE %s: engine %s: cluster mode replicates the MergeTree family only", name, engine)
 	}
-	args := ""
+	repl := quote("/clickhouse/tables/{shard}/"+c.db+"/"+name) + ", '{replica}'"
 	if r := strings.TrimLeft(rest, " \t\n"); strings.HasPrefix(r, "(") {
 		end, err := closing(r, 0)
 		if err != nil {
 			return nil, fmt.Errorf("CREATE TABLE %s: engine arguments: %w", name, err)
 		}
-		args, rest = strings.TrimSpace(r[1:end]), r[end+1:]
-	}
-	repl := quote("/clickhouse/tables/{shard}/"+c.db+"/"+name) + ", '{replica}'"
-	if args != "" {
-		repl += ", " + args
+		if args := strings.TrimSpace(r[1:end]); args != "" {
+			repl += ", " + args
+		}
+		rest = r[end+1:]
 	}
 	key := strings.TrimSpace(shardBy)
 	if key == "" {
@@ -193,9 +152,8 @@ func (c *clusterSchema) createTable(q, shardBy string) ([]string, error) {
 	}, nil
 }
 
-// defaultShardKey returns the sharding key of a table whose engine
-// clause (after the engine's arguments) is rest: by trace id when its
-// sorting key has one, else by its whole sorting key.
+// defaultShardKey returns the sharding key of a table whose engine clause (after the engine's
+// arguments) is rest: its trace id when its sorting key has one, else its whole sorting key.
 func defaultShardKey(rest string) (string, error) {
 	m := orderByRe.FindStringSubmatch(rest)
 	if m == nil {
@@ -219,10 +177,8 @@ func defaultShardKey(rest string) (string, error) {
 	return "cityHash64(" + strings.Join(cols, ", ") + ")", nil
 }
 
-// createView rewrites CREATE MATERIALIZED VIEW name TO target AS SELECT …
-// FROM source …: one view per server, from the local source table into
-// the local target table, so that every shard's inserts fill its own
-// rows.
+// createView rewrites CREATE MATERIALIZED VIEW name TO target AS SELECT … FROM source …: one view per
+// server, from the local source into the local target, so that every shard's inserts fill its own rows.
 func (c *clusterSchema) createView(q string) ([]string, error) {
 	m := createViewRe.FindStringSubmatch(q)
 	name, target, sel := m[1], m[2], m[3]
@@ -242,8 +198,7 @@ func (c *clusterSchema) createView(q string) ([]string, error) {
 		" AS " + sel[:from[0][2]] + c.local(src) + sel[from[0][3]:]}, nil
 }
 
-// distributed returns the statement creating table name's Distributed
-// table, with the columns of its local table.
+// distributed returns the statement creating table name's Distributed table, with its local table's columns.
 func (c *clusterSchema) distributed(name, key string) string {
 	return "CREATE TABLE IF NOT EXISTS " + c.db + "." + name + c.on() + " AS " + c.local(name) +
 		" ENGINE = Distributed(" + quote(c.cluster) + ", " + quote(c.db) + ", " + quote(name+localSuffix) + ", " + key + ")"
@@ -257,8 +212,8 @@ func (c *clusterSchema) local(name string) string { return c.db + "." + name + l
 
 func (c *clusterSchema) on() string { return " ON CLUSTER " + quote(c.cluster) }
 
-// closing returns the index of the parenthesis closing the one at
-// s[open], skipping string literals and quoted names.
+// closing returns the index of the parenthesis closing the one at s[open], skipping string literals
+// and quoted names.
 func closing(s string, open int) (int, error) {
 	depth := 0
 	for i := open; i < len(s); i++ {
@@ -304,8 +259,7 @@ func splitTopLevel(s string) []string {
 	return out
 }
 
-// onCluster returns the ON CLUSTER clause of the store's DDL ("" on one
-// server).
+// onCluster returns the ON CLUSTER clause of the store's DDL ("" on one server).
 func (s *Store) onCluster() string {
 	if s.cluster == "" {
 		return ""
@@ -313,8 +267,8 @@ func (s *Store) onCluster() string {
 	return " ON CLUSTER " + quote(s.cluster)
 }
 
-// dataTable returns how DDL names the data of table t: t on one server,
-// its local tables on every server of a cluster.
+// dataTable returns how DDL names the data of table t: t on one server, its local tables on every
+// server of a cluster.
 func (s *Store) dataTable(t string) string {
 	if s.cluster == "" {
 		return t
@@ -322,8 +276,8 @@ func (s *Store) dataTable(t string) string {
 	return s.db + "." + t + localSuffix + s.onCluster()
 }
 
-// partsSource returns the table listing the parts of the store's tables
-// (of every shard on a cluster: one replica of each).
+// partsSource returns the table listing the parts of the store's tables (of every shard on a cluster:
+// one replica of each).
 func (s *Store) partsSource() string {
 	if s.cluster == "" {
 		return "system.parts"
@@ -331,11 +285,9 @@ func (s *Store) partsSource() string {
 	return "cluster(" + quote(s.cluster) + ", system, parts)"
 }
 
-// settleCluster decides whether the store is on a cluster: the one
-// asked for, or the one an existing database was created on (a reader
-// needs no flag). A database created on one server does not become a
-// cluster's, nor one cluster's another's. The cluster must be one the
-// server knows.
+// settleCluster decides whether the store is on a cluster: the one asked for, or the one an existing
+// database was created on (a reader needs no flag). A database created on one server does not become a
+// cluster's, nor one cluster's another's. The server must know the cluster.
 func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 	var engine, full string
 	err := bs.query(ctx, "look for the schema", `SELECT engine, engine_full FROM system.tables WHERE database = `+
@@ -344,17 +296,12 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 		return err
 	}
 	s.hasSchema = engine != ""
-	found := ""
-	if engine == "Distributed" {
-		found = distributedCluster(full)
-	}
+	found := distributedCluster(engine, full)
 	switch {
 	case engine == "" || s.cluster == found:
 	case s.cluster == "":
 		s.cluster = found
-		if s.log != nil {
-			s.log.Debug("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
-		}
+		s.log.Debug("clickhouse: the database is sharded over a cluster", "database", s.db, "cluster", found)
 	case found == "":
 		return fmt.Errorf("clickhouse: database %s was created on one server, not sharded over cluster %s: "+
 			"a cluster store needs a database created for it (another database name)", s.db, s.cluster)
@@ -374,11 +321,11 @@ func (s *Store) settleCluster(ctx context.Context, bs *Store) error {
 	return nil
 }
 
-// distributedCluster returns the cluster of a Distributed engine's
-// definition: Distributed('name', 'db', 'table', key).
-func distributedCluster(full string) string {
+// distributedCluster returns the cluster of a Distributed engine's definition,
+// Distributed('name', 'db', 'table', key) ("" for another engine).
+func distributedCluster(engine, full string) string {
 	_, args, ok := strings.Cut(full, "(")
-	if !ok {
+	if !ok || engine != "Distributed" {
 		return ""
 	}
 	name, _, _ := strings.Cut(args, ",")

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,18 +10,12 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 )
 
-// Migrations live in schema/clickhouse. A statement after a line
-// "-- requires: X.Y" runs only on servers of release X.Y or later: the
-// extras current releases get (docs/SPEC.md §6). A line "-- shard by:
-// EXPR" before a CREATE TABLE gives its sharding key on a cluster
-// (cluster.go). Applied migrations are recorded in schema_migrations with
-// the server release that applied them.
+// Migrations live in schema/clickhouse; schema_migrations records those applied, with the server release.
 
 const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    UInt32,
@@ -30,17 +25,17 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     skipped    UInt32
 ) ENGINE = MergeTree ORDER BY version`
 
-// statement is one statement of a migration, with the release it needs
-// and, for a table, its sharding key on a cluster.
+// statement is one statement of a migration, with the release it needs and, for a table, its sharding
+// key on a cluster.
 type statement struct {
 	sql      string
 	requires serverVersion // zero: any
 	shardBy  string        // empty: the default (cluster.go)
 }
 
-// statements splits a migration at semicolons that end a line, noting
-// the "-- requires: X.Y" and "-- shard by: EXPR" lines before a
-// statement.
+// statements splits a migration at semicolons that end a line, noting the lines before a statement
+// "-- requires: X.Y" (it runs on release X.Y or later: the extras, docs/SPEC.md §6) and "-- shard by: EXPR"
+// (a CREATE TABLE's sharding key on a cluster, cluster.go).
 func statements(m schema.Migration) ([]statement, error) {
 	var out []statement
 	var cur strings.Builder
@@ -80,8 +75,8 @@ func statements(m schema.Migration) ([]statement, error) {
 	return out, nil
 }
 
-// forServer returns the statements of m that run on release v, and how
-// many it skips; on a cluster (c not nil), rewritten for it.
+// forServer returns the statements of m that run on release v, and how many it skips; on a cluster
+// (c not nil), rewritten for it.
 func forServer(m schema.Migration, v serverVersion, c *clusterSchema) (run []string, skipped int, err error) {
 	sts, err := statements(m)
 	if err != nil {
@@ -104,63 +99,31 @@ func forServer(m schema.Migration, v serverVersion, c *clusterSchema) (run []str
 	return run, skipped, nil
 }
 
-// clusterSchema returns the rewriter of the migrations for the store's
-// cluster (nil on one server).
-func (s *Store) clusterSchema() *clusterSchema {
-	if s.cluster == "" {
-		return nil
-	}
-	return newClusterSchema(s.db, s.cluster)
-}
-
-// createMigrationsTable creates schema_migrations (on a cluster, like
-// every table: a migrator's records are seen by all).
-func (s *Store) createMigrationsTable(ctx context.Context, c *clusterSchema) error {
-	qs := []string{migrationsTable}
-	if c != nil {
-		var err error
-		if qs, err = c.rewrite(statement{sql: migrationsTable}); err != nil {
-			return fmt.Errorf("clickhouse: schema_migrations on cluster %s: %w", c.cluster, err)
-		}
-	}
-	for _, q := range qs {
-		if err := s.exec(ctx, "create migrations table", q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// migrate applies the migrations the database has not seen. Statements
-// are idempotent, so two processes migrating at once, or a migration cut
-// short, do no harm.
+// migrate applies the migrations the database has not seen. Statements are idempotent: two processes
+// migrating at once, or a migration cut short, do no harm.
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := schema.Load("clickhouse")
-	if err != nil {
-		return err
-	}
-	c := s.clusterSchema()
-	// Only where Open found none: on a cluster, DDL costs a round of
-	// every server.
+	c := newClusterSchema(s.db, s.cluster)
+	// schema_migrations, only where Open found none (on a cluster, DDL costs a round of every server);
+	// on a cluster like every table: a migrator's records are seen by all.
 	if !s.hasSchema {
-		if err := s.createMigrationsTable(ctx, c); err != nil {
-			return err
+		qs := []string{migrationsTable}
+		if c != nil {
+			var err error
+			if qs, err = c.rewrite(statement{sql: migrationsTable}); err != nil {
+				return fmt.Errorf("clickhouse: schema_migrations on cluster %s: %w", c.cluster, err)
+			}
+		}
+		for _, q := range qs {
+			if err := s.exec(ctx, "create migrations table", q); err != nil {
+				return err
+			}
 		}
 	}
 	have, err := s.appliedMigrations(ctx, "schema_migrations")
 	if err != nil {
 		return err
 	}
-	for _, m := range ms {
-		// Applied or not, a migration's statements are rewritten: the
-		// cluster rewrite learns the tables from them.
-		run, skipped, err := forServer(m, s.server, c)
-		if err != nil {
-			return err
-		}
-		if have[m.Version] {
-			continue
-		}
+	return eachPending(s.server, c, have, func(m schema.Migration, run []string, skipped int) error {
 		for _, q := range run {
 			if err := s.exec(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), q); err != nil && !dropped(q, err) && !added(q, err) {
 				return err
@@ -175,13 +138,33 @@ func (s *Store) migrate(ctx context.Context) error {
 		s.migrated = true
 		s.log.Info("clickhouse: migration applied", "database", s.db, "version", m.Version, "name", m.Name,
 			"server", s.server.String(), "skipped_statements", skipped)
+		return nil
+	})
+}
+
+// eachPending calls fn with every migration not in have, its statements that run on release v and
+// how many it skips. Every migration is rewritten, applied or not: the cluster rewrite learns the tables.
+func eachPending(v serverVersion, c *clusterSchema, have map[int]bool, fn func(m schema.Migration, run []string, skipped int) error) error {
+	ms, err := schema.Load("clickhouse")
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		run, skipped, err := forServer(m, v, c)
+		if err != nil {
+			return err
+		}
+		if !have[m.Version] {
+			if err := fn(m, run, skipped); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// checkMigrated returns store.ErrNotMigrated, saying what to run, unless
-// every migration of this release was applied: a read-only store
-// migrates nothing, and reading an older schema would fail query by query.
+// checkMigrated returns store.ErrNotMigrated, saying what to run, unless every migration of this release
+// was applied: a read-only store migrates nothing, and reading an older schema would fail query by query.
 func (s *Store) checkMigrated(ctx context.Context) error {
 	ms, err := schema.Load("clickhouse")
 	if err != nil {
@@ -205,18 +188,16 @@ func (s *Store) checkMigrated(ctx context.Context) error {
 	return nil
 }
 
-// dropped reports whether err is statement q failing because the columns
-// it drops are gone already: a migration that was cut short after it and
-// runs again.
+// dropped reports whether err is statement q failing because the columns it drops are gone: a migration
+// cut short after it runs again.
 func dropped(q string, err error) bool {
 	var ex *ch.Exception
 	return strings.Contains(q, "DROP COLUMN") && errors.As(err, &ex) &&
 		(ex.Code == 44 || ex.Code == 10 || ex.Code == 16) // ILLEGAL_COLUMN (18.16), NOT_FOUND_COLUMN_IN_BLOCK, NO_SUCH_COLUMN_IN_TABLE
 }
 
-// added reports whether err is statement q failing because the column it
-// adds is there already: a migration that was cut short after it and runs
-// again (18.16 has no ADD COLUMN IF NOT EXISTS).
+// added reports whether err is statement q failing because the column it adds is there: a migration cut
+// short after it runs again (18.16 has no ADD COLUMN IF NOT EXISTS).
 func added(q string, err error) bool {
 	var ex *ch.Exception
 	return strings.Contains(q, "ADD COLUMN") && errors.As(err, &ex) &&
@@ -225,22 +206,13 @@ func added(q string, err error) bool {
 
 func (s *Store) appliedMigrations(ctx context.Context, table string) (map[int]bool, error) {
 	have := map[int]bool{}
-	err := s.query(ctx, "read migrations", `SELECT DISTINCT version FROM `+table, func(r driver.Rows) error {
-		var v uint32
-		if err := r.Scan(&v); err != nil {
-			return err
-		}
-		have[int(v)] = true
-		return nil
-	})
+	err := queryEach(ctx, s, "read migrations", `SELECT DISTINCT version FROM `+table, func(v uint32) { have[int(v)] = true })
 	return have, err
 }
 
-// Migrations returns the migrations a store at dsn would apply, without
-// applying them (for `stormradius migrate --dry-run`): each with the
-// statements that would run on that server (SQL; on a cluster, as
-// rewritten for it), and the statements the server's release skips noted
-// in Name. opts gives the DSN and the cluster.
+// Migrations returns the migrations a store at opts.DSN (and opts.Cluster) would apply, without applying
+// them (`stormradius migrate --dry-run`): SQL holds the statements that would run on that server (as
+// rewritten for a cluster), Name notes those its release skips.
 func Migrations(ctx context.Context, opts Options) ([]schema.Migration, error) {
 	o, p, err := parseDSN(opts.DSN)
 	if err != nil {
@@ -258,11 +230,8 @@ func Migrations(ctx context.Context, opts Options) ([]schema.Migration, error) {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
 	defer conn.Close()
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database, core: &core{cluster: cluster, log: log}, part: newPart("", nil)})
+	c := &core{cluster: cluster, log: cmp.Or(opts.Logger, slog.Default())}
+	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database, core: c, part: newPart("", nil)})
 }
 
 func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
@@ -279,20 +248,9 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 			return nil, err
 		}
 	}
-	ms, err := schema.Load("clickhouse")
-	if err != nil {
-		return nil, err
-	}
-	c := s.clusterSchema()
+	c := newClusterSchema(s.db, s.cluster)
 	var out []schema.Migration
-	for _, m := range ms {
-		run, skipped, err := forServer(m, v, c)
-		if err != nil {
-			return nil, err
-		}
-		if have[m.Version] {
-			continue
-		}
+	if err := eachPending(v, c, have, func(m schema.Migration, run []string, skipped int) error {
 		m.Name = fmt.Sprintf("%s: %s", s.db, m.Name)
 		if c != nil {
 			m.Name += fmt.Sprintf(" (on cluster %s)", c.cluster)
@@ -302,6 +260,9 @@ func migrations(ctx context.Context, s *Store) ([]schema.Migration, error) {
 		}
 		m.SQL = strings.Join(run, ";\n\n") + ";\n"
 		out = append(out, m)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -313,11 +274,9 @@ var ttlTables = []string{"trace_spans", "records", "record_index", "states_by_pa
 // ttlRelease is the first release the extras, TTL included, are used on.
 var ttlRelease = serverVersion{21, 8}
 
-// applyTTL sets the tables' TTL to ttl (whole days, at least one) when
-// the server supports it and it changed, or a migration (which may have
-// made new tables) ran. Parts already written are not
-// rewritten for it (materialize_ttl_after_modify = 0): with
-// ttl_only_drop_parts they expire whole as their day passes.
+// applyTTL sets the tables' TTL to ttl (whole days, at least one) when the server supports it and it
+// changed, or a migration (maybe of new tables) ran. Parts written are not rewritten for it
+// (materialize_ttl_after_modify = 0): with ttl_only_drop_parts they expire whole as their day passes.
 func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Duration) error {
 	if ttl == 0 {
 		return nil
@@ -338,19 +297,4 @@ func (s *Store) applyTTL(ctx context.Context, meta map[string]int64, ttl time.Du
 		}
 	}
 	return s.putMeta(ctx, map[string]int64{metaTTL: days * nsPerDay})
-}
-
-// readDirty notes the minutes an earlier process left dirty in the
-// store's partition: the next Apply recomputes their rollups (with their
-// hours and days).
-func (s *Store) readDirty(ctx context.Context) error {
-	return s.query(ctx, "read dirty minutes", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL WHERE kind = 'minute'
-		AND part = `+quote(s.name)+`) WHERE dirty = 1`, func(r driver.Rows) error {
-		var m int64
-		if err := r.Scan(&m); err != nil {
-			return err
-		}
-		s.repair[m] = struct{}{}
-		return nil
-	})
 }

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +16,9 @@ import (
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
-// Values in SQL text are formatted here, never by the driver: integers by
-// strconv, strings and ids as escaped literals. The text the store sends is
-// then exactly what scripts/chdb-check.sh runs on a current release. The
-// one exception, many trace ids to look up, go as data beside the query
-// (withIDs), which the check feeds it as a temporary table.
+// Values in SQL text are formatted here, never by the driver, so that the text sent is exactly what
+// scripts/chdb-check.sh runs on a current release; many trace ids to look up go as data beside the
+// query (withIDs), which the check feeds it as a temporary table.
 
 // quote returns s as a ClickHouse string literal.
 func quote(s string) string {
@@ -60,8 +59,8 @@ func quoteID(b *strings.Builder, id graph.TraceID) {
 // idsTable is the external table withIDs sends.
 const idsTable = "_ids"
 
-// withIDs returns ctx with ids as the external table _ids (a
-// FixedString(16) column, id), for a query's `IN (SELECT id FROM _ids)`.
+// withIDs returns ctx with ids as the external table _ids (a FixedString(16) column, id), for a query's
+// `IN (SELECT id FROM _ids)`.
 func (s *Store) withIDs(ctx context.Context, ids []graph.TraceID) (context.Context, error) {
 	t, err := ext.NewTable(idsTable, ext.Column("id", "FixedString(16)"))
 	for i := 0; err == nil && i < len(ids); i++ {
@@ -76,12 +75,9 @@ func (s *Store) withIDs(ctx context.Context, ids []graph.TraceID) (context.Conte
 	return ch.Context(ctx, ch.WithExternalTable(t)), nil
 }
 
-// light marks the queries of ctx as light (a point lookup, a few rows, a
-// system table): one thread each on the server. Queries of two threads
-// each (18.16's default on two cores), many at once, fight for a small
-// server's cores, and a point lookup gains nothing from a second thread:
-// 16 clients of the read API on two cores were served 5,651 requests/s
-// with these on one thread, against 3,525–4,071 (docs/PERFORMANCE.md).
+// light marks the queries of ctx as light (a point lookup, a few rows, a system table): one thread each
+// on the server. A point lookup gains nothing from a second thread, and many queries at once fight for
+// a small server's cores (5,651 requests/s against 3,525–4,071; docs/PERFORMANCE.md).
 func light(ctx context.Context) context.Context {
 	return ch.Context(ctx, ch.WithSettings(ch.Settings{"max_threads": 1}))
 }
@@ -121,8 +117,7 @@ func intList[T int64 | uint64](xs []T) string {
 func itoa(x int64) string  { return strconv.FormatInt(x, 10) }
 func utoa(x uint64) string { return strconv.FormatUint(x, 10) }
 
-// Bounds for integers written into SQL: wide enough for any unix minute
-// or window, far from overflow.
+// Bounds for integers written into SQL: wide enough for any unix minute or window, far from overflow.
 const (
 	minBound = -1 << 62
 	maxBound = 1 << 62
@@ -133,13 +128,11 @@ func clamp(x, lo, hi int64) int64 { return min(max(x, lo), hi) }
 const (
 	nsPerMinute = int64(time.Minute)
 	nsPerDay    = int64(24 * time.Hour)
-	// maxDay is the last day every supported server stores in a Date
-	// (2106-02-07).
-	maxDay = 49710
+	maxDay      = 49710 // the last day every supported server stores in a Date (2106-02-07)
 )
 
-// dayOf returns the partition day (days since the epoch) of an instant
-// in unix nanoseconds, clamped to what a Date holds.
+// dayOf returns the partition day (days since the epoch) of an instant in unix nanoseconds, clamped to
+// what a Date holds.
 func dayOf(ns int64) int64 { return clamp(rollup.FloorDiv(ns, nsPerDay), 0, maxDay) }
 
 // dayOfMinute returns the partition day of a unix minute.
@@ -148,12 +141,9 @@ func dayOfMinute(m int64) int64 { return clamp(rollup.FloorDiv(m, 24*60), 0, max
 // dayDate returns day as the time.Time a Date column takes.
 func dayDate(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
 
-// keys returns the keys of a set.
+// keys returns the keys of a set, sorted.
 func keys(m map[int64]struct{}) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
+	out := slices.AppendSeq(make([]int64, 0, len(m)), maps.Keys(m))
 	slices.Sort(out)
 	return out
 }
