@@ -218,10 +218,10 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 			winner = c
 		}
 	}
-	if winner == nil || winner.holder.ID != h.ID {
-		if winner == nil { // cannot be: this instance's intent is live
-			return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
-		}
+	if winner == nil { // cannot be: this instance's intent is live
+		return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
+	}
+	if winner.holder.ID != h.ID {
 		return time.Time{}, s.refused(winner, now)
 	}
 	if err := s.writeClaim(ctx, h, claimHeld, now, now.Add(ttl)); err != nil {

@@ -84,7 +84,7 @@ func (p *part) ownKey(key string) string {
 	return key + "/" + p.name
 }
 
-// PeerState returns the sum of the other partitions' latest states of window w.
+// PeerState returns the sum of the other partitions' latest states of w.
 func (s *Store) PeerState(ctx context.Context, w int64) (*analysis.State, error) {
 	if err := s.checkOpen("read peer states"); err != nil {
 		return nil, err

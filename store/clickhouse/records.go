@@ -75,8 +75,7 @@ func (b *recordBlock) len() int { return len(b.id) }
 // finish sets the result column.
 func (b *recordBlock) finish() { b.result = substrings(b.buf, b.ends) }
 
-// substrings returns buf cut at ends as substrings of one copy of it:
-// no allocation per row.
+// substrings cuts one copy of buf at ends: no allocation per row.
 func substrings(buf []byte, ends []int) []string {
 	all, lo := string(buf), 0
 	out := make([]string, len(ends))
@@ -458,9 +457,8 @@ func movedWindows(moved []move) []partWindow {
 // readColumns are the columns a store.Record is read from.
 const readColumns = `trace_id, start, win, api, seq, result, facts, edges`
 
-// scanRecord reads one row of readColumns (and extra), or nil, without
-// decoding it (a tombstone's empty result does not decode), when keep
-// (if set) refuses it.
+// scanRecord reads a row of readColumns (and extra); nil, not decoded (a
+// tombstone's result does not decode), when keep (if set) refuses it.
 func scanRecord(r driver.Rows, keep func(*store.Record) bool, extra ...any) (*store.Record, error) {
 	var (
 		rec           store.Record
@@ -624,10 +622,9 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 }
 
 // windowEdgeRecords is WindowRecords with edges (want, sorted; uses, a
-// row's condition): the traces with a row of the window that uses one
-// (any version, no FINAL), then their latest records, kept when still the
-// window's, the partition's and using one. Past Store.edgeReadMax traces
-// it is not done: the window is read whole.
+// row's condition): the traces with a row that uses one (any version),
+// then their latest records, kept when still the window's, the
+// partition's and using one. Past Store.edgeReadMax traces it is not done.
 func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, uses string,
 	fn func(*store.Record) error) (done bool, _ error) {
 	ids, err := queryColumn[graph.TraceID](ctx, s, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+

@@ -38,7 +38,7 @@ const logMarker = 0xff
 
 var logID [16]byte
 
-// WriteSpans stores spans, durable when it returns: StartSpans and commit.
+// WriteSpans stores spans: StartSpans, then its commit.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	seq, commit, err := s.StartSpans(ctx, spans)
 	if err != nil {
@@ -50,12 +50,9 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	return seq, nil
 }
 
-// StartSpans takes the partition's next sequence (in call order) and
-// encodes spans as one insert in the write's day partition: a row per
-// trace (graph.TraceEncoder.AppendSpans) and the write's log row. commit
-// sends it; its spans are durable when it returns nil. Inserts are not
-// ordered and several may be in flight (store.SpanWriteStarter). A
-// sequence is never reused, even when the write fails: its rows may be stored.
+// StartSpans (store.SpanWriteStarter) takes the partition's next sequence
+// and encodes spans as one insert in the write's day partition: a row per
+// trace (graph.TraceEncoder.AppendSpans) and the write's log row.
 func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, func(context.Context) error, error) {
 	if err := s.checkWrite("write spans"); err != nil {
 		return 0, nil, fence.Retryable(err)
