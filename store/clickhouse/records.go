@@ -90,14 +90,10 @@ func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, 
 	return analysis.DecodeResult(b, intern)
 }
 
-// Apply stores a batch as the store's partition's, in steps that leave
-// nothing wrong for good when cut short (no transactions; see the package
-// doc): markers (and the moves of records another partition stored), then
-// at once the records and the rollup deltas, then the repair of minutes
-// left dirty, then at once the window states and the checkpoint. A failure
-// after the markers leaves the minutes dirty, repaired by the next Apply
-// (Open reads them), and the windows not exact (State) until an Apply
-// writes their states.
+// Apply stores a batch as the store's partition's, in the steps the
+// package doc describes: one cut short leaves its minutes dirty, repaired
+// by the next Apply (Open reads them), and its windows not exact (State)
+// until an Apply writes their states.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkWrite("apply"); err != nil {
 		return err

@@ -9,11 +9,9 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// traceWatch holds the trace stamps (store.TraceStamper), which let the
-// read API keep a trace's view until its spans or record change: the
-// generation of the trace's bucket, moved by every write of a trace of it
-// (this process's when their insert returns, another's when the change
-// log names it, changes.go); retention moves them all.
+// traceWatch holds the trace stamps (store.TraceStamper): a trace's is its
+// bucket's generation, moved by this process's writes as they return and
+// by others' as the change log names them (changes.go).
 type traceWatch struct {
 	gens [stampBuckets]atomic.Uint64
 }

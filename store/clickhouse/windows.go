@@ -16,14 +16,11 @@ import (
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
-// State returns the store's partition's stored state of window w, and
-// whether it is exact: the sum of the facts of the partition's records of
-// the window. Exactness is tracked in the database, per window and
-// partition (a crash or a failed Apply can change records and not their
-// state): exact unless its latest dirty mark (Apply, a record moved to
-// another partition, retention cutting the window) is newer than its
-// latest state. A dirty window without a state is returned empty and not
-// exact: the caller rebuilds it from WindowRecords.
+// State returns the partition's stored state of window w, and whether it
+// is exact (the sum of the facts of the partition's records of w): not
+// when the window's latest dirty mark (Apply, a record moved away,
+// retention cutting it) is newer than its latest state. A dirty window
+// without a state is returned empty: the caller rebuilds it (WindowRecords).
 func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
 	if err := s.checkOpen("read state"); err != nil {
 		return nil, false, err
@@ -166,11 +163,10 @@ var (
 	windowTables = []string{"states_by_part", "summaries", "dirty_by_part"}
 )
 
-// DeleteBefore deletes what started before the UTC day holding t (spans:
-// what was written before it), of every partition: it records the
-// retention floor, which every read then honours, and drops the day
-// partitions before it (no scan, no mutation). A window that straddles
-// the floor keeps its day's partition (the floor hides the rest).
+// DeleteBefore deletes what started (spans: was written) before the UTC
+// day holding t, of every partition: it records the retention floor,
+// which reads honour, then drops the day partitions before it (no scan,
+// no mutation).
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkWrite("delete"); err != nil {
 		return err
@@ -202,7 +198,7 @@ func (s *Store) deleteBefore(ctx context.Context, t int64) error {
 		}
 	}
 	day := dayOf(floor)
-	winDay := min(day, dayOf(fw*int64(s.window)))
+	winDay := min(day, dayOf(fw*int64(s.window))) // a window across the floor keeps its day
 	type part struct{ table, id string }
 	var drop []part
 	seen := map[part]bool{} // a cluster's shards list a partition each
