@@ -11,45 +11,24 @@ import (
 )
 
 // The analysis lease (store.Leaser) without transactions or compare-and-set,
-// one per analysis partition (leases.name: "analysis", or "analysis/" and
-// the partition's name), each with its own fence: a view that lost its
-// partition's lease has its writes refused, the other partitions' views
-// of the same store write on. Every claimant writes rows under its own
-// key in the leases table (the latest version per holder wins) and reads
-// everyone's of the lease's name:
+// one per partition, each with its own fence (docs/ARCHITECTURE.md). Each
+// claimant writes rows under its own key in leases (latest version wins)
+// and reads everyone's: look (another's live held claim: refuse), insert
+// an intent, wait LeaseSettle, read again: another's live held claim wins,
+// else the live intent with the smallest holder id, which inserts its
+// claim as held; losers withdraw.
 //
-//  1. Look: if another live claim is held, refuse.
-//  2. Claim: insert an intent (expiring soon: 2×settle + 2 s).
-//  3. Settle: wait LeaseSettle, so that every claimant that looked before
-//     this intent was visible has its own intent visible by now.
-//  4. Decide: read again. A live held claim of another wins (refuse);
-//     else the live intent with the smallest holder id wins. The winner
-//     inserts its claim as held; a loser withdraws (released) and is
-//     refused, naming the winner.
-//
-// Why at most one wins: if P decides at read r and Q's intent was not
-// visible at r, Q's intent was acknowledged after r, so Q decides at
-// least a settle after r; P's held claim was acknowledged within half a
-// settle of r, so Q sees it and refuses. Claimants that see each other's
-// intents pick the same smallest id among them, or see the held claim of
-// the one that won. An insert slower than half a settle breaks the
-// argument, so a claimant whose insert took longer withdraws and tries
-// again (three times, then gives up with ErrUnavailable). It assumes what
-// one insert acknowledged is visible to every later read: a single server
-// (or reads and writes of one replica, synchronous inserts).
-//
-// Expiry is judged by the server's clock (now(), whole seconds): the
-// instances' clocks may disagree by any amount. The holder's own deadline
-// is measured on its monotonic clock from just before it read the
-// server's time for a claim, and comes 1 s (the clock's resolution) plus a
-// tenth of the timeout before the expiry: it assumes that the server's
-// clock runs at the rate of the holders' (no step of more than that
-// margin; a step backwards only delays a takeover). Holders of this
-// machine and pid namespace whose process has exited lose their claims at
-// once (store.LeaseHolder.Exited).
+// At most one wins: if P decides at read r and Q's intent was not visible
+// at r, Q decides at least a settle after r, and P's held claim, stored
+// within half a settle of r, is visible to Q. A claimant whose insert took
+// longer withdraws and tries again (leaseAttempts). It assumes that an
+// acknowledged insert is visible to every later read (one server, or one
+// replica with synchronous inserts). Expiry is by the server's clock
+// (whole seconds); the holder's deadline runs on its monotonic clock from
+// before it read the server's time, leaseMargin before the expiry (the
+// server's clock must not step forward by more).
 
-// leaseName is the key of the default partition's lease (part.leaseName:
-// each partition has its own).
+// leaseName is the default partition's lease (part.leaseName).
 const leaseName = "analysis"
 
 // Claim states.
@@ -59,16 +38,14 @@ const (
 	claimReleased uint8 = 2
 )
 
-// DefaultLeaseSettle is how long a claimant waits between claiming the
-// lease and deciding who won (Options.LeaseSettle).
+// DefaultLeaseSettle is how long a claimant waits between claiming and
+// deciding (Options.LeaseSettle).
 const DefaultLeaseSettle = 2 * time.Second
 
-// minLeaseTTL is the shortest lease timeout: the server's clock counts
-// whole seconds.
+// minLeaseTTL is the shortest lease timeout: the server counts seconds.
 const minLeaseTTL = 3 * time.Second
 
-// leaseAttempts is how many times AcquireLease claims before giving up
-// on a server too slow to decide safely.
+// leaseAttempts is how many times AcquireLease claims on a slow server.
 const leaseAttempts = 3
 
 // leaseMargin is how long before the expiry the holder's deadline comes.
@@ -80,15 +57,14 @@ type claim struct {
 	claimed, expires time.Time
 }
 
-// live reports whether c counts at server time now, for holder me (whose
-// own claims are never those of an exited process).
+// live reports whether c counts at server time now for holder me (whose
+// own claims are not an exited process's).
 func (c *claim) live(now time.Time, me string) bool {
 	return c != nil && c.state != claimReleased && c.expires.After(now) && (c.holder.ID == me || !c.holder.Exited())
 }
 
-// outranks reports whether held claim c wins over held claim o: the
-// earlier claim, then the smaller id (two held claims only happen when
-// the protocol's assumptions failed: the earlier keeps the lease).
+// outranks reports whether held claim c wins over o (both held only when
+// the protocol's assumptions failed): the earlier, then the smaller id.
 func (c *claim) outranks(o *claim) bool {
 	if !c.claimed.Equal(o.claimed) {
 		return c.claimed.Before(o.claimed)
@@ -96,23 +72,20 @@ func (c *claim) outranks(o *claim) bool {
 	return c.holder.ID < o.holder.ID
 }
 
-// leaseTime returns the time expiry is judged by: the server's (whole
-// seconds), or Options.LeaseClock's when set (tests).
-func (s *Store) leaseTime(ctx context.Context) (time.Time, error) {
+// claims returns the time expiry is judged by (the server's, or
+// Options.LeaseClock's in tests), then the latest claim of every holder.
+func (s *Store) claims(ctx context.Context) (now time.Time, out map[string]*claim, err error) {
 	if s.lease.Now != nil {
-		return s.lease.Now(), nil
+		now = s.lease.Now()
+	} else {
+		var sec uint32
+		if err := s.queryRow(ctx, "read server time", `SELECT toUnixTimestamp(now())`, &sec); err != nil {
+			return now, nil, err
+		}
+		now = time.Unix(int64(sec), 0)
 	}
-	var sec uint32
-	if err := s.queryRow(ctx, "read server time", `SELECT toUnixTimestamp(now())`, &sec); err != nil {
-		return time.Time{}, err
-	}
-	return time.Unix(int64(sec), 0), nil
-}
-
-// claims returns the latest claim of every holder, by holder id.
-func (s *Store) claims(ctx context.Context) (map[string]*claim, error) {
-	out := map[string]*claim{}
-	err := s.query(ctx, "read lease claims", `SELECT holder, argMax(host, version), argMax(pid, version),
+	out = map[string]*claim{}
+	err = s.query(ctx, "read lease claims", `SELECT holder, argMax(host, version), argMax(pid, version),
 		argMax(started, version), argMax(ns, version), argMax(state, version), argMax(claimed, version),
 		argMax(expires, version) FROM leases WHERE name = `+quote(s.leaseName())+` GROUP BY holder`, func(r driver.Rows) error {
 		var c claim
@@ -126,7 +99,7 @@ func (s *Store) claims(ctx context.Context) (map[string]*claim, error) {
 		out[c.holder.ID] = &c
 		return nil
 	})
-	return out, err
+	return now, out, err
 }
 
 // writeClaim inserts h's claim.
@@ -141,8 +114,7 @@ func (s *Store) writeClaim(ctx context.Context, h store.LeaseHolder, state uint8
 		[]string{h.Namespace}, []uint8{state}, []int64{claimed.UnixNano()}, []int64{exp}, []uint64{s.versions(1)})
 }
 
-// heldBy returns the live held claim of another holder than me that wins
-// (nil when there is none).
+// heldBy returns the winning live held claim of a holder other than me, or nil.
 func heldBy(cs map[string]*claim, now time.Time, me string) *claim {
 	var best *claim
 	for id, c := range cs {
@@ -162,16 +134,15 @@ func (s *Store) refused(c *claim, now time.Time) error {
 	return fmt.Errorf("clickhouse: %s: %w", where, &store.LeaseHeldError{Holder: c.holder, Expires: c.expires, Now: now})
 }
 
-// errTooSlow: an insert took longer than the protocol allows; claiming
-// again may succeed.
+// errTooSlow: an insert took longer than the protocol allows.
 type errTooSlow struct{ took, bound time.Duration }
 
 func (e errTooSlow) Error() string {
 	return fmt.Sprintf("the server took %v to store a lease claim, more than %v: another instance's claim may be unseen", e.took.Round(time.Millisecond), e.bound)
 }
 
-// AcquireLease takes the lease for h by the protocol above, then reads
-// again what a previous holder may have written since Open.
+// AcquireLease takes the lease for h, then reads again what a previous
+// holder may have written since Open.
 func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (time.Time, error) {
 	if err := s.checkWritable("take lease"); err != nil {
 		return time.Time{}, err // a reader takes no lease
@@ -202,11 +173,7 @@ func (s *Store) AcquireLease(ctx context.Context, h store.LeaseHolder, ttl time.
 // claimLease makes one claim: look, claim, settle, decide.
 func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Duration) (_ time.Time, err error) {
 	bound := s.leaseSettle / 2
-	now, err := s.leaseTime(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	cs, err := s.claims(ctx)
+	now, cs, err := s.claims(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -235,11 +202,7 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 
 	read := time.Now()
 	base := s.lease.Clock() // the deadline's origin: before the server's time is read
-	now, err = s.leaseTime(ctx)
-	if err == nil {
-		cs, err = s.claims(ctx)
-	}
-	if err != nil {
+	if now, cs, err = s.claims(ctx); err != nil {
 		return time.Time{}, err
 	}
 	if !cs[h.ID].live(now, h.ID) {
@@ -255,10 +218,10 @@ func (s *Store) claimLease(ctx context.Context, h store.LeaseHolder, ttl time.Du
 			winner = c
 		}
 	}
-	if winner == nil || winner.holder.ID != h.ID {
-		if winner == nil { // cannot be: this instance's intent is live
-			return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
-		}
+	if winner == nil { // cannot be: this instance's intent is live
+		return time.Time{}, fmt.Errorf("clickhouse: take lease: no live intent, this instance's neither")
+	}
+	if winner.holder.ID != h.ID {
 		return time.Time{}, s.refused(winner, now)
 	}
 	if err := s.writeClaim(ctx, h, claimHeld, now, now.Add(ttl)); err != nil {
@@ -290,11 +253,7 @@ func (s *Store) RenewLease(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("clickhouse: renew lease: %w", err)
 	}
 	base := s.lease.Clock()
-	now, err := s.leaseTime(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	cs, err := s.claims(ctx)
+	now, cs, err := s.claims(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -315,8 +274,7 @@ func (s *Store) RenewLease(ctx context.Context) (time.Time, error) {
 	if err := s.writeClaim(ctx, h, claimHeld, mine.claimed, now.Add(ttl)); err != nil {
 		return time.Time{}, err
 	}
-	// The heartbeat counts only if it was stored before the deadline it
-	// extends (Renewed checks): later, another may have taken over.
+	// It counts only if stored before the deadline it extends (Renewed).
 	deadline := base.Add(ttl - leaseMargin(ttl))
 	if err := s.lease.Renewed(deadline); err != nil {
 		return time.Time{}, fmt.Errorf("clickhouse: renew lease: %w", err)
@@ -337,9 +295,8 @@ func (s *Store) ReleaseLease(ctx context.Context) error {
 	return nil
 }
 
-// checkWrite refuses a write (what) once the store is closed, to a store
-// opened read-only, or once this instance's lease may be lost
-// (fence.Fence).
+// checkWrite refuses a write (what) to a closed or read-only store, or
+// once its lease may be lost (fence.Fence).
 func (s *Store) checkWrite(what string) error {
 	if err := s.checkOpen(what); err != nil {
 		return err

@@ -14,28 +14,13 @@ import (
 	"github.com/stormradius/stormradius/store/internal/fence"
 )
 
-// Analysis partitions (store.Partitioned). Several processes write one
-// database at once, each the partitions whose lease it holds; what a
-// partition keeps for itself carries its name (the part columns, see
-// schema/clickhouse/0012_partitions.sql):
-//
-//   - its span log: the rows of its writes, sequences its own (a view
-//     continues from its log's highest, read before its first write and
-//     when it takes its lease);
-//   - its records (WindowRecords reads them; Records reads every
-//     partition's), states (one per window and partition, with the
-//     writer's clock), checkpoint (a meta key of its own) and lease (one
-//     per partition name);
-//   - its rollups: each partition's rows are its own generations of each
-//     bucket, so that a partition whose Apply failed recomputes its own
-//     records' contribution under a new generation of its own while the
-//     others go on adding deltas to theirs; reports sum every partition's
-//     current generation. Its minute and window markers are its own too.
-//
-// Summaries, their stale marks, retention and compaction are the store's.
-// A record that another partition re-opens moves to it (record_moves):
-// the taker's rows hold the old record taken away, the giver's keep it,
-// and repairs of either compute their rows so.
+// Analysis partitions (store.Partitioned; see the package doc): what a
+// partition keeps for itself carries its name in the part columns
+// (schema/clickhouse/0012_partitions.sql). A view continues its span log
+// from the highest sequence, read before its first write and when it
+// takes its lease. A record another partition re-opens moves to it
+// (record_moves): the taker's rollups hold the old record taken away, the
+// giver's keep it, and repairs of either compute their rows so.
 
 var (
 	_ store.Partitioned    = (*Store)(nil)
@@ -48,15 +33,13 @@ func newPart(name string, clock func() time.Time) *part {
 		repair: map[int64]struct{}{}, clean: map[int64]struct{}{}}
 }
 
-// baseFlag marks a base generation of a partition other than the
-// default: repair generations are row versions (the clock in
-// nanoseconds), below it until the year 2262.
+// baseFlag marks the base generation of a partition other than the
+// default: repair generations (clock nanoseconds) stay below it until 2262.
 const baseFlag = uint64(1) << 63
 
 // baseGen returns partition p's base rollup generation: 0 for the default
-// partition (the rows written before partitions existed), baseFlag plus
-// 63 bits of a hash of the name for the others. Two names that hash alike
-// would share their rollup rows (one chance in 2^63 for a pair).
+// (rows from before partitions), else baseFlag and 63 bits of the name's
+// hash (two names that hash alike would share rollup rows: 2^-63 a pair).
 func baseGen(p string) uint64 {
 	if p == "" {
 		return 0
@@ -66,9 +49,8 @@ func baseGen(p string) uint64 {
 	return baseFlag | h.Sum64()&(baseFlag-1)
 }
 
-// Partition returns partition p's view of the store. Views of one
-// partition in one store share its state and its lease (closing one
-// releases it); "" is the store's own partition.
+// Partition returns partition p's view of the store ("" is the store's
+// own). Views of one partition share its state and lease (closing one releases it).
 func (s *Store) Partition(p string) (store.PartitionStore, error) {
 	if err := store.CheckPartition(p); err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
@@ -87,31 +69,28 @@ func (s *Store) Partition(p string) (store.PartitionStore, error) {
 	return &Store{conn: s.conn, db: s.db, core: s.core, part: pt, view: true}, nil
 }
 
-// leaseName is the key of the partition's lease: "analysis" for the
-// default partition (as before partitions), "analysis/" + its name.
-func (p *part) leaseName() string {
-	if p.name == "" {
-		return leaseName
-	}
-	return leaseName + "/" + p.name
-}
+// leaseName is the key of the partition's lease.
+func (p *part) leaseName() string { return p.ownKey(leaseName) }
 
 // watermarkKey is the meta key of the partition's checkpoint.
-func (p *part) watermarkKey() string {
+func (p *part) watermarkKey() string { return p.ownKey(metaWatermark) }
+
+// ownKey returns the partition's key of a kind: key itself for the default
+// partition (as before partitions), else key + "/" + its name.
+func (p *part) ownKey(key string) string {
 	if p.name == "" {
-		return metaWatermark
+		return key
 	}
-	return metaWatermark + "/" + p.name
+	return key + "/" + p.name
 }
 
-// PeerState returns the sum of the states of window w the other
-// partitions stored, each its latest (FINAL).
+// PeerState returns the sum of the other partitions' latest states of w.
 func (s *Store) PeerState(ctx context.Context, w int64) (*analysis.State, error) {
 	if err := s.checkOpen("read peer states"); err != nil {
 		return nil, err
 	}
 	sum := analysis.NewState()
-	if f := s.retentionFloor(ctx); f != 0 && w < analysis.WindowOf(f, s.window) {
+	if w < s.floorWindow(ctx) {
 		return sum, nil
 	}
 	err := s.query(ctx, "read peer states", `SELECT part, state FROM (SELECT part, deleted, state FROM states_by_part FINAL
@@ -139,22 +118,10 @@ func (s *Store) PeerWindows(ctx context.Context, since int64) ([]int64, error) {
 	if err := s.checkOpen("read peer windows"); err != nil {
 		return nil, err
 	}
-	lo := int64(minBound)
-	if f := s.retentionFloor(ctx); f != 0 {
-		lo = analysis.WindowOf(f, s.window)
+	out, err := queryColumn[int64](ctx, s, "read peer windows", `SELECT DISTINCT win FROM states_by_part WHERE part != `+quote(s.name)+
+		` AND written >= `+itoa(since)+` AND win >= `+itoa(s.floorWindow(ctx))+` ORDER BY win`)
+	if err == nil && out == nil {
+		out = []int64{}
 	}
-	out := []int64{}
-	err := s.query(ctx, "read peer windows", `SELECT DISTINCT win FROM states_by_part WHERE part != `+quote(s.name)+
-		` AND written >= `+itoa(since)+` AND win >= `+itoa(lo)+` ORDER BY win`, func(r driver.Rows) error {
-		var w int64
-		if err := r.Scan(&w); err != nil {
-			return err
-		}
-		out = append(out, w)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, err
 }

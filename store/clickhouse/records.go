@@ -43,9 +43,8 @@ func (b *recordBlock) columns() []any {
 	return []any{b.day, b.win, b.minute, b.id, b.version, b.deleted, b.start, b.api, b.seq, b.result, b.facts, b.edges, b.part}
 }
 
-// add appends the row of r under version v, partition part's: r's
-// record, or a tombstone for its key when deleted. Results are encoded
-// into b.buf; finish makes them strings.
+// add appends r's row (a tombstone for its key when deleted) at version
+// v, partition part's; its result goes into b.buf until finish.
 func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64, deleted bool, part string) {
 	m := r.Minute()
 	b.part = append(b.part, part)
@@ -73,53 +72,33 @@ func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64
 
 func (b *recordBlock) len() int { return len(b.id) }
 
-// finish sets the result column: substrings of one string, without an
-// allocation per row.
-func (b *recordBlock) finish() {
-	all := string(b.buf)
-	lo := 0
-	b.result = make([]string, len(b.ends))
-	for i, e := range b.ends {
-		b.result[i], lo = all[lo:e], e
+// finish sets the result column.
+func (b *recordBlock) finish() { b.result = substrings(b.buf, b.ends) }
+
+// substrings cuts one copy of buf at ends: no allocation per row.
+func substrings(buf []byte, ends []int) []string {
+	all, lo := string(buf), 0
+	out := make([]string, len(ends))
+	for i, e := range ends {
+		out[i], lo = all[lo:e], e
 	}
+	return out
 }
 
-// decodeResult decodes a stored result (analysis.ResultEncoder's binary
-// form).
+// decodeResult decodes a stored result (analysis.ResultEncoder's form).
 func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, error) {
 	return analysis.DecodeResult(b, intern)
 }
 
-// Apply stores a batch as the store's partition's. ClickHouse cannot make
-// it atomic, so it goes in steps that leave nothing wrong for good when
-// cut short:
-//
-//  1. markers: the minutes and windows the batch touches dirty, the
-//     summaries of the windows whose states it gives stale (and the
-//     minutes the previous Apply finished clean); at once, the partitions
-//     of the old records, and then, when some were another partition's,
-//     their moves (record_moves) and that partition's windows dirty (its
-//     states count them; again once the records are written);
-//  2. at once, the records (a tombstone under the old key when a record is
-//     deleted or its start moved to another minute) and the rollups: the
-//     change the batch makes to each minute, hour and day it touches, for
-//     the minutes not to repair;
-//  3. the minutes to repair (left dirty by a failed Apply or a crash) are
-//     recomputed from the records, with their hours and days, under a new
-//     generation;
-//  4. at once, the window states and the checkpoint.
-//
-// A failure after step 1 leaves the minutes dirty: this store repairs
-// them at its next Apply, a new one at its first Apply (it reads the dirty
-// minutes at Open). The windows stay dirty until an Apply writes their
-// states after their records: their states are not exact meanwhile
-// (State).
+// Apply stores a batch as the store's partition's, in the steps the
+// package doc describes: one cut short leaves its minutes dirty, repaired
+// by the next Apply (Open reads them), and its windows not exact (State)
+// until an Apply writes their states.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if err := s.checkWrite("apply"); err != nil {
 		return err
 	}
-	// The minutes it touches, once known (the tier cache drops their
-	// ranges).
+	// The tier cache drops the ranges of the minutes it touches, once known.
 	lo, hi := int64(position.AllLo), int64(position.AllHi)
 	defer func() { s.pos.Wrote(lo, hi) }()
 	if err := s.ensureProgress(ctx); err != nil {
@@ -144,17 +123,13 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	}
 	repair := maps.Clone(s.repair)
 	lo, hi = extent(minutes, repair)
-	// Readers hear of it before anything is written, and once it is
-	// (changes.go).
 	c := change{lo: lo, hi: hi, gens: len(repair) > 0, traces: changedTraces(b.Changes)}
 	err := s.announced(ctx, c, func() error { return s.apply(ctx, b, minutes, repair, keys(windows)) })
 	if c.gens {
 		s.gensKept.drop()
 	}
 	if err != nil {
-		for m := range minutes {
-			s.repair[m] = struct{}{}
-		}
+		maps.Copy(s.repair, minutes)
 		return err
 	}
 	clear(s.repair)
@@ -164,13 +139,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	return nil
 }
 
-// changedTraces returns the stamp buckets of the traces whose records
-// changes change.
+// changedTraces returns the stamp buckets of the traces changes change.
 func changedTraces(changes []store.Change) []uint16 {
-	out := make([]uint16, 0, len(changes))
-	for _, c := range changes {
+	out := make([]uint16, len(changes))
+	for i, c := range changes {
 		id := c.ID()
-		out = append(out, uint16(bucket(id[:])))
+		out[i] = uint16(bucket(id[:]))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -184,7 +158,6 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	v0 := s.versions(n + 3)
 	vEnd := v0 + uint64(n) + 2
 
-	// Everything is encoded before anything is sent.
 	recs := s.encodeRecords(b.Changes, v0)
 	ups := s.deltaRows(rollup.Deltas(b.Changes, repair)) // repaired minutes are summed again whole
 	states, err := s.encodeStates(b.States)
@@ -192,17 +165,14 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 		return err
 	}
 
-	// Markers. Summaries of the windows whose states change go stale now;
-	// a crash before the states are written only costs computing them
-	// again.
+	// Summaries of the windows whose states change go stale now: a crash
+	// before the states are written only costs computing them again.
 	touched := maps.Clone(minutes)
 	maps.Copy(touched, repair)
-	var clean []int64
-	for m := range s.clean {
-		if _, ok := touched[m]; !ok {
-			clean = append(clean, m)
-		}
-	}
+	clean := slices.DeleteFunc(keys(s.clean), func(m int64) bool {
+		_, ok := touched[m]
+		return ok
+	})
 	var moved []move
 	err = both(func() error {
 		return s.mark(ctx, v0, marks{minutes: keys(touched), windows: windows, summaries: states.wins, clean: clean})
@@ -218,15 +188,11 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 		return err
 	}
 
-	// The records and the rollup deltas at once: the markers cover either
-	// failing.
 	err = both(func() error {
 		if recs.len() == 0 {
 			return nil
 		}
-		// The views of the records' traces, even when it failed: its rows
-		// may be stored.
-		defer s.watch.moveChanges(b.Changes)
+		defer s.watch.moveChanges(b.Changes) // even when it failed: its rows may be stored
 		return s.insert(ctx, "put records", "records", recordColumns, recs.columns()...)
 	}, func() error {
 		if ups.len() == 0 {
@@ -241,11 +207,9 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 		return err
 	}
 
-	// Once the records are stored: the states (written after the records,
-	// they make their windows exact), the checkpoint and, for the records
-	// taken from other partitions, their windows marked dirty there once
-	// more (a state that partition wrote while they moved counts them), at
-	// once.
+	// After the records: the states (which make their windows exact), the
+	// checkpoint, and the moved records' windows marked dirty again in the
+	// partitions they left (a state written there meanwhile counts them).
 	err = both(func() error {
 		if len(states.wins) == 0 {
 			return nil
@@ -274,8 +238,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, minutes, repair map[in
 	return nil
 }
 
-// extent returns the minutes [lo, hi) from the first to the last of two
-// sets; lo ≥ hi when both are empty.
+// extent returns the minutes [lo, hi) spanning two sets (0, 0 when empty).
 func extent(a, b map[int64]struct{}) (lo, hi int64) {
 	lo, hi = position.AllHi, position.AllLo
 	for _, set := range []map[int64]struct{}{a, b} {
@@ -289,9 +252,8 @@ func extent(a, b map[int64]struct{}) (lo, hi int64) {
 	return lo, hi
 }
 
-// encodeRecords encodes the records a batch replaces and stores, the
-// ith change at version v0+1+i: the old record is deleted (a tombstone)
-// where the new one does not take its key.
+// encodeRecords encodes a batch's records, the ith change at version
+// v0+1+i, with a tombstone where the new record does not take the old's key.
 func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
 	var recs recordBlock
 	for i, c := range changes {
@@ -344,17 +306,16 @@ func both(f, g func() error) error {
 	return err
 }
 
-// Kinds of dirty markers (the dirty table's Enum8; 3, hour, is no longer
-// written).
+// Kinds of dirty markers (the Enum8; 3, hour, is no longer written).
 const (
 	kindMinute  int8 = 0
 	kindWindow  int8 = 1
 	kindSummary int8 = 2
 )
 
-// marks are the markers one insert sets: the store's partition's minutes
-// and windows (states) dirty, and its minutes clean; summaries (shared by
-// every partition) dirty and clean; other partitions' windows dirty.
+// marks are the markers of one insert: the partition's minutes and windows
+// dirty, its minutes clean; summaries (every partition's) dirty and clean
+// (fresh); other partitions' windows dirty.
 type marks struct {
 	minutes, windows, summaries []int64
 	clean, fresh                []int64
@@ -375,41 +336,36 @@ func (s *Store) mark(ctx context.Context, v uint64, m marks) error {
 	}
 	kinds, ids, days, flags := make([]int8, 0, n), make([]int64, 0, n), make([]time.Time, 0, n), make([]uint8, 0, n)
 	parts := make([]string, 0, n)
-	add := func(kind int8, x int64, part string, dirty uint8) {
-		d := dayOfMinute(x)
-		if kind != kindMinute {
-			d = dayOf(x * int64(s.window))
-		}
-		kinds, ids, days, flags = append(kinds, kind), append(ids, x), append(days, dayDate(d)), append(flags, dirty)
-		parts = append(parts, part)
-	}
-	for _, set := range []struct {
-		kind  int8
-		dirty uint8
-		part  string
-		ids   []int64
-	}{{kindMinute, 1, s.name, m.minutes}, {kindMinute, 0, s.name, m.clean}, {kindWindow, 1, s.name, m.windows},
-		{kindSummary, 1, "", m.summaries}, {kindSummary, 0, "", m.fresh}} {
-		for _, x := range set.ids {
-			add(set.kind, x, set.part, set.dirty)
+	add := func(kind int8, dirty uint8, part string, xs ...int64) {
+		for _, x := range xs {
+			d := dayOfMinute(x)
+			if kind != kindMinute {
+				d = dayOf(x * int64(s.window))
+			}
+			kinds, ids, days, flags = append(kinds, kind), append(ids, x), append(days, dayDate(d)), append(flags, dirty)
+			parts = append(parts, part)
 		}
 	}
+	add(kindMinute, 1, s.name, m.minutes...)
+	add(kindMinute, 0, s.name, m.clean...)
+	add(kindWindow, 1, s.name, m.windows...)
+	add(kindSummary, 1, "", m.summaries...)
+	add(kindSummary, 0, "", m.fresh...)
 	for _, o := range m.others {
-		add(kindWindow, o.win, o.part, 1)
+		add(kindWindow, 1, o.part, o.win)
 	}
 	return s.insert(ctx, "mark dirty", "dirty_by_part", []string{"kind", "id", "part", "day", "dirty", "version"},
 		kinds, ids, parts, days, flags, slices.Repeat([]uint64{v}, n))
 }
 
-// move is a record that another partition (from) stored and a change of
-// the batch replaces: it moves to the store's partition.
+// move is a record that partition from stored, moving to the store's.
 type move struct {
 	from string
 	old  *store.Record
 }
 
-// movedRecords returns the changes' old records that another partition
-// stored: the partition of each one's latest row under its key.
+// movedRecords returns the changes' old records whose latest row under
+// their key another partition stored.
 func (s *Store) movedRecords(ctx context.Context, changes []store.Change) ([]move, error) {
 	olds := map[graph.TraceID]*store.Record{}
 	var ids []graph.TraceID
@@ -426,15 +382,11 @@ func (s *Store) movedRecords(ctx context.Context, changes []store.Change) ([]mov
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	type latest struct {
-		loc  location
-		part string
-	}
-	found := map[graph.TraceID]latest{}
 	idctx, err := s.withIDs(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
+	found, parts := map[graph.TraceID]location{}, map[graph.TraceID]string{}
 	err = s.query(idctx, "read record partitions", `SELECT trace_id, win, minute, version, deleted, part FROM records WHERE win IN (`+
 		intList(wins)+`) AND minute IN (`+intList(mins)+`) AND trace_id IN (SELECT id FROM `+idsTable+`)`, func(r driver.Rows) error {
 		var id graph.TraceID
@@ -448,8 +400,8 @@ func (s *Store) movedRecords(ctx context.Context, changes []store.Change) ([]mov
 		if o := olds[id]; o == nil || l.win != o.Window || l.minute != o.Minute() {
 			return nil // another key of the trace
 		}
-		if have, ok := found[id]; !ok || l.newer(have.loc) {
-			found[id] = latest{l, p}
+		if have, ok := found[id]; !ok || l.newer(have) {
+			found[id], parts[id] = l, p
 		}
 		return nil
 	})
@@ -458,17 +410,15 @@ func (s *Store) movedRecords(ctx context.Context, changes []store.Change) ([]mov
 	}
 	var out []move
 	for _, id := range ids {
-		if f, ok := found[id]; ok && f.loc.live && f.part != s.name {
-			out = append(out, move{from: f.part, old: olds[id]})
+		if l, ok := found[id]; ok && l.live && parts[id] != s.name {
+			out = append(out, move{from: parts[id], old: olds[id]})
 		}
 	}
 	return out, nil
 }
 
-// recordMoves stores moves at version v before the records that make
-// them (a retried move is the same row: keyed by the old record), and, at
-// once, marks the windows of the moved records dirty in the partitions
-// they leave: those partitions' states count them.
+// recordMoves stores moves at version v, before the records (a retried
+// move is the same row), and marks the windows they leave dirty there.
 func (s *Store) recordMoves(ctx context.Context, v uint64, moved []move) error {
 	if len(moved) == 0 {
 		return nil
@@ -489,8 +439,7 @@ func (s *Store) recordMoves(ctx context.Context, v uint64, moved []move) error {
 	})
 }
 
-// movedWindows returns the windows the moved records leave, each in the
-// partition it leaves.
+// movedWindows returns the windows the moved records leave, with their partitions.
 func movedWindows(moved []move) []partWindow {
 	var out []partWindow
 	for _, m := range moved {
@@ -504,15 +453,9 @@ func movedWindows(moved []move) []partWindow {
 // readColumns are the columns a store.Record is read from.
 const readColumns = `trace_id, start, win, api, seq, result, facts, edges`
 
-// scanRecord reads one row of readColumns (and more columns into extra).
-func scanRecord(r driver.Rows, extra ...any) (*store.Record, error) {
-	return scanRecordIf(r, nil, extra...)
-}
-
-// scanRecordIf is scanRecord, returning nil without decoding the row when
-// keep (called once the row is scanned) says it is not wanted: a
-// tombstone's empty result does not decode.
-func scanRecordIf(r driver.Rows, keep func(*store.Record) bool, extra ...any) (*store.Record, error) {
+// scanRecord reads a row of readColumns (and extra); nil, not decoded (a
+// tombstone's result does not decode), when keep (if set) refuses it.
+func scanRecord(r driver.Rows, keep func(*store.Record) bool, extra ...any) (*store.Record, error) {
 	var (
 		rec           store.Record
 		result, facts string
@@ -543,22 +486,19 @@ type location struct {
 	live        bool
 }
 
-// newer reports whether l supersedes o: a higher version, or the same
-// version and live (a record that moved minute leaves a tombstone under
-// its old key with the version of its new row).
+// newer reports whether l supersedes o: a higher version, or the same and
+// live (a record that moved minute leaves a tombstone of its new version).
 func (l location) newer(o location) bool {
 	return l.version > o.version || l.version == o.version && l.live && !o.live
 }
 
 // Records returns the stored records of ids, whichever partition stored
-// them: where each lives from the record index (most ids of a batch have
-// none), then the records, by primary key.
+// them: their keys from the record index, then the records by primary key.
 func (s *Store) Records(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]*store.Record, error) {
 	return s.records(ctx, ids, nil)
 }
 
-// records is Records, noting in parts (when not nil) the partition of
-// each record returned.
+// records is Records, noting in parts (if not nil) each record's partition.
 func (s *Store) records(ctx context.Context, ids []graph.TraceID, parts map[graph.TraceID]string) (map[graph.TraceID]*store.Record, error) {
 	if err := s.checkOpen("read records"); err != nil {
 		return nil, err
@@ -568,18 +508,13 @@ func (s *Store) records(ctx context.Context, ids []graph.TraceID, parts map[grap
 	}
 	floor := s.retentionFloor(ctx)
 	out := make(map[graph.TraceID]*store.Record, len(ids))
-	const chunk = 10000
-	for len(ids) > 0 {
-		part := ids[:min(chunk, len(ids))]
-		ids = ids[len(part):]
-		locs := map[graph.TraceID]location{}
-		starts := map[graph.TraceID]int64{}
-		// The ids go as data (an external table), not as SQL literals
-		// the server would parse: half the cost of the lookup.
+	for part := range slices.Chunk(ids, 10000) {
+		// Ids as data, not literals the server parses: half the lookup's cost.
 		idctx, err := s.withIDs(ctx, part)
 		if err != nil {
 			return nil, err
 		}
+		locs, starts := map[graph.TraceID]location{}, map[graph.TraceID]int64{}
 		err = s.query(idctx, "read record index", `SELECT trace_id, win, minute, start, version, deleted FROM record_index `+
 			`WHERE trace_id IN (SELECT id FROM `+idsTable+`)`, func(r driver.Rows) error {
 			var id graph.TraceID
@@ -616,7 +551,7 @@ func (s *Store) records(ctx context.Context, ids []graph.TraceID, parts map[grap
 			var v uint64
 			var del uint8
 			var p string
-			rec, err := scanRecordIf(r, func(rec *store.Record) bool {
+			rec, err := scanRecord(r, func(rec *store.Record) bool {
 				l := locs[rec.TraceID]
 				if rec.Window != l.win || minute != l.minute || v < versions[rec.TraceID] {
 					return false // another key, or an older version
@@ -645,13 +580,8 @@ func (s *Store) records(ctx context.Context, ids []graph.TraceID, parts map[grap
 }
 
 // WindowRecords calls fn with the records of window w that the store's
-// partition stored and that use one of edges (all of them when edges is
-// empty). All of them: a range of the primary key, the latest version of
-// each, tombstones and other partitions' records dropped after FINAL.
-// With edges: the traces with a row of the window that uses one (any
-// version: only trace_id and edges are read, no FINAL), then their
-// latest records (Records), kept when they are still in the window and
-// use one of edges.
+// partition stored and that use one of edges (all when edges is empty):
+// the latest version of each (FINAL), else windowEdgeRecords.
 func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn func(*store.Record) error) error {
 	if err := s.checkOpen("read window records"); err != nil {
 		return err
@@ -671,7 +601,7 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	}
 	var cbErr error
 	err := s.query(ctx, "read window records", q, func(r driver.Rows) error {
-		rec, err := scanRecord(r)
+		rec, err := scanRecord(r, nil)
 		if err != nil {
 			return err
 		}
@@ -687,25 +617,14 @@ func (s *Store) WindowRecords(ctx context.Context, w int64, edges []uint64, fn f
 	return err
 }
 
-// windowEdgeRecords is WindowRecords with edges (want, sorted; uses, the
-// condition on a row that uses one), for a few traces: the traces with a
-// row of the window that the store's partition stored and that uses one
-// (any version: only trace_id, part and edges are read, no FINAL), then
-// their latest records (Records), kept when they are still in the window,
-// the partition's, and use one. With more than Store.edgeReadMax traces
-// it reads nothing more and says not done: the window is read whole.
+// windowEdgeRecords is WindowRecords with edges (want, sorted; uses, a
+// row's condition): the traces with a row that uses one (any version),
+// then their latest records, kept when still the window's, the
+// partition's and using one. Past Store.edgeReadMax traces it is not done.
 func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, uses string,
-	fn func(*store.Record) error) (done bool, err error) {
-	var ids []graph.TraceID
-	err = s.query(ctx, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+
-		` AND part = `+quote(s.name)+` AND `+uses+` LIMIT `+itoa(int64(s.edgeReadMax)+1), func(r driver.Rows) error {
-		var id graph.TraceID
-		if err := r.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
+	fn func(*store.Record) error) (done bool, _ error) {
+	ids, err := queryColumn[graph.TraceID](ctx, s, "read window edges", `SELECT DISTINCT trace_id FROM records WHERE win = `+itoa(w)+
+		` AND part = `+quote(s.name)+` AND `+uses+` LIMIT `+itoa(int64(s.edgeReadMax)+1))
 	if err != nil || len(ids) > s.edgeReadMax {
 		return false, err
 	}
@@ -725,6 +644,23 @@ func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, u
 	return true, nil
 }
 
+// queryColumn returns the values of the one column q selects (nil on an error).
+func queryColumn[T any](ctx context.Context, s *Store, what, q string) ([]T, error) {
+	var out []T
+	err := s.query(ctx, what, q, func(r driver.Rows) error {
+		var v T
+		if err := r.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // edgeList returns EdgeKeys as a comma-separated list of UInt64 literals.
 func edgeList(edges []uint64) string {
 	lits := make([]string, len(edges))
@@ -734,9 +670,7 @@ func edgeList(edges []uint64) string {
 	return strings.Join(lits, ", ")
 }
 
-// edgeReadMax is the most traces WindowRecords reads one by one (by
-// record_index) rather than reading their window whole (Store.edgeReadMax;
-// tests change it).
+// edgeReadMax is Store.edgeReadMax's default (tests change it).
 const edgeReadMax = 2000
 
 // Watermark returns the store's partition's checkpoint.

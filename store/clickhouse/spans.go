@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -29,18 +30,15 @@ type spanWriter struct {
 	buf    []byte
 }
 
-// Every write stores, beside the rows of its traces, a log row: under the
-// all-zero trace id (no span has it: receivers refuse it), its sequence
-// and, in data, logMarker then the ids of the traces it holds. Log rows
-// lead every part's key order, so recovery reads the log after a sequence
-// by primary key, and a write and its log row are one insert, one part.
+// Every write stores, beside its traces' rows, a log row under logID (no
+// span has the all-zero id: receivers refuse it), holding logMarker then
+// the write's trace ids. Log rows lead every part's key order, so recovery
+// reads the log by primary key; a write and its log row are one insert.
 const logMarker = 0xff
 
-// logID is the trace id of log rows.
 var logID [16]byte
 
-// WriteSpans stores spans; they are durable (acknowledged by the server)
-// when it returns: StartSpans, then its commit.
+// WriteSpans stores spans: StartSpans, then its commit.
 func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, error) {
 	seq, commit, err := s.StartSpans(ctx, spans)
 	if err != nil {
@@ -52,18 +50,9 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 	return seq, nil
 }
 
-// StartSpans takes the next sequence of the store's partition and encodes
-// spans for one insert, in one day partition (the write's): a row per
-// trace, holding the trace's spans of the write with their names once
-// (graph.TraceEncoder.AppendSpans), and the write's log row (its sequence
-// and traces, for recovery). commit sends the insert: its spans are
-// durable (acknowledged by the server) when it returns nil. Sequences are
-// taken in the order of the calls (under spanMu); inserts are not ordered,
-// each is a part of its own, and several may be in flight on the
-// connection pool (store.SpanWriteStarter). A sequence number is never
-// reused, even when the write fails: its rows may be stored, and a retry
-// gets a new number. Its rows carry the store's partition, whose
-// sequences they follow.
+// StartSpans (store.SpanWriteStarter) takes the partition's next sequence
+// and encodes spans as one insert in the write's day partition: a row per
+// trace (graph.TraceEncoder.AppendSpans) and the write's log row.
 func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, func(context.Context) error, error) {
 	if err := s.checkWrite("write spans"); err != nil {
 		return 0, nil, fence.Retryable(err)
@@ -80,43 +69,30 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	seq := s.seq
 	day := dayDate(dayOf(time.Now().UnixNano()))
 
-	// Group by trace, keeping arrival order within a trace.
 	w := &s.spanW
 	g := &w.groups
 	g.Group(spans)
-	ids := make([][]byte, 1, 1+len(g.Ends))
-	ids[0] = logID[:]
-	ends := make([]int, 0, 1+len(g.Ends))
+	ids := append(make([][]byte, 0, 1+len(g.Ends)), logID[:])
 	buf := append(w.buf[:0], logMarker)
 	for k := range g.Ends {
 		id := &spans[g.First(k)].TraceID
 		buf = append(buf, id[:]...)
 		ids = append(ids, id[:])
 	}
-	ends = append(ends, len(buf))
+	ends := append(make([]int, 0, 1+len(g.Ends)), len(buf))
 	for k := range g.Ends {
 		w.group = g.Trace(k, spans, w.group[:0])
 		buf = w.enc.AppendSpans(buf, w.group)
 		ends = append(ends, len(buf))
 	}
-	// The data column takes substrings of one string, without an
-	// allocation per row. The string is a copy: the buffer serves the
-	// next write while this one is in flight.
-	all := string(buf)
+	// A copy: the buffer serves the next write while this one is in flight.
+	data, n := substrings(buf, ends), len(ids)
 	if cap(buf) <= 16<<20 {
 		w.buf = buf[:0]
 	}
 	clear(w.group)
-	n := len(ids)
-	data := make([]string, n)
-	from := 0
-	for i, e := range ends {
-		data[i], from = all[from:e], e
-	}
-	buckets := s.watch.bucketsOf(ids[1:])
-	// Close (finish) waits for the inserts started: the lease is
-	// released and the connections closed after them.
-	s.inserts.Add(1)
+	buckets := bucketsOf(ids[1:])
+	s.inserts.Add(1) // Close waits for it, then releases the lease
 	var once sync.Once
 	commit := func(ctx context.Context) error {
 		err := errCommitted
@@ -124,8 +100,7 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 			defer s.inserts.Done()
 			err = s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
 				slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n))
-			// Even when it failed: its rows may be stored. Other
-			// processes hear of it just after (changes.go).
+			// Even when it failed: its rows may be stored.
 			s.watch.move(buckets)
 			s.spansWritten(buckets)
 		})
@@ -137,8 +112,7 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 // errCommitted: a write's commit was called again.
 var errCommitted = errors.New("clickhouse: write spans: committed twice")
 
-// spanRow is one stored row of trace_spans: a trace's spans of one write,
-// or a write's log row.
+// spanRow is a row of trace_spans: a trace's spans of a write, or a log row.
 type spanRow struct {
 	traceID graph.TraceID
 	seq     uint64
@@ -154,25 +128,24 @@ func (r *spanRow) decode(dst []graph.Span, intern func([]byte) string) ([]graph.
 }
 
 // readSpans calls fn with every stored row of the spans of ids (a span
-// re-sent is in several), those of the store's partition's writes lo..hi
-// only when hi > 0. fn must copy what it keeps of the row.
-func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, lo, hi uint64, fn func(*spanRow) error) error {
-	const chunk = 1000
+// re-sent is in several), only those of the partition's writes lo..hi
+// when hi > 0.
+func (s *Store) readSpans(ctx context.Context, ids []graph.TraceID, lo, hi uint64, fn func(spanRow)) error {
 	seqs := ""
 	if hi > 0 {
 		seqs = ` AND seq >= ` + utoa(lo) + ` AND seq <= ` + utoa(hi) + ` AND part = ` + quote(s.name)
 	}
-	for len(ids) > 0 {
-		part := ids[:min(chunk, len(ids))]
-		ids = ids[len(part):]
-		list := idList(part)
+	for part := range slices.Chunk(ids, 1000) {
 		var row spanRow
-		err := s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM trace_spans WHERE trace_id IN (`+list+`)`+seqs,
+		err := s.query(ctx, "read spans", `SELECT trace_id, seq, data FROM trace_spans WHERE trace_id IN (`+idList(part)+`)`+seqs,
 			func(r driver.Rows) error {
 				if err := r.Scan(&row.traceID, &row.seq, &row.data); err != nil {
 					return err
 				}
-				return fn(&row)
+				c := row
+				c.data = slices.Clone(row.data)
+				fn(c)
+				return nil
 			})
 		if err != nil {
 			return err
@@ -188,12 +161,7 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 		return dst, err
 	}
 	var rows []spanRow
-	err := s.readSpans(light(ctx), []graph.TraceID{id}, 0, 0, func(r *spanRow) error {
-		c := *r
-		c.data = slices.Clone(r.data)
-		rows = append(rows, c)
-		return nil
-	})
+	err := s.readSpans(light(ctx), []graph.TraceID{id}, 0, 0, func(r spanRow) { rows = append(rows, r) })
 	if err != nil {
 		return dst, err
 	}
@@ -212,15 +180,13 @@ func (s *Store) TraceSpans(ctx context.Context, id graph.TraceID, dst []graph.Sp
 const spansAfterChunk = 500
 
 // SpansAfter calls fn, in write order, with the spans of every write of
-// the store's partition after seq, as they were written. It reads the write log after seq, then the
-// rows of those writes (by primary key: the traces they touched), a few
-// hundred writes at a time.
+// the partition after seq: the write log after seq, then the rows of
+// those writes by primary key, spansAfterChunk writes at a time.
 func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []graph.Span) error) error {
 	if err := s.checkOpen("read spans after"); err != nil {
 		return err
 	}
-	// The retention floor is a day's first instant: the writes of that day
-	// on are kept.
+	// The retention floor is a day's first instant: that day's writes are kept.
 	floor := dayDate(dayOf(s.retentionFloor(ctx))).Format("2006-01-02")
 	in := graph.Interner{}
 	var spans []graph.Span
@@ -229,11 +195,7 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 		if err != nil {
 			return err
 		}
-		seqs := make([]uint64, 0, len(traces))
-		for sq := range traces {
-			seqs = append(seqs, sq)
-		}
-		slices.Sort(seqs)
+		seqs := slices.Sorted(maps.Keys(traces))
 		if len(seqs) == 0 {
 			return nil
 		}
@@ -247,9 +209,8 @@ func (s *Store) SpansAfter(ctx context.Context, seq uint64, fn func(uint64, []gr
 	}
 }
 
-// writesAfter returns the traces of the first spansAfterChunk writes
-// of the store's partition after sequence after, by write, from the log
-// rows; floor is the retention floor's day.
+// writesAfter returns the traces of the partition's first spansAfterChunk
+// writes after sequence after (from day floor on), by write, from the log.
 func (s *Store) writesAfter(ctx context.Context, after uint64, floor string) (map[uint64][]graph.TraceID, error) {
 	traces := map[uint64][]graph.TraceID{}
 	err := s.query(ctx, "read write log", `SELECT seq, data FROM trace_spans WHERE trace_id = `+idList([]graph.TraceID{logID})+
@@ -273,9 +234,8 @@ func (s *Store) writesAfter(ctx context.Context, after uint64, floor string) (ma
 	return traces, nil
 }
 
-// emitWrites reads the span rows of writes seqs (sorted) from the traces
-// they touched, and calls fn with each write's spans, in order, decoded
-// into spans (returned for reuse) with names interned in in.
+// emitWrites reads the rows of writes seqs (sorted) and calls fn with each
+// write's spans, in order, decoded into spans (returned for reuse).
 func (s *Store) emitWrites(ctx context.Context, seqs []uint64, traces map[uint64][]graph.TraceID, in graph.Interner,
 	spans []graph.Span, fn func(uint64, []graph.Span) error) ([]graph.Span, error) {
 	set := map[graph.TraceID]struct{}{}
@@ -284,17 +244,9 @@ func (s *Store) emitWrites(ctx context.Context, seqs []uint64, traces map[uint64
 			set[id] = struct{}{}
 		}
 	}
-	lo, hi := seqs[0], seqs[len(seqs)-1]
-	ids := make([]graph.TraceID, 0, len(set))
-	for t := range set {
-		ids = append(ids, t)
-	}
 	byWrite := map[uint64][]spanRow{}
-	err := s.readSpans(ctx, ids, lo, hi, func(r *spanRow) error {
-		c := *r
-		c.data = slices.Clone(r.data)
-		byWrite[r.seq] = append(byWrite[r.seq], c)
-		return nil
+	err := s.readSpans(ctx, slices.Collect(maps.Keys(set)), seqs[0], seqs[len(seqs)-1], func(r spanRow) {
+		byWrite[r.seq] = append(byWrite[r.seq], r)
 	})
 	if err != nil {
 		return spans, err

@@ -9,22 +9,15 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// Trace stamps (store.TraceStamper): what lets the read API keep a
-// trace's view until its spans or its record change.
-//
-// A trace's stamp is the generation of its bucket (its id hashed into
-// stampBuckets): every span write and every change of records moves the
-// buckets of the traces it holds. This process's writes move them when
-// their insert returns (WriteSpans, Apply); its retention moves them all.
-// Another process's move them when the change log tells of them
-// (changes.go): a span write's done row, and an Apply's intent and done
-// rows, name the buckets of their traces; retention moves them all.
+// traceWatch holds the trace stamps (store.TraceStamper): a trace's is its
+// bucket's generation, moved by this process's writes as they return and
+// by others' as the change log names them (changes.go).
 type traceWatch struct {
 	gens [stampBuckets]atomic.Uint64
 }
 
-// stampBuckets is the number of buckets: a write moves the stamps of
-// about 1/stampBuckets of the other traces with each trace it holds.
+// stampBuckets: a write moves the stamps of about 1/stampBuckets of the
+// other traces with each trace it holds.
 const stampBuckets = 4096
 
 // bucket returns the bucket of trace id.
@@ -37,7 +30,7 @@ func bucket(id []byte) int {
 }
 
 // bucketsOf returns the buckets of the traces ids.
-func (w *traceWatch) bucketsOf(ids [][]byte) []uint16 {
+func bucketsOf(ids [][]byte) []uint16 {
 	b := make([]uint16, len(ids))
 	for i, id := range ids {
 		b[i] = uint16(bucket(id))
@@ -45,7 +38,6 @@ func (w *traceWatch) bucketsOf(ids [][]byte) []uint16 {
 	return b
 }
 
-// move moves buckets.
 func (w *traceWatch) move(buckets []uint16) {
 	for _, b := range buckets {
 		w.gens[b].Add(1)
@@ -63,15 +55,13 @@ func (w *traceWatch) moveChanges(changes []store.Change) {
 	}
 }
 
-// moveAll moves every bucket.
 func (w *traceWatch) moveAll() {
 	for i := range w.gens {
 		w.gens[i].Add(1)
 	}
 }
 
-// TraceStamp returns the stamp of trace id's view (store.TraceStamper);
-// ok is always true.
+// TraceStamp returns the stamp of trace id's view; ok is always true.
 func (s *Store) TraceStamp(ctx context.Context, id graph.TraceID) (uint64, bool, error) {
 	if err := s.checkOpen("trace stamp"); err != nil {
 		return 0, false, err

@@ -16,30 +16,16 @@ import (
 	"github.com/stormradius/stormradius/store/internal/rollup"
 )
 
-// State returns the store's partition's stored state of window w, and
-// whether it is exact: known to be the sum of the facts of the window's
-// records the partition stored.
-//
-// Records and states are written by separate inserts, so a crash, or an
-// Apply that fails half way, can leave a window's records changed and its
-// state not. A clean-shutdown flag cannot tell which windows that hit (nor
-// survive a reader process opening and closing the database meanwhile),
-// so exactness is tracked per window, in the database: Apply marks every
-// window whose records it changes dirty before it writes anything, and
-// writes the states it is given after the records, with a higher version.
-// A window is exact unless its latest dirty mark is newer than its latest
-// state: whatever process applied, crashed, reopened or read in between.
-// Marks and states are each partition's (another partition that takes
-// one of its records marks its window dirty: its state counts it).
-// Retention that cuts a window in two (a window that does not divide a
-// day) marks it dirty as well. A dirty window without a stored state is
-// returned empty and not exact (its records may exist), so the caller
-// rebuilds it from WindowRecords.
+// State returns the partition's stored state of window w, and whether it
+// is exact (the sum of the facts of the partition's records of w): not
+// when the window's latest dirty mark (Apply, a record moved away,
+// retention cutting it) is newer than its latest state. A dirty window
+// without a state is returned empty: the caller rebuilds it (WindowRecords).
 func (s *Store) State(ctx context.Context, w int64) (*analysis.State, bool, error) {
 	if err := s.checkOpen("read state"); err != nil {
 		return nil, false, err
 	}
-	if f := s.retentionFloor(ctx); f != 0 && w < analysis.WindowOf(f, s.window) {
+	if w < s.floorWindow(ctx) {
 		return nil, true, fmt.Errorf("clickhouse: state of window %d: %w", w, store.ErrNotFound)
 	}
 	var (
@@ -102,14 +88,12 @@ func (s *Store) PutSummaries(ctx context.Context, sums []*analysis.WindowSummary
 	return s.announced(ctx, c, func() error { return s.putSummaries(ctx, sums) })
 }
 
-// putSummaries is PutSummaries' inserts: the summaries, then their
-// windows' stale marks cleared.
+// putSummaries inserts the summaries, then clears their stale marks.
 func (s *Store) putSummaries(ctx context.Context, sums []*analysis.WindowSummary) error {
 	v := s.versions(len(sums) + 1)
 	days, wins, vers, encs := make([]time.Time, len(sums)), make([]int64, len(sums)), make([]uint64, len(sums)), make([]string, len(sums))
 	for i, w := range sums {
-		// The binary form (analysis.DecodeSummary reads it back): a String
-		// column holds any bytes.
+		// The binary form (analysis.DecodeSummary): a String holds any bytes.
 		days[i], wins[i], vers[i], encs[i] = dayDate(dayOf(w.Window*int64(s.window))), w.Window, v+uint64(i), string(w.AppendBinary(nil))
 	}
 	if err := s.insert(ctx, "put summaries", "summaries", []string{"day", "win", "version", "summary"}, days, wins, vers, encs); err != nil {
@@ -125,21 +109,8 @@ func (s *Store) StaleSummaries(ctx context.Context) ([]int64, error) {
 	if err := s.checkOpen("read stale summaries"); err != nil {
 		return nil, err
 	}
-	lo := int64(minBound)
-	if f := s.retentionFloor(ctx); f != 0 {
-		lo = analysis.WindowOf(f, s.window)
-	}
-	var out []int64
-	err := s.query(ctx, "read stale summaries", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL WHERE kind = 'summary' AND id >= `+
-		itoa(lo)+` AND part = '') WHERE dirty = 1 ORDER BY id`, func(r driver.Rows) error {
-		var w int64
-		if err := r.Scan(&w); err != nil {
-			return err
-		}
-		out = append(out, w)
-		return nil
-	})
-	return out, err
+	return queryColumn[int64](ctx, s, "read stale summaries", `SELECT id FROM (SELECT id, dirty FROM dirty_by_part FINAL `+
+		`WHERE kind = 'summary' AND id >= `+itoa(s.floorWindow(ctx))+` AND part = '') WHERE dirty = 1 ORDER BY id`)
 }
 
 // Summaries returns the summaries of windows lo..hi, oldest first.
@@ -147,11 +118,7 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	if err := s.checkOpen("read summaries"); err != nil {
 		return nil, err
 	}
-	if f := s.retentionFloor(ctx); f != 0 {
-		lo = max(lo, analysis.WindowOf(f, s.window))
-	}
-	lo, hi = clamp(lo, minBound, maxBound), clamp(hi, minBound, maxBound)
-	// Kept while no summary may have changed.
+	lo, hi = clamp(max(lo, s.floorWindow(ctx)), minBound, maxBound), clamp(hi, minBound, maxBound)
 	keep := s.cachesOn(ctx)
 	gen := s.sumGen.Load()
 	if keep {
@@ -180,28 +147,33 @@ func (s *Store) Summaries(ctx context.Context, lo, hi int64) ([]*analysis.Window
 	return out, err
 }
 
-// dayTables are the tables partitioned by day (record_index by month);
-// windowTables those whose day is a window's first.
+// floorWindow returns the first window the retention floor keeps
+// (minBound without a floor).
+func (s *Store) floorWindow(ctx context.Context) int64 {
+	if f := s.retentionFloor(ctx); f != 0 {
+		return analysis.WindowOf(f, s.window)
+	}
+	return minBound
+}
+
+// dayTables are partitioned by day (record_index by month), windowTables
+// by their window's first day.
 var (
 	dayTables    = ttlTables
 	windowTables = []string{"states_by_part", "summaries", "dirty_by_part"}
 )
 
-// DeleteBefore deletes what started before the UTC day holding t (spans:
-// what was written before it), of every analysis partition. The retention floor is recorded first, and
-// every read ignores what lies before it from then on; then the day
-// partitions before it are dropped (ALTER TABLE … DROP PARTITION: no
-// scan, no mutation; the record index's month partitions once the whole
-// month is before it). Window states and summaries are partitioned by the
-// day their window starts: a window that straddles the floor keeps its
-// day's partition (the floor hides the rest of that day's windows).
+// DeleteBefore deletes what started (spans: was written) before the UTC
+// day holding t, of every partition: it records the retention floor,
+// which reads honour, then drops the day partitions before it (no scan,
+// no mutation).
 func (s *Store) DeleteBefore(ctx context.Context, t int64) error {
 	if err := s.checkWrite("delete"); err != nil {
 		return err
 	}
 	defer s.pos.Wrote(position.AllLo, position.AllHi)
 	defer s.sumGen.Add(1)
-	defer s.watch.moveAll() // every trace's view: spans and records go
+	defer s.watch.moveAll()
 	defer s.gensKept.drop()
 	return s.announced(ctx, change{everything: true}, func() error { return s.deleteBefore(ctx, t) })
 }
@@ -220,14 +192,13 @@ func (s *Store) deleteBefore(ctx context.Context, t int64) error {
 	s.floorMu.Unlock()
 	fw := analysis.WindowOf(floor, s.window)
 	if fw*int64(s.window) < floor {
-		// The floor cuts window fw (a window that does not divide a day):
-		// its state counts records that are gone, in every partition.
+		// The floor cuts window fw: its states count records that are gone.
 		if err := s.markCut(ctx, fw); err != nil {
 			return err
 		}
 	}
 	day := dayOf(floor)
-	winDay := min(day, dayOf(fw*int64(s.window)))
+	winDay := min(day, dayOf(fw*int64(s.window))) // a window across the floor keeps its day
 	type part struct{ table, id string }
 	var drop []part
 	seen := map[part]bool{} // a cluster's shards list a partition each
@@ -247,8 +218,7 @@ func (s *Store) deleteBefore(ctx context.Context, t int64) error {
 		seen[p] = true
 		d, err := time.Parse("20060102", p.id)
 		if err != nil {
-			// A month partition goes once the whole month is before the
-			// floor; what it keeps from before is ignored by readers.
+			// A month partition goes once the whole month is before the floor.
 			m, err := time.Parse("200601", p.id)
 			if err == nil && dayOf(m.AddDate(0, 1, 0).UnixNano()) <= day {
 				drop = append(drop, p)
@@ -275,23 +245,18 @@ func (s *Store) deleteBefore(ctx context.Context, t int64) error {
 	return nil
 }
 
-// markCut marks window w dirty in every partition that stored a state of
-// it, and in the store's.
+// markCut marks window w dirty in the store's partition and every other
+// that stored a state of it.
 func (s *Store) markCut(ctx context.Context, w int64) error {
-	m := marks{windows: []int64{w}}
-	err := s.query(ctx, "list window partitions", `SELECT DISTINCT part FROM states_by_part WHERE win = `+itoa(w),
-		func(r driver.Rows) error {
-			var p string
-			if err := r.Scan(&p); err != nil {
-				return err
-			}
-			if p != s.name {
-				m.others = append(m.others, partWindow{p, w})
-			}
-			return nil
-		})
+	parts, err := queryColumn[string](ctx, s, "list window partitions", `SELECT DISTINCT part FROM states_by_part WHERE win = `+itoa(w))
 	if err != nil {
 		return err
+	}
+	m := marks{windows: []int64{w}}
+	for _, p := range parts {
+		if p != s.name {
+			m.others = append(m.others, partWindow{p, w})
+		}
 	}
 	return s.mark(ctx, s.versions(1), m)
 }
