@@ -168,16 +168,8 @@ func (s *Store) trimChanges(ctx context.Context) error {
 		table += localSuffix
 	}
 	keep := dayID(dayOf(time.Now().UnixNano()) - changeDays + 1)
-	var old []string
-	err := s.query(ctx, "list change log days", `SELECT DISTINCT partition_id FROM `+s.partsSource()+` WHERE database = `+
-		quote(s.db)+` AND table = `+quote(table)+` AND active AND partition_id < `+quote(keep), func(r driver.Rows) error {
-		var id string
-		if err := r.Scan(&id); err != nil {
-			return err
-		}
-		old = append(old, id)
-		return nil
-	})
+	old, err := queryColumn[string](ctx, s, "list change log days", `SELECT DISTINCT partition_id FROM `+s.partsSource()+
+		` WHERE database = `+quote(s.db)+` AND table = `+quote(table)+` AND active AND partition_id < `+quote(keep))
 	for _, id := range old {
 		if err == nil {
 			err = s.exec(ctx, "drop change log day", `ALTER TABLE `+s.dataTable("changes")+` DROP PARTITION ID `+quote(id))

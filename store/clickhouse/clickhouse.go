@@ -594,6 +594,15 @@ func queryEach[T any](ctx context.Context, s *Store, what, q string, fn func(T))
 	})
 }
 
+// queryColumn returns the values of the one column q selects (nil on an error).
+func queryColumn[T any](ctx context.Context, s *Store, what, q string) ([]T, error) {
+	var out []T
+	if err := queryEach(ctx, s, what, q, func(v T) { out = append(out, v) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // errStop ends a query early without an error.
 var errStop = errors.New("stop")
 

@@ -145,19 +145,9 @@ func (s *Store) splitDays(ctx context.Context, cond string) ([]string, error) {
 	if s.cluster != "" {
 		table += localSuffix
 	}
-	var out []string
-	err := s.query(ctx, "list node_minutes parts", `SELECT DISTINCT partition_id FROM (SELECT hostName() AS host, path, partition_id
-		FROM `+s.partsSource()+` WHERE database = `+quote(s.db)+` AND table = `+quote(table)+` AND active AND `+cond+`)
-		GROUP BY host, replaceRegexpOne(path, '[^/]+/$', ''), partition_id HAVING count() > 1 ORDER BY partition_id`,
-		func(r driver.Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			out = append(out, id)
-			return nil
-		})
-	return out, err
+	return queryColumn[string](ctx, s, "list node_minutes parts", `SELECT DISTINCT partition_id FROM (SELECT hostName() AS host, path,
+		partition_id FROM `+s.partsSource()+` WHERE database = `+quote(s.db)+` AND table = `+quote(table)+` AND active AND `+cond+`)
+		GROUP BY host, replaceRegexpOne(path, '[^/]+/$', ''), partition_id HAVING count() > 1 ORDER BY partition_id`)
 }
 
 // dayID returns a day's partition id (YYYYMMDD).

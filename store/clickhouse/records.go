@@ -644,23 +644,6 @@ func (s *Store) windowEdgeRecords(ctx context.Context, w int64, want []uint64, u
 	return true, nil
 }
 
-// queryColumn returns the values of the one column q selects (nil on an error).
-func queryColumn[T any](ctx context.Context, s *Store, what, q string) ([]T, error) {
-	var out []T
-	err := s.query(ctx, what, q, func(r driver.Rows) error {
-		var v T
-		if err := r.Scan(&v); err != nil {
-			return err
-		}
-		out = append(out, v)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // edgeList returns EdgeKeys as a comma-separated list of UInt64 literals.
 func edgeList(edges []uint64) string {
 	lits := make([]string, len(edges))
