@@ -115,8 +115,11 @@ type Config struct {
 	ReadBackoffMin time.Duration
 	ReadBackoffMax time.Duration
 
-	// Dialer, when not nil, is how the client connects (TLS, SASL, client
-	// id); the lag probe uses the same TLS and SASL settings.
+	// Security is the TLS and SASL settings of every connection (the
+	// group's, the lag probe's): a plaintext one when zero.
+	Security Security
+	// Dialer, when not nil, is how the client connects instead (client id,
+	// a custom TLS config); the lag probe uses its TLS and SASL settings.
 	Dialer *kafkago.Dialer
 
 	// LagInterval is how often the group's lag per partition is measured
@@ -186,6 +189,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Dialer == nil && c.Security.Enabled() {
+		d, err := c.Security.Dialer()
+		if err != nil {
+			return c, err
+		}
+		c.Dialer = d
 	}
 	// kafka-go panics when its poll backoff maximum is below its minimum,
 	// also when one of them is its default (100 ms, 1 s).

@@ -31,6 +31,7 @@ type metrics struct {
 	paused        prometheus.Gauge
 	lag           *prometheus.GaugeVec
 	rebalances    prometheus.Counter
+	insecure      prometheus.Gauge
 }
 
 func newMetrics(topic string, reg prometheus.Registerer) (*metrics, error) {
@@ -77,6 +78,11 @@ func newMetrics(topic string, reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"partition"}),
 		rebalances: counter("rebalances_total",
 			"Consumer-group generations this member joined."),
+		insecure: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "stormradius_kafka_tls_insecure_skip_verify",
+			Help:        "1 when the brokers' TLS certificates are not verified (--kafka-tls-insecure-skip-verify: tests only), else 0.",
+			ConstLabels: labels,
+		}),
 	}
 	for _, r := range []string{reasonBackpressure, reasonUnavailable, reasonTimeout} {
 		m.retries.WithLabelValues(r) // export zeros, so rate() works from the start
@@ -86,7 +92,7 @@ func newMetrics(topic string, reg prometheus.Registerer) (*metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.messages, m.bytes, m.bad, m.empty, m.spans, m.batches, m.retries, m.commitErrors,
-		m.fetchErrors, m.pausedSeconds, m.paused, m.lag, m.rebalances,
+		m.fetchErrors, m.pausedSeconds, m.paused, m.lag, m.rebalances, m.insecure,
 	}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

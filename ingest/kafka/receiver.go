@@ -85,6 +85,10 @@ func newReceiver(cfg Config, next pipeline.Consumer, parts Partitions) (*Receive
 	if err != nil {
 		return nil, err
 	}
+	if d := cfg.Dialer; d != nil && d.TLS != nil && d.TLS.InsecureSkipVerify {
+		m.insecure.Set(1)
+		cfg.Logger.Warn("kafka: the brokers' TLS certificates are not verified (--kafka-tls-insecure-skip-verify): anyone on the path can read and change the traces")
+	}
 	return &Receiver{
 		cfg:   cfg,
 		next:  next,

@@ -57,6 +57,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		"(the collector's kafka exporter must write with partition_traces_by_id: a trace split over partitions is analysed in parts)")
 	partition := fs.String("partition", "", "analyse one named partition of the store (letters, digits, ._-/:): "+
 		"several instances share a store when each has its own and every trace reaches one of them (a collector's loadbalancing exporter routing by trace id; docs/ARCHITECTURE.md \"Scaling out\")")
+	kafkaSec := kafkaSecurityFlags(fs)
 	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
@@ -97,6 +98,9 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			c.Kafka = kafka.Config{Brokers: splitComma(*brokers), Topic: *topic, GroupID: *group, Encoding: enc, ClaimHeader: *claimHeader,
 				Sampling: kafkaSampling}
 			c.KafkaPartitioned = *kafkaParts
+			if c.Kafka.Security, err = kafkaSec(); err != nil {
+				errs = append(errs, err)
+			}
 			if *session < 2*time.Second {
 				errs = append(errs, fmt.Errorf("--kafka-session-timeout %v: want at least 2s", *session))
 			}
@@ -272,5 +276,47 @@ func WebFlags(fs *flag.FlagSet) func() (web.Config, error) {
 			return c, fmt.Errorf("--trace-link-template %q: want an http(s) URL", *link)
 		}
 		return c, nil
+	}
+}
+
+// KafkaPasswordEnv is the environment variable of the Kafka SASL password
+// (never a flag: argv is readable by every user of the machine).
+const KafkaPasswordEnv = "STORMRADIUS_KAFKA_SASL_PASSWORD"
+
+// kafkaSecurityFlags defines the Kafka TLS and SASL flags (the collector's
+// and kafka-go's names); any --kafka-tls-* turns TLS on. The password
+// comes from --kafka-sasl-password-file or KafkaPasswordEnv.
+func kafkaSecurityFlags(fs *flag.FlagSet) func() (kafka.Security, error) {
+	var s kafka.Security
+	fs.BoolVar(&s.TLS, "kafka-tls", false, "connect to the Kafka brokers over TLS (system roots; any --kafka-tls-* setting turns TLS on too)")
+	fs.StringVar(&s.TLSCA, "kafka-tls-ca", "", "PEM file of the CAs that sign the Kafka brokers' certificates")
+	fs.StringVar(&s.TLSCert, "kafka-tls-cert", "", "PEM file of a client certificate for the Kafka brokers (with --kafka-tls-key)")
+	fs.StringVar(&s.TLSKey, "kafka-tls-key", "", "PEM file of the client certificate's key")
+	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the Kafka brokers' certificates must hold (default: the broker's host)")
+	fs.BoolVar(&s.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false,
+		"do not verify the Kafka brokers' certificates (tests only: warned at start and in /metrics)")
+	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)")
+	fs.StringVar(&s.SASLUsername, "kafka-sasl-username", "", "Kafka SASL username")
+	passFile := fs.String("kafka-sasl-password-file", "", "file holding the Kafka SASL password (or set "+KafkaPasswordEnv+"; never on the command line)")
+	return func() (kafka.Security, error) {
+		if s.SASLMechanism != "" {
+			s.SASLPassword = os.Getenv(KafkaPasswordEnv)
+			if *passFile != "" {
+				b, err := os.ReadFile(*passFile)
+				if err != nil {
+					return s, fmt.Errorf("--kafka-sasl-password-file: %w", err)
+				}
+				s.SASLPassword = strings.TrimRight(string(b), "\r\n")
+			}
+			if s.SASLUsername == "" || s.SASLPassword == "" {
+				return s, fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and a password (--kafka-sasl-password-file or %s)",
+					s.SASLMechanism, KafkaPasswordEnv)
+			}
+		}
+		if !s.Enabled() {
+			return s, nil
+		}
+		_, err := s.Dialer() // the mechanism and the TLS files, checked at start
+		return s, err
 	}
 }
