@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/stormradius/stormradius/internal/secret"
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/sqlite"
@@ -64,7 +65,12 @@ func target(o Options) (dir string, q url.Values, ch *url.URL, err error) {
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("--store %q: %w", o.URL, err)
+		if secret.URLPassword(o.URL) != "" {
+			// Its reason may quote part of the password.
+			return "", nil, nil, fmt.Errorf("--store %q: not a URL: write a password's special characters URL-encoded "+
+				"(@ as %%40, : as %%3A, / as %%2F, # as %%23, %% as %%25)", secret.URL(o.URL))
+		}
+		return "", nil, nil, fmt.Errorf("--store: %w", err)
 	}
 	switch u.Scheme {
 	case "sqlite", "file":
@@ -73,18 +79,18 @@ func target(o Options) (dir string, q url.Values, ch *url.URL, err error) {
 			dir = u.Host + u.Path // sqlite://relative/dir
 		}
 		if dir == "" {
-			return "", nil, nil, fmt.Errorf("--store %q: no directory", o.URL)
+			return "", nil, nil, fmt.Errorf("--store %q: no directory", secret.URL(o.URL))
 		}
 		return dir, u.Query(), nil, nil
 	case "clickhouse", "http", "https":
 		return "", nil, u, nil
 	}
-	return "", nil, nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db, https://host:8443/db or sqlite:///dir)", o.URL)
+	return "", nil, nil, fmt.Errorf("--store %q: unknown store (want clickhouse://host:9000/db, https://host:8443/db or sqlite:///dir)", secret.URL(o.URL))
 }
 
 // openClickHouse is replaced when the ClickHouse store is built in.
 var openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
-	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", o.URL)
+	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", secret.URL(o.URL))
 }
 
 // Migrations returns the schema migrations opening the store would apply,
@@ -109,5 +115,5 @@ func errNotClickHouse(o Options) error {
 
 // clickHouseMigrations is replaced when the ClickHouse store is built in.
 var clickHouseMigrations = func(ctx context.Context, o Options, u *url.URL) ([]schema.Migration, error) {
-	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", o.URL)
+	return nil, fmt.Errorf("--store %q: ClickHouse support is not built in yet", secret.URL(o.URL))
 }

@@ -87,3 +87,30 @@ func TestClickHouseOverHTTP(t *testing.T) {
 		t.Errorf("ftp: %v, want refused naming https", err)
 	}
 }
+
+// A store URL's password never reaches an error: not in a misspelt
+// scheme's, not in an unescaped password's parse error, not in a
+// refused connection's (issue 29's two cases, as a user wrote them).
+func TestErrorsHideThePassword(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ url, secret string }{
+		{"clickhous://user:Secret123@127.0.0.1:9000/db", "Secret123"},
+		{"clickhouse://user:p@ss:w/rd#1@127.0.0.1:9000/db", "p@ss:w/rd#1"},
+		{"clickhouse://user:Secret456@127.0.0.1:1/db?dial_timeout=200ms", "Secret456"},
+		{"sqlite://user:Secret789@/", "Secret789"},
+	} {
+		_, err := storeurl.Open(ctx, storeurl.Options{URL: c.url, Existing: true})
+		if err == nil {
+			t.Errorf("%s: opened", c.url)
+			continue
+		}
+		for _, leak := range []string{c.secret, url.QueryEscape(c.secret), "rd#1", "ss:w"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("the error holds the password (%q): %v", leak, err)
+			}
+		}
+		if strings.HasPrefix(c.url, "clickhouse") && !strings.Contains(err.Error(), "xxxxx") && !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("%s: the error names no URL: %v", c.url, err)
+		}
+	}
+}

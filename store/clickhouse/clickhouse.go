@@ -38,6 +38,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/secret"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
 	"github.com/stormradius/stormradius/store/internal/position"
@@ -341,14 +342,7 @@ func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // redact hides a password in a message about dsn.
-func redact(msg, dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
-}
+func redact(msg, dsn string) string { return secret.Scrub(msg, dsn) }
 
 // createDatabase connects without a database (a missing one fails the handshake), reads the server
 // version and creates the database.
