@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"ownership":       0, // the claim-protocol middleware, standalone
 	"sim":             0, // the trace simulator
 	"internal/chtest": 0, // ClickHouse test databases
+	"internal/secret": 0, // credentials kept out of messages
 	"deploy":          0, // checks of the deployable artefacts against the binaries
 
 	// The model and the analyses (pure: no I/O).

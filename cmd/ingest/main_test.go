@@ -27,7 +27,8 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		flags = append(flags, m[1])
 	}
 	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned " +
-		"kafka-sampling-probability kafka-session-timeout kafka-topic " +
+		"kafka-sampling-probability kafka-sasl-mechanism kafka-sasl-password-file kafka-sasl-username kafka-session-timeout " +
+		"kafka-tls kafka-tls-ca kafka-tls-cert kafka-tls-insecure-skip-verify kafka-tls-key kafka-tls-server-name kafka-topic " +
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
 		"otlp-grpc otlp-http otlp-sampling-probability partition retention " +
