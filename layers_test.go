@@ -15,16 +15,18 @@ import (
 // package must be placed here, where the data path puts it.
 var layers = map[string]int{
 	// Leaves: import nothing of ours.
-	"graph/wire":      0, // the varint reader of the stored encodings
-	"query/timerange": 0, // the time arguments users give
-	"bearer":          0, // bearer tokens for every server
-	"schema":          0, // migrations, embedded
-	"gate":            0, // the rollout decision, pure
-	"ownership":       0, // the claim-protocol middleware, standalone
-	"sim":             0, // the trace simulator
-	"internal/chtest": 0, // ClickHouse test databases
-	"internal/secret": 0, // credentials kept out of messages
-	"deploy":          0, // checks of the deployable artefacts against the binaries
+	"graph/wire":               0, // the varint reader of the stored encodings
+	"query/timerange":          0, // the time arguments users give
+	"bearer":                   0, // bearer tokens for every server
+	"schema":                   0, // migrations, embedded
+	"gate":                     0, // the rollout decision, pure
+	"ownership":                0, // the claim-protocol middleware, standalone
+	"sim":                      0, // the trace simulator
+	"internal/chtest":          0, // ClickHouse test databases
+	"internal/secret":          0, // credentials kept out of messages
+	"internal/certs":           0, // TLS certificates that rotate, mutual TLS
+	"internal/certs/certstest": 1, // test CAs
+	"deploy":                   0, // checks of the deployable artefacts against the binaries
 
 	// The model and the analyses (pure: no I/O).
 	"graph":             1,

@@ -37,6 +37,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	window := fs.Duration("window", 0, "analysis window the data was written with (default: the store's)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	buildWeb := app.WebFlags(fs)
+	buildTLS := app.HTTPTLSFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: api --store clickhouse://host:9000/db [--http :8080] [--api-token T] [flags]")
 		fs.PrintDefaults()
@@ -53,6 +54,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 2
 	}
+	httpTLS, err := buildTLS()
+	if err != nil {
+		fmt.Fprintf(stderr, "api: %v\n", err)
+		return 2
+	}
 	if *storeURL == "" {
 		fmt.Fprintln(stderr, "api: --store is required (cmd/api serves the ClickHouse store cmd/ingest writes; `stormradius serve` serves the embedded one)")
 		return 2
@@ -64,7 +70,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg := app.APIConfig{Store: storeurl.Options{URL: *storeURL, Window: *window}, HTTPAddr: *httpAddr,
-		Web: wcfg, Logger: log}
+		HTTPTLS: httpTLS, Web: wcfg, Logger: log}
 	if err := app.RunAPI(ctx, cfg); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 1

@@ -26,12 +26,13 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
 		flags = append(flags, m[1])
 	}
-	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http ingest-token kafka-brokers kafka-encoding kafka-group kafka-partitioned " +
+	want := "body-buffer-bytes body-timeout claim-header clickhouse-cluster http http-tls-cert http-tls-key ingest-token kafka-brokers kafka-encoding " +
+		"kafka-group kafka-partitioned " +
 		"kafka-sampling-probability kafka-sasl-mechanism kafka-sasl-password-file kafka-sasl-username kafka-session-timeout " +
 		"kafka-tls kafka-tls-ca kafka-tls-cert kafka-tls-insecure-skip-verify kafka-tls-key kafka-tls-server-name kafka-topic " +
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
-		"otlp-grpc otlp-http otlp-sampling-probability partition retention " +
+		"otlp-grpc otlp-http otlp-sampling-probability otlp-tls-client-ca partition retention " +
 		"sampling-adjusted-count-attribute sampling-probability sampling-service-probability store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)

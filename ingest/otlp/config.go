@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/internal/certs"
 )
 
 // Defaults of Config.
@@ -111,6 +112,10 @@ type Config struct {
 	// only one is an error.
 	TLSCertFile string
 	TLSKeyFile  string
+	// TLSClientCAFile, with TLS, makes both receivers require a client
+	// certificate that a CA of this PEM file signs (mutual TLS). The
+	// certificate and key files are read again when they change.
+	TLSClientCAFile string
 
 	// ClaimHeader is the error-claim header name the decoders look for
 	// (ingest.DecoderConfig.ClaimHeader). Default ingest.DefaultClaimHeader.
@@ -191,6 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("TLSCertFile and TLSKeyFile go together: set both or neither"))
 	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("TLSClientCAFile needs TLSCertFile and TLSKeyFile"))
+	}
 	for i, t := range c.BearerTokens {
 		if t == "" {
 			errs = append(errs, fmt.Errorf("BearerTokens[%d] is empty", i))
@@ -213,12 +221,9 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 	if c.TLSCertFile == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+	cfg, err := certs.ServerConfig(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile)
 	if err != nil {
-		return nil, fmt.Errorf("otlp: load TLS certificate %s and key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+		return nil, fmt.Errorf("otlp: %w", err)
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-	}, nil
+	return cfg, nil
 }

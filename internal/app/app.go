@@ -7,6 +7,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,8 @@ type Config struct {
 	// HTTPAddr serves /healthz, /readyz, /metrics and, with Web, the REST
 	// API and the UI ("" for none).
 	HTTPAddr string
+	// HTTPTLS, when not nil, serves HTTPAddr over TLS.
+	HTTPTLS *tls.Config
 	// Web, when not nil, serves the REST API and the UI on HTTPAddr and
 	// exports per-API figures on /metrics.
 	Web *web.Config
@@ -292,7 +295,7 @@ type service struct {
 func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipeline, st store.Store, acfg analysis.Config) (Addrs, error) {
 	addrs := Addrs{Store: st, Pipeline: p}
 	var err error
-	if s.srv, err = startHTTP(cfg.HTTPAddr, st, acfg, cfg.Web, s.reg, &s.ready, s.log, s.httpErr); err != nil {
+	if s.srv, err = startHTTP(cfg.HTTPAddr, cfg.HTTPTLS, st, acfg, cfg.Web, s.reg, &s.ready, s.log, s.httpErr); err != nil {
 		return addrs, err
 	}
 	if s.srv != nil {
@@ -444,7 +447,7 @@ type httpServer struct {
 
 // startHTTP starts the HTTP server on addr (nil for ""); errors of Serve
 // go to errc.
-func startHTTP(addr string, st store.Store, acfg analysis.Config, wcfg *web.Config, reg *prometheus.Registry,
+func startHTTP(addr string, tlsCfg *tls.Config, st store.Store, acfg analysis.Config, wcfg *web.Config, reg *prometheus.Registry,
 	ready *atomic.Bool, log *slog.Logger, errc chan<- error) (*httpServer, error) {
 	if addr == "" {
 		return nil, nil
@@ -474,6 +477,9 @@ func startHTTP(addr string, st store.Store, acfg analysis.Config, wcfg *web.Conf
 	}
 	h := &httpServer{addr: ln.Addr(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	go func() { errc <- h.srv.Serve(ln) }()
 	return h, nil
 }
@@ -495,6 +501,7 @@ type APIConfig struct {
 	Store     storeurl.Options
 	OpenStore func(context.Context) (store.Store, error)
 	HTTPAddr  string
+	HTTPTLS   *tls.Config // see Config.HTTPTLS
 	Web       web.Config
 	Analysis  analysis.Config
 	Logger    *slog.Logger
@@ -516,7 +523,7 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	errc := make(chan error, 1)
 	acfg := cfg.Analysis
 	acfg.Window = st.Window()
-	srv, err := startHTTP(cfg.HTTPAddr, st, acfg, &cfg.Web, reg, &ready, log, errc)
+	srv, err := startHTTP(cfg.HTTPAddr, cfg.HTTPTLS, st, acfg, &cfg.Web, reg, &ready, log, errc)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
+	"github.com/stormradius/stormradius/internal/certs"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/web"
 )
@@ -45,6 +47,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	storeURL := fs.String("store", "", storeHelp)
 	cluster := ClickHouseClusterFlag(fs)
 	httpAddr := fs.String("http", ":8080", httpHelp)
+	httpTLS := HTTPTLSFlags(fs)
 	receivers := otlpFlags(fs)
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	sampling := inputSamplingFlags(fs)
@@ -89,6 +92,9 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		c.OTLP.Sampling = otlpSampling
 		if !off(*httpAddr) {
 			c.HTTPAddr = *httpAddr
+		}
+		if c.HTTPTLS, err = httpTLS(); err != nil {
+			errs = append(errs, err)
 		}
 		if *brokers != "" {
 			enc := kafka.Encoding(*encoding)
@@ -146,7 +152,8 @@ func otlpFlags(fs *flag.FlagSet) func() (otlp.Config, error) {
 	var tokens listValue
 	fs.Var(&tokens, "ingest-token", "bearer token OTLP clients must send (repeatable, or comma-separated; none: no auth)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for the OTLP receivers (with --tls-key)")
-	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers")
+	tlsKey := fs.String("tls-key", "", "PEM key for the OTLP receivers (both files are read again when they change)")
+	clientCA := fs.String("otlp-tls-client-ca", "", "PEM file of the CAs whose client certificates the OTLP receivers require (mutual TLS; needs --tls-cert)")
 	maxBody := fs.Int64("max-body-bytes", otlp.DefaultMaxBodyBytes, "largest OTLP request, as sent and decompressed")
 	maxReqs := fs.Int("max-inflight-requests", otlp.DefaultMaxInflightRequests, "OTLP requests decoded and stored at once, both protocols (more wait up to 1 s, then get 503)")
 	minRate := fs.Int64("min-body-rate", otlp.DefaultMinBodyRate, "slowest an OTLP/HTTP body may arrive, bytes/s over 5 s (slower: 408, disconnected; -1: no check)")
@@ -154,7 +161,7 @@ func otlpFlags(fs *flag.FlagSet) func() (otlp.Config, error) {
 	bodyBuffer := fs.Int64("body-buffer-bytes", 0, "memory for OTLP/HTTP bodies being received, all requests (beyond: 503; default 8 × --max-body-bytes)")
 	return func() (otlp.Config, error) {
 		c := otlp.Config{GRPCAddr: *grpcAddr, HTTPAddr: *httpOTLP, DisableGRPC: off(*grpcAddr), DisableHTTP: off(*httpOTLP),
-			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody,
+			BearerTokens: tokens, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, TLSClientCAFile: *clientCA, MaxBodyBytes: *maxBody,
 			MaxInflightRequests: *maxReqs, MinBodyRate: *minRate, BodyTimeout: *bodyTimeout, BodyBufferBytes: *bodyBuffer}
 		if *maxReqs <= 0 || *bodyTimeout <= 0 || *bodyBuffer < 0 || *minRate == 0 {
 			return c, errors.New("--max-inflight-requests and --body-timeout must be positive, --body-buffer-bytes not negative, --min-body-rate not 0")
@@ -318,5 +325,23 @@ func kafkaSecurityFlags(fs *flag.FlagSet) func() (kafka.Security, error) {
 		}
 		_, err := s.Dialer() // the mechanism and the TLS files, checked at start
 		return s, err
+	}
+}
+
+// HTTPTLSFlags defines --http-tls-cert and --http-tls-key: the API, the
+// UI, /healthz, /readyz and /metrics over TLS, the files read again when
+// they change (certificates rotate without a restart).
+func HTTPTLSFlags(fs *flag.FlagSet) func() (*tls.Config, error) {
+	cert := fs.String("http-tls-cert", "", "PEM certificate for --http (with --http-tls-key; read again when it changes)")
+	key := fs.String("http-tls-key", "", "PEM key for --http")
+	return func() (*tls.Config, error) {
+		if *cert == "" && *key == "" {
+			return nil, nil
+		}
+		cfg, err := certs.ServerConfig(*cert, *key, "")
+		if err != nil {
+			return nil, fmt.Errorf("--http-tls-cert, --http-tls-key: %w", err)
+		}
+		return cfg, nil
 	}
 }

@@ -1,0 +1,110 @@
+// Package certs serves TLS certificates that rotate without a restart (as
+// Prometheus and Grafana do): a server's certificate and key files are
+// read again when they change, and a client CA file makes a server ask
+// for and verify client certificates (mutual TLS).
+package certs
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// CheckEvery is how often, at most, the files are looked at again (on a
+// handshake).
+const CheckEvery = time.Second
+
+// Reloading is a certificate and key read from files, read again when
+// either file changes. A change that does not load (a half-written file)
+// keeps the certificate before it, and is tried again.
+type Reloading struct {
+	certFile, keyFile string
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	stamps  [2]stamp
+	checked time.Time
+}
+
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+// Load reads certFile and keyFile (PEM), or says why it cannot.
+func Load(certFile, keyFile string) (*Reloading, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("a TLS certificate needs both its certificate and its key file")
+	}
+	r := &Reloading{certFile: certFile, keyFile: keyFile}
+	if err := r.reload(); err != nil {
+		return nil, err
+	}
+	r.checked = time.Now()
+	return r, nil
+}
+
+func (r *Reloading) reload() error {
+	stamps, err := r.stat()
+	if err != nil {
+		return err
+	}
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return fmt.Errorf("TLS certificate %s and key %s: %w", r.certFile, r.keyFile, err)
+	}
+	r.cert, r.stamps = &c, stamps
+	return nil
+}
+
+func (r *Reloading) stat() (out [2]stamp, err error) {
+	for i, f := range []string{r.certFile, r.keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return out, fmt.Errorf("TLS certificate: %w", err)
+		}
+		out[i] = stamp{fi.ModTime(), fi.Size()}
+	}
+	return out, nil
+}
+
+// GetCertificate is tls.Config's GetCertificate: the current certificate,
+// read again first when a file changed since it was read.
+func (r *Reloading) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.checked) >= CheckEvery {
+		r.checked = time.Now()
+		if s, err := r.stat(); err == nil && s != r.stamps {
+			_ = r.reload() // one that does not load keeps the last, and is tried again
+		}
+	}
+	return r.cert, nil
+}
+
+// ServerConfig returns a server's TLS config (TLS 1.2 or later) serving
+// the reloading certificate of certFile and keyFile; with clientCAFile,
+// every client must present a certificate that CA signs.
+func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	r, err := Load(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client CA: %w", err)
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS client CA %s: no PEM certificate in it", clientCAFile)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
