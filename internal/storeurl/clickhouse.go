@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"net/url"
+	"os"
 
 	"github.com/stormradius/stormradius/schema"
 	"github.com/stormradius/stormradius/store"
@@ -12,13 +13,20 @@ import (
 // The ClickHouse store: clickhouse://[user[:password]@]host:9000/db (or
 // http://…:8123/db, https://…:8443/db: over HTTP), with clickhouse-go's
 // parameters (dial_timeout=5s, ...), ttl=168h and cluster=NAME (or
-// Options.Cluster: sharded over a cluster).
+// Options.Cluster: sharded over a cluster), tls_ca, tls_cert, tls_key,
+// tls_server_name and password_file; the password may also come from
+// PasswordEnv.
 func init() {
 	openClickHouse = func(ctx context.Context, o Options, u *url.URL) (store.Store, error) {
-		return clickhouse.Open(ctx, clickhouse.Options{DSN: u.String(), Window: o.Window, Existing: o.Existing,
-			ReadOnly: o.ReadOnly, Logger: o.Logger, Cluster: o.Cluster})
+		return clickhouse.Open(ctx, clickhouse.Options{DSN: u.String(), Password: os.Getenv(PasswordEnv), Window: o.Window,
+			Existing: o.Existing, ReadOnly: o.ReadOnly, Logger: o.Logger, Cluster: o.Cluster})
 	}
 	clickHouseMigrations = func(ctx context.Context, o Options, u *url.URL) ([]schema.Migration, error) {
-		return clickhouse.Migrations(ctx, clickhouse.Options{DSN: u.String(), Cluster: o.Cluster, Logger: o.Logger})
+		return clickhouse.Migrations(ctx, clickhouse.Options{DSN: u.String(), Password: os.Getenv(PasswordEnv), Cluster: o.Cluster,
+			Logger: o.Logger})
 	}
 }
+
+// PasswordEnv is the environment variable of the ClickHouse user's
+// password, when the store URL holds none (it then needs no URL-encoding).
+const PasswordEnv = "STORMRADIUS_CLICKHOUSE_PASSWORD"

@@ -2,12 +2,19 @@ package storeurl_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stormradius/stormradius/internal/certs/certstest"
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/store"
@@ -113,4 +120,114 @@ func TestErrorsHideThePassword(t *testing.T) {
 			t.Errorf("%s: the error names no URL: %v", c.url, err)
 		}
 	}
+}
+
+// tlsProxy serves TLS with cert on a local port and forwards each
+// connection, decrypted, to target (ClickHouse's plaintext native port):
+// the server's TLS port as a client sees it. clientCAs, when set, makes it
+// require a client certificate they sign.
+func tlsProxy(t *testing.T, target string, cert tls.Certificate, clientCAs *x509.CertPool) string {
+	t.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	if clientCAs != nil {
+		cfg.ClientCAs, cfg.ClientAuth = clientCAs, tls.RequireAndVerifyClientCert
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer b.Close()
+				go io.Copy(b, c)
+				io.Copy(c, b)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// ClickHouse over TLS with a private CA (tls_ca), a client certificate
+// (tls_cert, tls_key) and the server's name (tls_server_name), and the
+// password from a file (password_file) or STORMRADIUS_CLICKHOUSE_PASSWORD:
+// the store opens and works through the TLS port; without the CA, or
+// without the client certificate the port requires, it is refused; a
+// wrong password from either source reaches the server (which refuses
+// it), and no error holds it.
+func TestClickHouseTLS(t *testing.T) {
+	u, err := url.Parse(chtest.FreshDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := certstest.NewCA(t)
+	srv, client := ca.Issue(t, "clickhouse", "clickhouse.test"), ca.Issue(t, "stormradius")
+	u.Host = tlsProxy(t, u.Host, srv.TLS, ca.Pool)
+	q := u.Query()
+	q.Set("dial_timeout", "2s")
+	u.RawQuery = q.Encode()
+	with := func(kv ...string) string {
+		v := *u
+		q := v.Query()
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		v.RawQuery = q.Encode()
+		return v.String()
+	}
+	ctx := context.Background()
+	good := with("tls_ca", ca.File, "tls_cert", client.CertFile, "tls_key", client.KeyFile, "tls_server_name", "clickhouse.test")
+	st, err := storeurl.Open(ctx, storeurl.Options{URL: good})
+	if err != nil {
+		t.Fatalf("over TLS: %v", err)
+	}
+	if _, err := st.Report(ctx, store.Query{}); err != nil {
+		t.Fatalf("a report over TLS: %v", err)
+	}
+	st.Close()
+
+	for name, c := range map[string]struct{ dsn, want string }{
+		"no CA (system roots)":      {with("secure", "true", "tls_cert", client.CertFile, "tls_key", client.KeyFile), "x509"},
+		"no client certificate":     {with("tls_ca", ca.File), "certificate required"},
+		"plaintext on the TLS port": {u.String(), ""},
+	} {
+		st, err := storeurl.Open(ctx, storeurl.Options{URL: c.dsn, Existing: true})
+		if err == nil {
+			st.Close()
+			t.Errorf("%s: opened", name)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+
+	const secret = "Wr0ngSecret"
+	passFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(passFile, []byte(secret+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, err error) {
+		t.Helper()
+		if e := strings.ToLower(fmt.Sprint(err)); !strings.Contains(e, "authentication failed") && !strings.Contains(e, "wrong password") {
+			t.Errorf("%s: %v, want the server's authentication failure", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: the error holds the password: %v", name, err)
+		}
+	}
+	_, err = storeurl.Open(ctx, storeurl.Options{URL: with("tls_ca", ca.File, "tls_cert", client.CertFile, "tls_key", client.KeyFile,
+		"tls_server_name", "clickhouse.test", "password_file", passFile)})
+	check("password_file", err)
+	t.Setenv(storeurl.PasswordEnv, secret)
+	_, err = storeurl.Open(ctx, storeurl.Options{URL: good})
+	check(storeurl.PasswordEnv, err)
 }

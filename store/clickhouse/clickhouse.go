@@ -51,8 +51,12 @@ type Options struct {
 	// DSN names the server and database: clickhouse://[user[:password]@]host:9000[,host2:9000]/database[?param=value&...]
 	// over the native protocol, http://…:8123/database or https://…:8443/database (secure=true) over HTTP.
 	// A missing database is created ("default" for an empty path). Parameters are clickhouse-go's
-	// (dial_timeout=5s, secure=true, compress=lz4, ...; others go to the server as settings), ttl and cluster.
+	// (dial_timeout=5s, secure=true, compress=lz4, ...; others go to the server as settings), ttl and cluster,
+	// and the store's TLS and password parameters (tlsParams): tls_ca, tls_cert, tls_key, tls_server_name
+	// (any of them turns TLS on) and password_file (the password, so that it never sits in the URL).
 	DSN string
+	// Password, when set, is the password of the DSN's user (instead of the DSN's).
+	Password string
 	// Cluster shards a new database over the servers of the named cluster (their remote_servers),
 	// replicated by ZooKeeper (cluster.go); the DSN's cluster=NAME sets it too. An existing database
 	// keeps what it was created as (opened without a cluster, a cluster's database uses its cluster).
@@ -178,6 +182,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	chOpts.Auth.Password = cmp.Or(opts.Password, chOpts.Auth.Password)
 	opts.TTL = cmp.Or(opts.TTL, p.ttl)
 	cluster, err := p.clusterOf(opts.Cluster)
 	if err != nil {
@@ -322,12 +327,22 @@ func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	p.cluster = q.Get("cluster")
 	q.Del("ttl")
 	q.Del("cluster")
-	if u.Scheme == "https" && !q.Has("secure") {
+	tp := tlsParams{}
+	for _, k := range []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "password_file"} {
+		if v := q.Get(k); v != "" {
+			tp[k] = v
+		}
+		q.Del(k)
+	}
+	if (u.Scheme == "https" || tp.tlsOn()) && !q.Has("secure") {
 		q.Set("secure", "true") // clickhouse-go wants both
 	}
 	u.RawQuery = q.Encode()
 	o, err := ch.ParseDSN(u.String())
 	if err != nil {
+		return nil, p, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
+	}
+	if err := tp.apply(o); err != nil {
 		return nil, p, fmt.Errorf("clickhouse: DSN: %w", err)
 	}
 	if o.Auth.Database == "" {
@@ -722,3 +737,50 @@ func (v serverVersion) atLeast(o serverVersion) bool {
 }
 
 func (v serverVersion) String() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }
+
+// tlsParams are the store's own DSN parameters for TLS with a private CA
+// or a client certificate, and for a password kept in a file.
+type tlsParams map[string]string
+
+func (tp tlsParams) tlsOn() bool {
+	return tp["tls_ca"] != "" || tp["tls_cert"] != "" || tp["tls_key"] != "" || tp["tls_server_name"] != ""
+}
+
+// apply sets o's TLS (any TLS parameter turns it on) and password.
+func (tp tlsParams) apply(o *ch.Options) error {
+	if f := tp["password_file"]; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("password_file: %w", err)
+		}
+		o.Auth.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if !tp.tlsOn() {
+		return nil
+	}
+	if o.TLS == nil {
+		o.TLS = &tls.Config{}
+	}
+	o.TLS.MinVersion, o.TLS.ServerName = tls.VersionTLS12, tp["tls_server_name"]
+	if f := tp["tls_ca"]; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("tls_ca: %w", err)
+		}
+		o.TLS.RootCAs = x509.NewCertPool()
+		if !o.TLS.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tls_ca %s: no PEM certificate in it", f)
+		}
+	}
+	if (tp["tls_cert"] == "") != (tp["tls_key"] == "") {
+		return errors.New("tls_cert and tls_key go together")
+	}
+	if tp["tls_cert"] != "" {
+		c, err := tls.LoadX509KeyPair(tp["tls_cert"], tp["tls_key"])
+		if err != nil {
+			return fmt.Errorf("tls_cert, tls_key: %w", err)
+		}
+		o.TLS.Certificates = []tls.Certificate{c}
+	}
+	return nil
+}

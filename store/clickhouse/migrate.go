@@ -218,6 +218,7 @@ func Migrations(ctx context.Context, opts Options) ([]schema.Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Auth.Password = cmp.Or(opts.Password, o.Auth.Password)
 	cluster, err := p.clusterOf(opts.Cluster)
 	if err != nil {
 		return nil, err
