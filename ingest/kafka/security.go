@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/stormradius/stormradius/internal/secret"
 )
 
 // Security is how the client reaches a locked broker: TLS (system roots,
@@ -110,3 +112,16 @@ func (s Security) mechanism() (sasl.Mechanism, error) {
 	}
 	return nil, fmt.Errorf("kafka: SASL mechanism %q: want plain, scram-sha-256 or scram-sha-512", s.SASLMechanism)
 }
+
+// String describes s with its password masked: a Security that reaches a
+// log or an error by mistake shows no secret.
+func (s Security) String() string {
+	if s.SASLPassword != "" {
+		s.SASLPassword = secret.Mask
+	}
+	type plain Security // without this method
+	return fmt.Sprintf("%+v", plain(s))
+}
+
+// LogValue is String for log/slog.
+func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }

@@ -3,6 +3,8 @@ package kafka
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +128,17 @@ func TestSecurityErrors(t *testing.T) {
 	}
 	if (Security{}).Enabled() || !(Security{TLSServerName: "x"}).TLSOn() || !(Security{SASLMechanism: "plain"}).Enabled() {
 		t.Error("Enabled/TLSOn")
+	}
+}
+
+// A Security printed or logged by mistake shows no password.
+func TestSecurityPrintsNoPassword(t *testing.T) {
+	s := Security{SASLMechanism: "plain", SASLUsername: "u", SASLPassword: "Secret123"}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "sec", s)
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%+v", s), fmt.Sprintf("%v", &s), b.String()} {
+		if strings.Contains(out, "Secret123") || !strings.Contains(out, "SASLUsername:u") {
+			t.Errorf("printed as %q", out)
+		}
 	}
 }
