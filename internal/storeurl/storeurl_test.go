@@ -231,3 +231,42 @@ func TestClickHouseTLS(t *testing.T) {
 	_, err = storeurl.Open(ctx, storeurl.Options{URL: good})
 	check(storeurl.PasswordEnv, err)
 }
+
+// ReaderEnv names a ClickHouse user in the server's readonly profile, as
+// "user:password" (.ci/run makes one): cmd/api's read side works as it.
+const ReaderEnv = "STORMRADIUS_TEST_CLICKHOUSE_READER"
+
+// The read side (cmd/api: a read-only store) works as a user of
+// ClickHouse's readonly profile, the user production gives it: it never
+// needs to write, and reads what a writer stored; the password from
+// STORMRADIUS_CLICKHOUSE_PASSWORD. The same user cannot open the store
+// for writing.
+func TestReadOnlyUser(t *testing.T) {
+	reader := os.Getenv(ReaderEnv)
+	if reader == "" {
+		t.Skip(ReaderEnv + " is unset: no readonly-profile user to test with (.ci/run makes one)")
+	}
+	user, pass, _ := strings.Cut(reader, ":")
+	ctx := context.Background()
+	dsn := chtest.FreshDSN(t)
+	w, err := storeurl.Open(ctx, storeurl.Options{URL: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	u, _ := url.Parse(dsn)
+	u.User = url.User(user)
+	t.Setenv(storeurl.PasswordEnv, pass)
+	r, err := storeurl.Open(ctx, storeurl.Options{URL: u.String(), ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only, as %s: %v", user, err)
+	}
+	if _, err := r.Report(ctx, store.Query{}); err != nil {
+		t.Errorf("a report as %s: %v", user, err)
+	}
+	r.Close()
+	if st, err := storeurl.Open(ctx, storeurl.Options{URL: u.String()}); err == nil {
+		st.Close()
+		t.Errorf("opened for writing as the readonly user %s", user)
+	}
+}
