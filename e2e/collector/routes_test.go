@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+
 	"os"
 	"path/filepath"
 	"sync"
@@ -296,30 +297,42 @@ func checkFileStart(t *testing.T, path, format, comp string) {
 
 // The shipped configs' TLS settings: serve with --tls-cert/--tls-key, the
 // collector trusting its CA through STORMRADIUS_CA_FILE (gRPC with
-// insecure false, HTTP with an https:// endpoint).
+// insecure false, HTTP with an https:// endpoint); and with mutual TLS,
+// serve requiring a client certificate (--otlp-tls-client-ca), the
+// collector presenting one (STORMRADIUS_CLIENT_CERT_FILE, _KEY_FILE).
 func TestOTLPTLS(t *testing.T) {
 	t.Parallel()
 	setup(t)
 	for _, route := range []string{"otlp_grpc", "otlp_http"} {
-		t.Run(route, func(t *testing.T) {
-			t.Parallel()
-			cert, key := selfSigned(t)
-			svc := startServe(t, embedded, "--tls-cert", cert, "--tls-key", key)
-			env := []string{"STORMRADIUS_COMPRESSION=gzip", "STORMRADIUS_TOKEN=" + ingestToken, "STORMRADIUS_CA_FILE=" + cert}
-			if route == "otlp_grpc" {
-				env = append(env, "STORMRADIUS_ENDPOINT="+svc.grpc, "STORMRADIUS_TLS_INSECURE=false")
-			} else {
-				env = append(env, "STORMRADIUS_ENDPOINT=https://"+svc.otlpHTTP)
-			}
-			col := startCollector(t, route, env)
-			col.send(t)
-			checkReport(t, svc, col.Proc)
-		})
+		for _, mutual := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mutual=%v", route, mutual), func(t *testing.T) {
+				t.Parallel()
+				cert, key := selfSigned(t)
+				args := []string{"--tls-cert", cert, "--tls-key", key}
+				env := []string{"STORMRADIUS_COMPRESSION=gzip", "STORMRADIUS_TOKEN=" + ingestToken, "STORMRADIUS_CA_FILE=" + cert}
+				if mutual {
+					// The collector's own certificate, its own CA: serve trusts it alone.
+					ccert, ckey := selfSigned(t)
+					args = append(args, "--otlp-tls-client-ca", ccert)
+					env = append(env, "STORMRADIUS_CLIENT_CERT_FILE="+ccert, "STORMRADIUS_CLIENT_KEY_FILE="+ckey)
+				}
+				svc := startServe(t, embedded, args...)
+				if route == "otlp_grpc" {
+					env = append(env, "STORMRADIUS_ENDPOINT="+svc.grpc, "STORMRADIUS_TLS_INSECURE=false")
+				} else {
+					env = append(env, "STORMRADIUS_ENDPOINT=https://"+svc.otlpHTTP)
+				}
+				col := startCollector(t, route, env)
+				col.send(t)
+				checkReport(t, svc, col.Proc)
+			})
+		}
 	}
 }
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key
-// (PEM files) and returns their paths; the certificate is its own CA.
+// (PEM files) and returns their paths; the certificate is its own CA, for
+// a server or a client.
 func selfSigned(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -334,7 +347,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
 		DNSNames:              []string{"localhost"},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
