@@ -101,3 +101,11 @@ func TestServesMigratedStore(t *testing.T) {
 		t.Fatalf("exit %d after shutdown: %s", code, stderr.String())
 	}
 }
+
+// api --help prints the flags and exits 0, as ingest --help does.
+func TestHelpExitsZero(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out); code != 0 || !strings.Contains(out.String(), "-http-tls-cert") {
+		t.Errorf("--help: exit %d\n%s", code, &out)
+	}
+}

@@ -77,6 +77,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
 	}
+	if cfg.OTLP.DisableGRPC && cfg.OTLP.DisableHTTP && len(cfg.Kafka.Brokers) == 0 {
+		fmt.Fprintln(stderr, "ingest: nothing to ingest: the OTLP receivers are off (--otlp-grpc off --otlp-http off) and no --kafka-brokers")
+		return 2
+	}
 	if cfg.Store.URL == "" {
 		fmt.Fprintln(stderr, "ingest: --store is required (the scaled-out pieces share a ClickHouse store; `stormradius serve` runs on the embedded one)")
 		return 2

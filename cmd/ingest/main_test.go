@@ -82,7 +82,7 @@ func TestHTTPServesWhatItSays(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		code = run(ctx, []string{"--store", "sqlite://" + t.TempDir(), "--http", addr, "--otlp-grpc", "off",
+		code = run(ctx, []string{"--store", "sqlite://" + t.TempDir(), "--http", addr, "--otlp-grpc", "127.0.0.1:0",
 			"--otlp-http", "off", "--log-level", "error"}, &log)
 	}()
 	defer func() {
@@ -123,4 +123,24 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Paper cuts an operator meets (issue 29): ingest with nothing to ingest
+// refuses to start, saying so; its --http default is not cmd/api's;
+// --retention takes days.
+func TestOperatorPaperCuts(t *testing.T) {
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--store", "sqlite://" + t.TempDir(), "--otlp-grpc", "off", "--otlp-http", "off"}, &out)
+	if code != 2 || !strings.Contains(out.String(), "nothing to ingest") {
+		t.Errorf("OTLP off and no Kafka: exit %d\n%s", code, &out)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--help"}, &out); code != 0 || !regexp.MustCompile(`-http string\n.*\(default ":8081"\)`).MatchString(out.String()) {
+		t.Errorf("--help: exit %d; want --http defaulting to :8081 (cmd/api has :8080)\n%s", code, &out)
+	}
+	out.Reset()
+	code = run(context.Background(), []string{"--store", "sqlite://" + t.TempDir(), "--retention", "7x"}, &out)
+	if code != 2 || !strings.Contains(out.String(), "7d") {
+		t.Errorf("--retention 7x: exit %d, want a usage error naming 7d\n%s", code, &out)
+	}
 }

@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		// Before recovery: the pipeline owns the window states, the
 		// checkpoint and the pending traces, which a second analyser
 		// would corrupt.
-		lease, err := takeLease(ctx, plan.main, ttl, log)
+		lease, err := takeLease(ctx, plan.main, "the store", ttl, log)
 		if err != nil {
 			svc.stopTasks()
 			svc.tasks.Wait()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,11 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	}
 	storeURL := fs.String("store", "", storeHelp)
 	cluster := ClickHouseClusterFlag(fs)
-	httpAddr := fs.String("http", ":8080", httpHelp)
+	httpPort := ":8080"
+	if role == Ingest {
+		httpPort = ":8081" // beside cmd/api's :8080 on one host
+	}
+	httpAddr := fs.String("http", httpPort, httpHelp)
 	httpTLS := HTTPTLSFlags(fs)
 	receivers := otlpFlags(fs)
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
@@ -66,7 +71,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
 	window := fs.Duration("window", 0, "analysis window (docs/SPEC.md §4.3; default 1h; data keeps the window it was analysed with)")
-	retention := fs.Duration("retention", 7*24*time.Hour, "delete data older than this (0: keep everything)")
+	retention := daysFlag(fs, "retention", 7*24*time.Hour, "delete data older than this, e.g. 7d or 168h (0: keep everything)")
 	leaseTimeout := fs.Duration("lease-timeout", DefaultLeaseTimeout, "one instance analyses a store: it holds the store's lease, renewed every third of this; "+
 		"another instance is refused at start until the holder stops, or this long after it crashed")
 	limits := LimitFlags(fs)
@@ -344,4 +349,39 @@ func HTTPTLSFlags(fs *flag.FlagSet) func() (*tls.Config, error) {
 		}
 		return cfg, nil
 	}
+}
+
+// days is a duration flag that also takes whole days ("7d").
+type days struct{ d *time.Duration }
+
+func (v days) String() string {
+	if v.d == nil {
+		return ""
+	}
+	if *v.d > 0 && *v.d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(*v.d/(24*time.Hour)), 10) + "d"
+	}
+	return v.d.String()
+}
+
+func (v days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if k, err := strconv.ParseUint(n, 10, 31); err == nil {
+			*v.d = time.Duration(k) * 24 * time.Hour
+			return nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 7d, 168h or 30m")
+	}
+	*v.d = d
+	return nil
+}
+
+// daysFlag defines a duration flag that also takes whole days.
+func daysFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var(days{&d}, name, usage)
+	return &d
 }

@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/internal/app"
@@ -78,5 +80,33 @@ func TestKafkaSecurityFlags(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), secret) {
 			t.Errorf("%v: the error holds the password: %v", c.args, err)
 		}
+	}
+}
+
+// --retention takes whole days as well as Go durations, from the command
+// line or the environment.
+func TestRetentionDays(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want time.Duration
+	}{{"7d", 7 * 24 * time.Hour}, {"30d", 30 * 24 * time.Hour}, {"168h", 168 * time.Hour}, {"90m", 90 * time.Minute}} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		build := app.Flags(fs, app.Serve)
+		if err := fs.Parse([]string{"--retention", c.arg}); err != nil {
+			t.Fatalf("%s: %v", c.arg, err)
+		}
+		cfg, err := build()
+		if err != nil || cfg.Pipeline.Retention != c.want {
+			t.Errorf("--retention %s: %v %v, want %v", c.arg, cfg.Pipeline.Retention, err, c.want)
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	app.Flags(fs, app.Serve)
+	if err := fs.Parse([]string{"--retention", "7 days"}); err == nil || !strings.Contains(err.Error(), "7d") {
+		t.Errorf("--retention '7 days': %v, want an error naming 7d", err)
+	}
+	if f := fs.Lookup("retention"); f.DefValue != "7d" {
+		t.Errorf("default %q, want 7d", f.DefValue)
 	}
 }

@@ -34,13 +34,13 @@ type leaseKeeper struct {
 // takeLease takes the analysis lease of st (refused with the store's
 // *store.LeaseHeldError when another instance has it) and keeps it until
 // stop.
-func takeLease(ctx context.Context, st store.Store, ttl time.Duration, log *slog.Logger) (*leaseKeeper, error) {
+func takeLease(ctx context.Context, st store.Store, what string, ttl time.Duration, log *slog.Logger) (*leaseKeeper, error) {
 	h := store.NewLeaseHolder()
 	deadline, err := st.AcquireLease(ctx, h, ttl)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("analysis lease taken: this instance analyses the store; others are refused", "holder", h.String(),
+	log.Info("analysis lease taken: this instance analyses "+what+"; another instance is refused it", "holder", h.String(),
 		"lease_timeout", ttl)
 	k := &leaseKeeper{st: st, ttl: ttl, log: log, lost: make(chan error, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go k.run(deadline)

@@ -45,7 +45,7 @@ func (ps *partitions) open(ctx context.Context, name string) (*partitionRun, err
 		return nil, err
 	}
 	log := ps.log.With("partition", name)
-	lease, err := takeLease(ctx, view, ps.ttl, log)
+	lease, err := takeLease(ctx, view, fmt.Sprintf("partition %q (others may analyse the rest)", name), ps.ttl, log)
 	if err != nil {
 		_ = view.Close()
 		return nil, err
