@@ -178,39 +178,9 @@ loop:
 				fault = faultUnexpected
 				break loop
 			}
-			j := i + 1
-			for {
-				if j+8 <= n {
-					w := binary.LittleEndian.Uint64(b[j:])
-					q := w ^ lsb*'"'
-					e := w ^ lsb*'\\'
-					// A byte of q or e is zero where w has a quote or a
-					// backslash; the lowest byte this flags is exact
-					// (borrows only travel upwards).
-					m := ((q-lsb)&^q | (e-lsb)&^e) & msb
-					if m == 0 {
-						j += 8
-						continue
-					}
-					j += bits.TrailingZeros64(m) >> 3
-				} else {
-					for j < n && b[j] != '"' && b[j] != '\\' {
-						j++
-					}
-					if j == n {
-						break
-					}
-				}
-				if b[j] == '"' {
-					break
-				}
-				// A backslash escapes the byte after it, whatever it is.
-				if j+1 == n {
-					s.esc = true // it is the first byte of the next chunk
-					j = n
-					break
-				}
-				j += 2
+			j, esc := stringEnd(b, i+1)
+			if esc {
+				s.esc = true // the escaped byte is the first of the next chunk
 			}
 			if j == n {
 				s.state, s.depth, s.arrays = state, depth, arrays
@@ -336,6 +306,45 @@ loop:
 	}
 	s.off += int64(n)
 	return true
+}
+
+// stringEnd returns the index of the quote that ends the string whose
+// bytes begin at b[j], skipping 8 bytes at a time, or len(b) when b ends
+// first; esc reports that b ends just after a backslash (the byte it
+// escapes is the first of the next chunk).
+func stringEnd(b []byte, j int) (end int, esc bool) {
+	n := len(b)
+	for {
+		if j+8 <= n {
+			w := binary.LittleEndian.Uint64(b[j:])
+			q := w ^ lsb*'"'
+			e := w ^ lsb*'\\'
+			// A byte of q or e is zero where w has a quote or a
+			// backslash; the lowest byte this flags is exact (borrows
+			// only travel upwards).
+			m := ((q-lsb)&^q | (e-lsb)&^e) & msb
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += bits.TrailingZeros64(m) >> 3
+		} else {
+			for j < n && b[j] != '"' && b[j] != '\\' {
+				j++
+			}
+			if j == n {
+				return n, false
+			}
+		}
+		if b[j] == '"' {
+			return j, false
+		}
+		// A backslash escapes the byte after it, whatever it is.
+		if j+1 == n {
+			return n, true
+		}
+		j += 2
+	}
 }
 
 // resume finishes the token s.tok, cut by the end of the previous chunk (or

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/certs"
@@ -56,17 +57,9 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	receivers := otlpFlags(fs)
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	sampling := inputSamplingFlags(fs)
-	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
-	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
-	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
-	session := fs.Duration("kafka-session-timeout", 30*time.Second, "how long the consumer group waits for a silent member before it moves its partitions to the others "+
-		"(a member that stops cleanly leaves at once); heartbeats every tenth of it")
-	kafkaParts := fs.Bool("kafka-partitioned", role == Ingest, "analyse each Kafka partition on its own, so that any number of instances in one consumer group share a topic "+
-		"(the collector's kafka exporter must write with partition_traces_by_id: a trace split over partitions is analysed in parts)")
+	kafkaCfg := kafkaFlags(fs, role)
 	partition := fs.String("partition", "", "analyse one named partition of the store (letters, digits, ._-/:): "+
 		"several instances share a store when each has its own and every trace reaches one of them (a collector's loadbalancing exporter routing by trace id; docs/ARCHITECTURE.md \"Scaling out\")")
-	kafkaSec := kafkaSecurityFlags(fs)
-	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
 	maxAge := fs.Duration("max-trace-age", time.Minute, "analyse a trace at the latest this long after its first span")
 	inflight := fs.Int("max-inflight-spans", 1_000_000, "spans held in memory before the receivers answer 503")
@@ -101,21 +94,8 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 		if c.HTTPTLS, err = httpTLS(); err != nil {
 			errs = append(errs, err)
 		}
-		if *brokers != "" {
-			enc := kafka.Encoding(*encoding)
-			if enc != kafka.EncodingProto && enc != kafka.EncodingJSON {
-				errs = append(errs, fmt.Errorf("--kafka-encoding %q: want otlp_proto or otlp_json", *encoding))
-			}
-			c.Kafka = kafka.Config{Brokers: splitComma(*brokers), Topic: *topic, GroupID: *group, Encoding: enc, ClaimHeader: *claimHeader,
-				Sampling: kafkaSampling}
-			c.KafkaPartitioned = *kafkaParts
-			if c.Kafka.Security, err = kafkaSec(); err != nil {
-				errs = append(errs, err)
-			}
-			if *session < 2*time.Second {
-				errs = append(errs, fmt.Errorf("--kafka-session-timeout %v: want at least 2s", *session))
-			}
-			c.Kafka.SessionTimeout, c.Kafka.RebalanceTimeout, c.Kafka.HeartbeatInterval = *session, *session, *session/10
+		if c.Kafka, c.KafkaPartitioned, err = kafkaCfg(*claimHeader, kafkaSampling); err != nil {
+			errs = append(errs, err)
 		}
 		if *idle <= 0 || *maxAge <= 0 || *inflight <= 0 {
 			errs = append(errs, errors.New("--trace-idle, --max-trace-age and --max-inflight-spans must be positive"))
@@ -147,6 +127,41 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 
 // off reports whether a listen address is "off" (or empty).
 func off(addr string) bool { return addr == "" || addr == "off" }
+
+// kafkaFlags registers the Kafka consumer's flags on fs and returns what
+// reads its configuration (none without --kafka-brokers) and whether it
+// analyses each partition on its own.
+func kafkaFlags(fs *flag.FlagSet, role Role) func(claimHeader string, sampling ingest.SamplingConfig) (kafka.Config, bool, error) {
+	brokers := fs.String("kafka-brokers", "", "Kafka brokers to consume OTLP from, comma-separated (none: no Kafka)")
+	topic := fs.String("kafka-topic", kafka.DefaultTopic, "Kafka topic the collector's kafka exporter writes")
+	group := fs.String("kafka-group", kafka.DefaultGroupID, "Kafka consumer group")
+	session := fs.Duration("kafka-session-timeout", 30*time.Second, "how long the consumer group waits for a silent member before it moves its partitions to the others "+
+		"(a member that stops cleanly leaves at once); heartbeats every tenth of it")
+	parts := fs.Bool("kafka-partitioned", role == Ingest, "analyse each Kafka partition on its own, so that any number of instances in one consumer group share a topic "+
+		"(the collector's kafka exporter must write with partition_traces_by_id: a trace split over partitions is analysed in parts)")
+	encoding := fs.String("kafka-encoding", string(kafka.EncodingProto), "how to read Kafka records: otlp_proto or otlp_json (a record starting with '{' is read as OTLP JSON either way)")
+	security := kafkaSecurityFlags(fs)
+	return func(claimHeader string, sampling ingest.SamplingConfig) (kafka.Config, bool, error) {
+		if *brokers == "" {
+			return kafka.Config{}, false, nil
+		}
+		var errs []error
+		enc := kafka.Encoding(*encoding)
+		if enc != kafka.EncodingProto && enc != kafka.EncodingJSON {
+			errs = append(errs, fmt.Errorf("--kafka-encoding %q: want otlp_proto or otlp_json", *encoding))
+		}
+		c := kafka.Config{Brokers: splitComma(*brokers), Topic: *topic, GroupID: *group, Encoding: enc, ClaimHeader: claimHeader, Sampling: sampling}
+		var err error
+		if c.Security, err = security(); err != nil {
+			errs = append(errs, err)
+		}
+		if *session < 2*time.Second {
+			errs = append(errs, fmt.Errorf("--kafka-session-timeout %v: want at least 2s", *session))
+		}
+		c.SessionTimeout, c.RebalanceTimeout, c.HeartbeatInterval = *session, *session, *session/10
+		return c, *parts, errors.Join(errs...)
+	}
+}
 
 // otlpFlags registers the OTLP receivers' flags on fs (addresses, tokens,
 // TLS, request bounds) and returns what reads their configuration (all
