@@ -2,11 +2,8 @@ package kafka
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/stormradius/stormradius/internal/certs"
 	"github.com/stormradius/stormradius/internal/secret"
 )
 
@@ -74,26 +72,9 @@ func (s Security) Dialer() (*kafkago.Dialer, error) {
 }
 
 func (s Security) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.TLSServerName, InsecureSkipVerify: s.TLSInsecureSkipVerify}
-	if s.TLSCA != "" {
-		pem, err := os.ReadFile(s.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS CA: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: TLS CA %s: no PEM certificate in it", s.TLSCA)
-		}
-	}
-	if (s.TLSCert == "") != (s.TLSKey == "") {
-		return nil, errors.New("kafka: a TLS client certificate needs both its certificate and its key file")
-	}
-	if s.TLSCert != "" {
-		c, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{c}
+	cfg := &tls.Config{InsecureSkipVerify: s.TLSInsecureSkipVerify}
+	if err := certs.Client(cfg, s.TLSCA, s.TLSCert, s.TLSKey, s.TLSServerName); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	return cfg, nil
 }

@@ -96,15 +96,48 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate}
 	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
-		if err != nil {
+		if cfg.ClientCAs, err = pool(clientCAFile); err != nil {
 			return nil, fmt.Errorf("TLS client CA: %w", err)
-		}
-		cfg.ClientCAs = x509.NewCertPool()
-		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s: no PEM certificate in it", clientCAFile)
 		}
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// pool reads a PEM file of CA certificates.
+func pool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", file)
+	}
+	return p, nil
+}
+
+// Client sets a client's TLS config (TLS 1.2 or later): the CAs of
+// caFile instead of the system's (when set), the client certificate of
+// certFile and keyFile (both or neither), the server name to verify.
+func Client(cfg *tls.Config, caFile, certFile, keyFile, serverName string) error {
+	cfg.MinVersion, cfg.ServerName = tls.VersionTLS12, serverName
+	if caFile != "" {
+		p, err := pool(caFile)
+		if err != nil {
+			return fmt.Errorf("TLS CA: %w", err)
+		}
+		cfg.RootCAs = p
+	}
+	if (certFile == "") != (keyFile == "") {
+		return errors.New("a TLS client certificate needs both its certificate and its key file")
+	}
+	if certFile != "" {
+		c, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return fmt.Errorf("TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return nil
 }

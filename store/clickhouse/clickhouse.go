@@ -38,6 +38,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/internal/certs"
 	"github.com/stormradius/stormradius/internal/secret"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
@@ -761,26 +762,8 @@ func (tp tlsParams) apply(o *ch.Options) error {
 	if o.TLS == nil {
 		o.TLS = &tls.Config{}
 	}
-	o.TLS.MinVersion, o.TLS.ServerName = tls.VersionTLS12, tp["tls_server_name"]
-	if f := tp["tls_ca"]; f != "" {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("tls_ca: %w", err)
-		}
-		o.TLS.RootCAs = x509.NewCertPool()
-		if !o.TLS.RootCAs.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("tls_ca %s: no PEM certificate in it", f)
-		}
-	}
-	if (tp["tls_cert"] == "") != (tp["tls_key"] == "") {
-		return errors.New("tls_cert and tls_key go together")
-	}
-	if tp["tls_cert"] != "" {
-		c, err := tls.LoadX509KeyPair(tp["tls_cert"], tp["tls_key"])
-		if err != nil {
-			return fmt.Errorf("tls_cert, tls_key: %w", err)
-		}
-		o.TLS.Certificates = []tls.Certificate{c}
+	if err := certs.Client(o.TLS, tp["tls_ca"], tp["tls_cert"], tp["tls_key"], tp["tls_server_name"]); err != nil {
+		return fmt.Errorf("tls_ca, tls_cert, tls_key: %w", err)
 	}
 	return nil
 }
