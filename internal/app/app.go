@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +23,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
+	"github.com/stormradius/stormradius/internal/health"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
 	"github.com/stormradius/stormradius/query"
@@ -183,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return svc.shutdown(err)
 	}
-	svc.ready.Store(true)
+	svc.health.SetReady(true)
 	log.Info("stormradius is running", "otlp_grpc", addrs.OTLPGRPC, "otlp_http", addrs.OTLPHTTP, "http", addrs.HTTP,
 		"kafka", cfg.Kafka.Brokers, "window", st.Window(), "partition", cfg.Partition)
 	if cfg.Ready != nil {
@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 
 	runErr := svc.wait(ctx, leaseLost)
-	svc.ready.Store(false)
+	svc.health.SetReady(false)
 	if errors.Is(runErr, store.ErrLeaseLost) {
 		// The store refuses the pipeline's writes now: what is pending is
 		// in the stored spans, which the lease's holder recovers.
@@ -270,9 +270,9 @@ func leaseHint(err error, cfg Config) error {
 // service is what Run starts once it holds the store's lease, as far as
 // it got: shutdown stops it, in one order whatever ended it.
 type service struct {
-	log   *slog.Logger
-	reg   *prometheus.Registry
-	ready atomic.Bool // /readyz
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	health health.Status // /readyz
 
 	recv         *otlp.Server // nil when not started
 	srv          *httpServer  // nil when not started
@@ -295,7 +295,7 @@ type service struct {
 func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipeline, st store.Store, acfg analysis.Config) (Addrs, error) {
 	addrs := Addrs{Store: st, Pipeline: p}
 	var err error
-	if s.srv, err = startHTTP(cfg.HTTPAddr, cfg.HTTPTLS, st, acfg, cfg.Web, s.reg, &s.ready, s.log, s.httpErr); err != nil {
+	if s.srv, err = startHTTP(cfg.HTTPAddr, cfg.HTTPTLS, st, acfg, cfg.Web, s.reg, &s.health, s.log, s.httpErr); err != nil {
 		return addrs, err
 	}
 	if s.srv != nil {
@@ -448,19 +448,13 @@ type httpServer struct {
 // startHTTP starts the HTTP server on addr (nil for ""); errors of Serve
 // go to errc.
 func startHTTP(addr string, tlsCfg *tls.Config, st store.Store, acfg analysis.Config, wcfg *web.Config, reg *prometheus.Registry,
-	ready *atomic.Bool, log *slog.Logger, errc chan<- error) (*httpServer, error) {
+	ready *health.Status, log *slog.Logger, errc chan<- error) (*httpServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if wcfg != nil {
 		svc := &query.Service{Store: st, Config: acfg}
@@ -519,7 +513,7 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 		return err
 	}
 	defer closeStore(st, &err)
-	var ready atomic.Bool
+	var ready health.Status
 	errc := make(chan error, 1)
 	acfg := cfg.Analysis
 	acfg.Window = st.Window()
@@ -530,7 +524,7 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	if srv == nil {
 		return errors.New("--http is required")
 	}
-	ready.Store(true)
+	ready.SetReady(true)
 	log.Info("stormradius api is running", "http", srv.addr, "window", st.Window())
 	if cfg.Ready != nil {
 		cfg.Ready(srv.addr)
@@ -540,7 +534,7 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	case err = <-errc:
 		err = fmt.Errorf("http: %w", err)
 	}
-	ready.Store(false)
+	ready.SetReady(false)
 	srv.shutdown()
 	return err
 }
