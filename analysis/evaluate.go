@@ -75,6 +75,11 @@ type TraceResult struct {
 	// trace's (graph.SamplingConflict, graph.SamplingUnusable).
 	Weight        int64
 	SamplingFlags uint8
+	// Split marks a trace whose spans reached more than one partition (a
+	// collector that does not route by trace id): it is not analysed, and
+	// adds only to Report.TracesSplit. Of its result only TraceID, Start
+	// and Window are set.
+	Split bool
 }
 
 // W returns the result's weight, at least 1.

@@ -58,6 +58,9 @@ var Figures = []Figure{
 		Count: func(a Agg) *int64 { return &a.Report.SamplingConflicts }},
 	{Name: "sampling_unusable", Type: TypeCount, Scope: ScopeTotals, Merge: MergeSum, SQLite: Column{"rollup_totals", "sampling_unusable"}, Stat: 7,
 		Count: func(a Agg) *int64 { return &a.Report.SamplingUnusable }},
+	// Traces whose spans reached more than one partition, set aside.
+	{Name: "traces_split", Type: TypeCount, Scope: ScopeTotals, Merge: MergeSum, SQLite: Column{"rollup_totals", "traces_split"}, Stat: 8,
+		Count: func(a Agg) *int64 { return &a.Report.TracesSplit }},
 
 	{Name: "api_traces", Type: TypeCount, Scope: ScopeAPI, Merge: MergeSum, SQLite: Column{"rollup_api", "traces"}, Stat: 10,
 		Count: func(a Agg) *int64 { return &a.API.Traces }},

@@ -68,6 +68,7 @@ var pinned = map[string]struct {
 	"traces_var":         {ScopeTotals, "rollup_totals", "traces_var", 5},
 	"sampling_conflicts": {ScopeTotals, "rollup_totals", "sampling_conflicts", 6},
 	"sampling_unusable":  {ScopeTotals, "rollup_totals", "sampling_unusable", 7},
+	"traces_split":       {ScopeTotals, "rollup_totals", "traces_split", 8},
 	"api_excess":         {ScopeAPI, "rollup_api", "excess", 23},
 	"api_var":            {ScopeAPI, "rollup_api", "var", 24},
 	"api_var_failed":     {ScopeAPI, "rollup_api", "var_failed", 25},

@@ -31,6 +31,10 @@ type Report struct {
 	// sampling probabilities (the root's counted); SamplingUnusable
 	// those whose probability was recorded but unusable (counted once).
 	SamplingConflicts, SamplingUnusable int64
+	// TracesSplit counts the traces set aside because their spans reached
+	// more than one partition (TraceResult.Split): they add to nothing
+	// else.
+	TracesSplit int64
 	// APIs aggregates the traces of each root API.
 	APIs map[string]*APIAgg
 	// Services aggregates what traces said about each service.
@@ -224,6 +228,10 @@ func (r *Report) Version(k VersionKey) *VersionAgg {
 // c = W(W−1) times the trace's values and their products), all zero
 // for unsampled traces.
 func (r *Report) Add(tr *TraceResult, sign int64) {
+	if tr.Split {
+		r.TracesSplit += sign
+		return
+	}
 	w := sign * tr.W()
 	c := sign * tr.W() * (tr.W() - 1)
 	r.Spans += w * int64(tr.Spans)

@@ -63,6 +63,9 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 	if r.RemoteParent {
 		flags |= 2
 	}
+	if r.Split {
+		flags |= 4
+	}
 	b = append(b, flags)
 	if sampled {
 		b = uv(b, uint64(r.W()))
@@ -194,7 +197,7 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	if len(r.B) == 0 {
 		r.Fail("flags")
 	} else {
-		out.RootFailed, out.RemoteParent = r.B[0]&1 != 0, r.B[0]&2 != 0
+		out.RootFailed, out.RemoteParent, out.Split = r.B[0]&1 != 0, r.B[0]&2 != 0, r.B[0]&4 != 0
 		r.B = r.B[1:]
 	}
 	if b[0] == resultCodecSampled {

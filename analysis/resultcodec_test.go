@@ -26,6 +26,7 @@ func TestResultCodecRoundTrip(t *testing.T) {
 			failed++
 		}
 		r.Versions = []analysis.ServiceVersion{{Service: "front", Version: "v2"}}
+		r.Split = i%7 == 3 // set aside: a flag bit of its own
 		b := enc.Append(nil, &r)
 		got, err := analysis.DecodeResult(b, nil)
 		if err != nil {

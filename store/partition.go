@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 )
 
 // Partitions. The analysis of a store can be split into partitions, each
@@ -68,6 +69,18 @@ type Peers interface {
 	// stored at or after since (unix nanoseconds, as the writer's clock
 	// read it: callers look back further than the clocks may disagree).
 	PeerWindows(ctx context.Context, since int64) ([]int64, error)
+}
+
+// Routing finds the traces a partition shares with others: a collector
+// that does not route by trace id (a kafka exporter without
+// partition_traces_by_id, a loadbalancing exporter routing by service)
+// sends one trace's spans to several partitions, each of which would
+// analyse its part. Partition views implement it.
+type Routing interface {
+	// SharedTraces returns, of ids (traces the partition wrote spans of),
+	// those whose spans another partition wrote too, each with the name
+	// of one such partition.
+	SharedTraces(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]string, error)
 }
 
 // MaxPartitionName bounds a partition's name.

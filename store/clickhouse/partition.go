@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
 )
@@ -124,4 +126,30 @@ func (s *Store) PeerWindows(ctx context.Context, since int64) ([]int64, error) {
 		out = []int64{}
 	}
 	return out, err
+}
+
+// SharedTraces returns, of ids, those whose spans another partition also
+// wrote (store.Routing), each with one such partition's name: trace_spans
+// is ordered by trace id, so this reads the ids' granules alone.
+func (s *Store) SharedTraces(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]string, error) {
+	if err := s.checkOpen("read shared traces"); err != nil {
+		return nil, err
+	}
+	out := map[graph.TraceID]string{}
+	for chunk := range slices.Chunk(ids, 1000) {
+		err := s.query(light(ctx), "read shared traces", `SELECT trace_id, min(part) FROM trace_spans WHERE trace_id IN (`+idList(chunk)+
+			`) AND part != `+quote(s.name)+` GROUP BY trace_id`, func(r driver.Rows) error {
+			var id graph.TraceID
+			var part string
+			if err := r.Scan(&id, &part); err != nil {
+				return err
+			}
+			out[id] = part
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -115,6 +118,43 @@ func (s *Store) PeerWindows(ctx context.Context, since int64) ([]int64, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(ctx, "read peer windows", err)
+	}
+	return out, nil
+}
+
+// SharedTraces returns, of ids, those whose spans another partition also
+// wrote (store.Routing), each with one such partition's name: a span row
+// is its write's (spans.seq), the write its partition's.
+func (s *Store) SharedTraces(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]string, error) {
+	out := map[graph.TraceID]string{}
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, s.part)
+		for _, id := range chunk {
+			args = append(args, id[:])
+		}
+		q := `SELECT s.trace_id, MIN(w.part) FROM spans s JOIN writes w ON w.seq = s.seq WHERE w.part <> ? AND s.trace_id IN (?` +
+			strings.Repeat(",?", len(chunk)-1) + `) GROUP BY s.trace_id`
+		rows, err := s.spansR.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, unavailable(ctx, "read shared traces", err)
+		}
+		for rows.Next() {
+			var b []byte
+			var part string
+			if err := rows.Scan(&b, &part); err != nil {
+				rows.Close()
+				return nil, unavailable(ctx, "read shared traces", err)
+			}
+			var id graph.TraceID
+			copy(id[:], b)
+			out[id] = part
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, unavailable(ctx, "read shared traces", err)
+		}
 	}
 	return out, nil
 }

@@ -65,7 +65,10 @@ func figureTraces() []*analysis.TraceResult {
 	// D: a trace of api-a without a failure, standing for itself, whose
 	// id the tail sampling policy's hash puts below 1/16 (tailID).
 	d := &analysis.TraceResult{TraceID: tailID(), API: "api-a", Start: at(0, 50), Spans: 1, Hops: 1, Counterfactual: 1}
-	return []*analysis.TraceResult{a, b, c, d}
+	// E: a trace whose spans reached two partitions, set aside: it counts
+	// in traces_split alone.
+	e := &analysis.TraceResult{TraceID: graph.TraceID{0xf1, 5}, Start: at(1, 30), Split: true}
+	return []*analysis.TraceResult{a, b, c, d, e}
 }
 
 // tailHash is the tail_sampling probabilistic policy's hash of id over
@@ -156,6 +159,7 @@ var figureCases = map[string][]figureCase{
 	"traces_var":         {{func(r *analysis.Report) any { return r.TracesVar }, int64(8)}},
 	"sampling_conflicts": {{func(r *analysis.Report) any { return r.SamplingConflicts }, int64(1)}},
 	"sampling_unusable":  {{func(r *analysis.Report) any { return r.SamplingUnusable }, int64(1)}},
+	"traces_split":       {{func(r *analysis.Report) any { return r.TracesSplit }, int64(1)}}, // E
 	// api-a: A and B, both failed with failed roots, A had a remote
 	// parent; D.
 	"api_traces":         {{func(r *analysis.Report) any { return apiOf(r).Traces }, int64(1 + 2 + 1)}},
@@ -360,7 +364,8 @@ func testFigures(t *testing.T, open Opener) {
 	extra.TraceID = graph.TraceID{0xf1, 4}
 	batches := [][]store.Change{
 		{{New: record(&early, 1)}, {New: record(traces[2], 1)}, {New: record(&extra, 1)}},
-		{{Old: record(&early, 1), New: record(traces[0], 2)}, {New: record(traces[1], 2)}, {New: record(traces[3], 2)}},
+		{{Old: record(&early, 1), New: record(traces[0], 2)}, {New: record(traces[1], 2)}, {New: record(traces[3], 2)},
+			{New: record(traces[4], 2)}},
 		{{Old: record(&extra, 1)}},
 	}
 	for _, b := range batches {

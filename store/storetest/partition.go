@@ -65,6 +65,7 @@ func testPartitions(t *testing.T, open Opener) {
 	checkPartitionStates(t, views, parts, w, moved, c)
 
 	checkPartitionedReport(t, s, c)
+	checkSharedTraces(t, views, c, owner)
 
 	// PeerWindows: p1 and the default stored window w now; p2 sees it,
 	// looking back a minute, and not from a minute ahead.
@@ -94,6 +95,56 @@ func testPartitions(t *testing.T, open Opener) {
 		}
 	}
 	checkPartitionStates(t, again, parts, w, moved, c)
+}
+
+// checkSharedTraces checks store.Routing: each view is asked of the
+// traces it wrote spans of (owner). None is shared while each partition
+// wrote its own traces' spans; once p2 writes half of trace 4's spans
+// (p1's: a collector not routing by trace id), p1 and p2 each find it
+// written by the other, and nothing else is shared.
+func checkSharedTraces(t *testing.T, views []store.PartitionStore, c *Corpus, owner func(int) int) {
+	t.Helper()
+	x := ctx(t)
+	shared := func(k int, extra ...int) map[graph.TraceID]string {
+		t.Helper()
+		r, ok := views[k].(store.Routing)
+		if !ok {
+			t.Fatalf("partition %q: no store.Routing", partitionNames[k])
+		}
+		ids := []graph.TraceID{}
+		for i, tr := range c.Traces {
+			if owner(i) == k || slices.Contains(extra, i) {
+				ids = append(ids, tr.ID)
+			}
+		}
+		m, err := r.SharedTraces(x, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for k := range views {
+		if m := shared(k); len(m) != 0 {
+			t.Errorf("partition %q: shared traces %v before any is split", partitionNames[k], m)
+		}
+	}
+	half := c.Spans[4][:len(c.Spans[4])/2]
+	if len(half) == 0 || owner(4) != 1 {
+		t.Fatal("trace 4 is not p1's, or has one span")
+	}
+	if _, err := views[2].WriteSpans(x, half); err != nil {
+		t.Fatal(err)
+	}
+	id := c.Traces[4].ID
+	if m := shared(1); len(m) != 1 || m[id] != partitionNames[2] {
+		t.Errorf("p1: shared traces %v, want trace 4 (%s) written by %q", m, id, partitionNames[2])
+	}
+	if m := shared(2, 4); len(m) != 1 || m[id] != partitionNames[1] {
+		t.Errorf("p2: shared traces %v, want trace 4 (%s) written by %q", m, id, partitionNames[1])
+	}
+	if m := shared(0); len(m) != 0 {
+		t.Errorf("default partition: shared traces %v, want none", m)
+	}
 }
 
 // partitionNames are the partitions of testPartitions: the default one,
