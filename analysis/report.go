@@ -474,13 +474,16 @@ func MaxOf[K int | float64](hist map[K]int64) K {
 // Document is the analysis output of docs/SPEC.md §5.2. Fields beyond the spec's
 // are extras the spec allows.
 type Document struct {
-	Spans     int64        `json:"spans"`
-	Traces    int64        `json:"traces"`
-	Fragments int64        `json:"fragments"`
-	Fleet     Fleet        `json:"fleet"`
-	APIs      []APIDoc     `json:"apis"`
-	Services  []ServiceDoc `json:"services"`
-	Edges     []EdgeDoc    `json:"edges"`
+	Spans     int64 `json:"spans"`
+	Traces    int64 `json:"traces"`
+	Fragments int64 `json:"fragments"`
+	// SplitTraces counts the traces set aside because their spans reached
+	// more than one partition (docs/SPEC.md §5.2): in no other figure.
+	SplitTraces int64        `json:"split_traces"`
+	Fleet       Fleet        `json:"fleet"`
+	APIs        []APIDoc     `json:"apis"`
+	Services    []ServiceDoc `json:"services"`
+	Edges       []EdgeDoc    `json:"edges"`
 	// Incidents are the incidents of the range (docs/SPEC.md §4.8), in order of
 	// their first minute; their figures cover their minutes in the range.
 	Incidents []IncidentDoc `json:"incidents"`
@@ -654,7 +657,7 @@ func edgeDoc(k graph.Edge, e *graph.EdgeStats, cfg Config) EdgeDoc {
 // counts are summed over the windows and the fail-open state is read from
 // the sums.
 func (r *Report) Document(windows []*WindowSummary, cfg Config) *Document {
-	d := &Document{Spans: r.Spans, Traces: r.Traces, Fragments: r.Fragments,
+	d := &Document{Spans: r.Spans, Traces: r.Traces, Fragments: r.Fragments, SplitTraces: r.TracesSplit,
 		APIs: []APIDoc{}, Services: []ServiceDoc{}, Edges: []EdgeDoc{}, Incidents: []IncidentDoc{},
 		Sampling: r.FleetSampling()}
 	potential := map[string]APIPotential{}

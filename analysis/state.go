@@ -157,8 +157,12 @@ func seenEarlier(t *graph.Trace, h *graph.Hop, c int32) bool {
 }
 
 // Merge adds sign × o to s (sign +1 merges, -1 subtracts). What the
-// windows admitted (Admitted) is not a count: it is left as it is.
+// windows admitted (Admitted) is not a count: it is left as it is. An
+// entry whose counts come to zero is dropped, whatever the sign: a
+// partition's part may hold negative counts (a trace another partition
+// added, taken out by this one), which the sum cancels.
 func (s *State) Merge(o *State, sign int64) {
+	dropped := false
 	s.Traces += sign * o.Traces
 	for k, v := range o.Edges {
 		es := s.Edges[k]
@@ -167,6 +171,10 @@ func (s *State) Merge(o *State, sign int64) {
 			s.Edges[k] = es
 		}
 		es.Merge(v, sign)
+		if es.IsZero() {
+			delete(s.Edges, k)
+			dropped = true
+		}
 	}
 	for k, v := range o.Nodes {
 		ns := s.Nodes[k]
@@ -175,6 +183,10 @@ func (s *State) Merge(o *State, sign int64) {
 			s.Nodes[k] = ns
 		}
 		ns.Merge(v, sign)
+		if *ns == (graph.NodeStats{}) {
+			delete(s.Nodes, k)
+			dropped = true
+		}
 	}
 	for k, v := range o.Propagated {
 		tally := s.Propagated[k]
@@ -184,6 +196,10 @@ func (s *State) Merge(o *State, sign int64) {
 		}
 		for i := range tally {
 			tally[i] += sign * v[i]
+		}
+		if *tally == ([4]int64{}) {
+			delete(s.Propagated, k)
+			dropped = true
 		}
 	}
 	for k, v := range o.APIs {
@@ -197,8 +213,8 @@ func (s *State) Merge(o *State, sign int64) {
 			delete(s.APIs, k)
 		}
 	}
-	if sign < 0 {
-		s.prune()
+	if dropped {
+		s.cache = nil // it may hold what is deleted
 	}
 }
 

@@ -167,7 +167,10 @@ type job struct {
 	// recs are the records the batch stores, by trace (nil: deleted):
 	// what the store holds once the batch is applied, which the next
 	// batch, computed meanwhile, reads in place of the store's answers.
-	recs     map[graph.TraceID]*store.Record
+	recs map[graph.TraceID]*store.Record
+	// splits are the traces it sets aside as split, with the other
+	// partition that wrote spans of each: counted once it is stored.
+	splits   map[graph.TraceID]string
 	start    time.Time
 	computed time.Duration
 	done     chan error
@@ -330,7 +333,13 @@ func (a *analyser) finish(ctx context.Context) error {
 			"computed_in", j.computed, "stored_after", time.Since(j.start))
 	}
 	a.release(j.part)
-	p.m.analysed.Add(float64(len(j.part)))
+	p.m.analysed.Add(float64(len(j.part) - len(j.splits)))
+	for id, other := range j.splits {
+		p.m.split.Inc()
+		if p.cfg.OnSplit != nil {
+			p.cfg.OnSplit(id, other)
+		}
+	}
 	if err := a.settle(ctx); err != nil {
 		p.log.Warn("checking window states after a failed batch", "err", err)
 	}
@@ -365,7 +374,11 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 	if err != nil {
 		return nil, err
 	}
-	items, err := a.assemble(ctx, part, olds)
+	splits, err := a.sharedTraces(ctx, part)
+	if err != nil {
+		return nil, err
+	}
+	items, err := a.assemble(ctx, part, olds, splits)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +386,7 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 	if err != nil {
 		return nil, err
 	}
-	j := &job{part: part, before: before, start: start}
+	j := &job{part: part, before: before, start: start, splits: splits}
 	a.addToWindows(items)
 	changes, inGroup := a.evaluate(items)
 	if changes, err = a.reevaluateFlipped(ctx, before, inGroup, changes); err != nil {
@@ -388,9 +401,33 @@ func (a *analyser) compute(ctx context.Context, part []*pendingTrace, floor uint
 // and, when it is re-opened, its stored record and that record's trace.
 type batchTrace struct {
 	old    *store.Record
-	oldT   *graph.Trace
+	oldT   *graph.Trace // nil when old is nil or a split trace's
 	newT   *graph.Trace
 	maxSeq uint64 // the latest write its new record covers
+	// split: another partition wrote spans of the trace too; it is set
+	// aside (newT, assembled from every partition's spans, gives its start
+	// alone): its old record's facts leave the window, none enter it, and
+	// a record marks it split. Partitions that find it at the same time
+	// (none with a record of it yet) leave that record to the one of least
+	// name (drop: the others store nothing), or each would add one.
+	split, drop bool
+}
+
+// sharedTraces returns, of part's traces, those another partition wrote
+// spans of too (nil unless the pipeline is one partition's analyser).
+func (a *analyser) sharedTraces(ctx context.Context, part []*pendingTrace) (map[graph.TraceID]string, error) {
+	if a.p.routing == nil {
+		return nil, nil
+	}
+	ids := make([]graph.TraceID, len(part))
+	for i, t := range part {
+		ids[i] = t.id
+	}
+	m, err := a.p.routing.SharedTraces(ctx, ids)
+	if len(m) == 0 {
+		m = nil
+	}
+	return m, err
 }
 
 // oldRecords returns the stored records of part's traces (a trace with
@@ -423,13 +460,31 @@ func (a *analyser) oldRecords(ctx context.Context, part []*pendingTrace) (map[gr
 // assemble assembles part's traces, a re-opened one (its record in olds)
 // from all its stored spans. The span buffer a.spans is reused from trace
 // to trace.
-func (a *analyser) assemble(ctx context.Context, part []*pendingTrace, olds map[graph.TraceID]*store.Record) ([]batchTrace, error) {
+func (a *analyser) assemble(ctx context.Context, part []*pendingTrace, olds map[graph.TraceID]*store.Record,
+	splits map[graph.TraceID]string) ([]batchTrace, error) {
 	p := a.p
 	items := make([]batchTrace, 0, len(part))
 	for _, t := range part {
 		it := batchTrace{old: olds[t.id], maxSeq: t.maxSeq}
+		other, split := splits[t.id]
+		it.split = split
+		it.drop = split && it.old == nil && other < p.routing.PartitionName()
 		var spans []graph.Span
-		if it.old != nil {
+		if it.split {
+			// Its start, whichever partition sets it aside, is that of
+			// every partition's spans: the record lands in one minute.
+			var err error
+			if it.old != nil {
+				if it.oldT, err = facts(it.old); err != nil {
+					return nil, err
+				}
+				it.maxSeq = max(it.old.Seq, t.maxSeq)
+			}
+			if spans, err = p.st.TraceSpans(ctx, t.id, a.spans[:0]); err != nil {
+				return nil, err
+			}
+			a.spans = spans[:0]
+		} else if it.old != nil {
 			// A late span re-opens the trace: all its stored spans (they
 			// include the new ones) make the new trace.
 			p.m.reopened.Inc()
@@ -449,7 +504,7 @@ func (a *analyser) assemble(ctx context.Context, part []*pendingTrace, olds map[
 			spans = append(a.spans[:0], t.spans...)
 		}
 		it.newT = a.asm.Assemble(spans)
-		if it.old == nil {
+		if it.old == nil && !it.split {
 			a.spans = it.newT.Spans[:0]
 		}
 		it.newT.Spans = nil
@@ -474,6 +529,9 @@ func (a *analyser) foldAndSnapshot(ctx context.Context, items []batchTrace) (map
 				return nil, err
 			}
 			a.snapshot(before, w, st, it.oldT)
+		}
+		if it.split {
+			continue // nothing of it enters a window
 		}
 		// Names past the window's caps are folded before the trace's
 		// edges are looked at: they are its edges from here on. A
@@ -512,7 +570,9 @@ func (a *analyser) addToWindows(items []batchTrace) {
 		if it.oldT != nil {
 			a.windows.Remove(it.oldT)
 		}
-		a.windows.Add(it.newT)
+		if !it.split {
+			a.windows.Add(it.newT)
+		}
 	}
 }
 
@@ -523,9 +583,18 @@ func (a *analyser) evaluate(items []batchTrace) ([]store.Change, map[graph.Trace
 	inGroup := make(map[graph.TraceID]bool, len(items))
 	for _, it := range items {
 		w := a.windows.Of(it.newT)
+		inGroup[it.newT.ID] = true
+		if it.drop {
+			continue
+		}
+		if it.split {
+			r := analysis.TraceResult{TraceID: it.newT.ID, Start: it.newT.Start(), Window: w, Split: true}
+			changes = append(changes, store.Change{Old: it.old, New: &store.Record{TraceID: r.TraceID, Start: r.Start,
+				Window: w, Seq: it.maxSeq, Result: &r, Facts: []byte{}}})
+			continue
+		}
 		r := a.eval.Evaluate(it.newT, a.windows.State(w))
 		changes = append(changes, store.Change{Old: it.old, New: store.NewRecord(it.newT, &r, it.maxSeq)})
-		inGroup[it.newT.ID] = true
 	}
 	return changes, inGroup
 }
@@ -569,7 +638,7 @@ func (a *analyser) reevaluateWindow(ctx context.Context, w int64, st *analysis.S
 	p, prev := a.p, a.prev
 	again := func(rec *store.Record) error {
 		t, err := facts(rec)
-		if err != nil {
+		if err != nil || t == nil {
 			return err
 		}
 		// A flip that does not change this trace's figures changes nothing.
@@ -672,8 +741,12 @@ type edgeBefore struct {
 	used  bool
 }
 
-// facts decodes the trace of a stored record.
+// facts decodes the trace of a stored record: nil for a trace set aside
+// as split, which has none (it is in no window).
 func facts(rec *store.Record) (*graph.Trace, error) {
+	if rec.Result != nil && rec.Result.Split {
+		return nil, nil
+	}
 	t, err := graph.DecodeTrace(rec.Facts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: trace %s: %w: %w", rec.TraceID, store.ErrCorrupt, err)
@@ -706,7 +779,7 @@ func (a *analyser) settle(ctx context.Context) error {
 		var traces []*graph.Trace
 		err := a.p.st.WindowRecords(ctx, w, nil, func(rec *store.Record) error {
 			t, err := facts(rec)
-			if err != nil {
+			if err != nil || t == nil {
 				return err
 			}
 			st.Add(t, 1)
@@ -789,7 +862,7 @@ func (a *analyser) state(ctx context.Context, w int64) (*analysis.State, error) 
 		st = analysis.NewState()
 		err := a.p.st.WindowRecords(ctx, w, nil, func(rec *store.Record) error {
 			t, err := facts(rec)
-			if err != nil {
+			if err != nil || t == nil {
 				return err
 			}
 			st.Add(t, 1)

@@ -23,6 +23,7 @@ type metrics struct {
 	truncated     prometheus.Counter
 	sampInvalid   prometheus.Counter     // Span.Sampling invalid
 	sampConfig    prometheus.Counter     // Span.Sampling configured
+	split         prometheus.Counter     // traces set aside: spans in another partition too
 	foldedVec     *prometheus.CounterVec // by kind: foldKinds
 	folded        [4]prometheus.Counter  // its series, in analysis.Folded's bit order
 }
@@ -74,6 +75,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Spans stored whose recorded sampling probability was unusable (a malformed tracestate ot=th, a probability of 0 or above 1, an adjusted count below 1, not a number): each counts as one span."}),
 		sampConfig: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_spans_sampling_configured_total",
 			Help: "Spans stored that recorded no sampling probability and were given the one configured for their service or input (--sampling-service-probability, --sampling-probability)."}),
+		split: prometheus.NewCounter(prometheus.CounterOpts{Name: "stormradius_traces_split_total",
+			Help: "Traces set aside because another partition (Kafka partition, or ingest --partition) wrote spans of them too: the collector does not route by trace id (kafka exporter: partition_traces_by_id: true). Their figures are left out; each partition that held spans of one counts it."}),
 		foldedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stormradius_traces_folded_total",
 			Help: "Trace analyses in which names past their window's caps were counted under the reserved buckets, by kind: api (root API under ⟨other APIs⟩), service, operation, version (re-opened traces count again)."}, []string{"kind"}),
 	}
@@ -82,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, c := range []prometheus.Collector{m.stored, m.rejected, m.pendingTraces, m.pendingSpans, m.flushed, m.reopened,
 		m.reevaluated, m.analysed, m.duplicates, m.recovered, m.writeSeconds, m.applySeconds, m.storeErrors, m.skewed, m.idReused,
-		m.truncated, m.sampInvalid, m.sampConfig, m.foldedVec} {
+		m.truncated, m.sampInvalid, m.sampConfig, m.split, m.foldedVec} {
 		f(c)
 	}
 	return m

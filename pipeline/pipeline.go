@@ -71,6 +71,11 @@ type Config struct {
 	// to its own, and evaluates again its records that a changed edge
 	// class made stale (docs/ARCHITECTURE.md, "Scaling out").
 	PeerRefresh time.Duration
+	// OnSplit, when set, is told of every trace a partition's analyser
+	// (PeerRefresh) set aside because another partition wrote spans of it
+	// too (store.Routing), with that partition's name, once the record
+	// that sets it aside is stored.
+	OnSplit func(id graph.TraceID, other string)
 	// SkipMaintenance: retention and compaction are run by someone else
 	// (a process analysing several partitions runs them once).
 	SkipMaintenance bool
@@ -126,8 +131,11 @@ type Pipeline struct {
 	cfg   Config
 	st    store.Store
 	peers store.Peers // nil unless PeerRefresh is set
-	log   *slog.Logger
-	m     *metrics
+	// routing finds the traces other partitions wrote spans of too: nil
+	// unless PeerRefresh is set (one partition's analyser).
+	routing store.Routing
+	log     *slog.Logger
+	m       *metrics
 
 	inflight atomic.Int64 // spans admitted and not yet analysed
 	writes   chan *writeReq
@@ -166,6 +174,7 @@ func New(st store.Store, cfg Config) *Pipeline {
 	}
 	if pr, ok := st.(store.Peers); ok && cfg.PeerRefresh > 0 {
 		p.peers = pr
+		p.routing, _ = st.(store.Routing)
 	}
 	p.pending.init()
 	p.an = newAnalyser(p)

@@ -78,9 +78,11 @@ type Peers interface {
 // analyse its part. Partition views implement it.
 type Routing interface {
 	// SharedTraces returns, of ids (traces the partition wrote spans of),
-	// those whose spans another partition wrote too, each with the name
-	// of one such partition.
+	// those whose spans another partition wrote too, each with the least
+	// name of those partitions.
 	SharedTraces(ctx context.Context, ids []graph.TraceID) (map[graph.TraceID]string, error)
+	// PartitionName is the view's partition.
+	PartitionName() string
 }
 
 // MaxPartitionName bounds a partition's name.

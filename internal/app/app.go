@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	svc := &service{log: log, reg: reg, stopPipeline: func() {}, stopTasks: stopTasks,
 		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1),
 		partLost: make(chan error, 1)}
+	split := &splitWatch{log: log, health: &svc.health}
 	var p *pipeline.Pipeline
 	var leaseLost <-chan error
 	if plan.main == nil {
@@ -156,7 +157,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			pcfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"partition": cfg.Partition}, reg)
 		}
 		// From here on every way out goes through svc.shutdown.
-		p = pipeline.New(plan.main, pcfg)
+		mcfg := pcfg
+		mcfg.OnSplit = split.observer(cfg.Partition)
+		p = pipeline.New(plan.main, mcfg)
 		pctx, stopPipeline := context.WithCancel(context.Background())
 		defer stopPipeline()
 		svc.stopPipeline = stopPipeline
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if plan.kafkaParts {
 		pcfg.Registerer = reg
-		svc.parts = &partitions{st: plan.store, cfg: pcfg, ttl: ttl, log: log, lost: svc.partLost}
+		svc.parts = &partitions{st: plan.store, cfg: pcfg, ttl: ttl, log: log, lost: svc.partLost, split: split}
 	}
 
 	acfg := pcfg.Analysis

@@ -31,6 +31,8 @@ type partitions struct {
 	// lost reports a partition whose lease was lost: the service stops,
 	// as when the store's lease is lost.
 	lost chan error
+	// split hears of the traces the partitions set aside as split.
+	split *splitWatch
 }
 
 // Open implements kafka.Partitions.
@@ -57,6 +59,7 @@ func (ps *partitions) open(ctx context.Context, name string) (*partitionRun, err
 	pcfg := ps.cfg
 	pcfg.Logger, pcfg.Registerer = log, reg
 	pcfg.SkipMaintenance = true // the process runs retention once (maintain)
+	pcfg.OnSplit = ps.split.observer(name)
 	p := pipeline.New(view, pcfg)
 	pctx, cancel := context.WithCancel(context.Background())
 	run := &partitionRun{Pipeline: p, name: name, view: view, lease: lease, reg: reg, stop: cancel,

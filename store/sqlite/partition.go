@@ -158,3 +158,6 @@ func (s *Store) SharedTraces(ctx context.Context, ids []graph.TraceID) (map[grap
 	}
 	return out, nil
 }
+
+// PartitionName is the view's partition (store.Routing).
+func (s *Store) PartitionName() string { return s.part }
