@@ -123,7 +123,8 @@ type route struct {
 func (s *server) routes() []route {
 	apis := func(d *analysis.Document) map[string]any { return map[string]any{"apis": d.APIs} }
 	fleet := func(d *analysis.Document) map[string]any {
-		return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments, "sampling": d.Sampling}
+		return map[string]any{"fleet": d.Fleet, "spans": d.Spans, "traces": d.Traces, "fragments": d.Fragments, "sampling": d.Sampling,
+			"split_traces": d.SplitTraces}
 	}
 	services := func(d *analysis.Document) map[string]any {
 		return map[string]any{"services": d.Services, "edges": d.Edges}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
@@ -107,3 +108,35 @@ func TestBrowserSampledTraffic(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Traces split across partitions (docs/SPEC.md §6.4) show on the fleet
+// page as a warning with their count and the collector setting that fixes
+// it; a store without any shows none.
+func TestBrowserSplitTraces(t *testing.T) {
+	b := newUIBrowser(t)
+	split := loadedStore(t, tailSampled(t))
+	var recs []store.Change
+	for i := range 3 {
+		start := fixture.End.Add(-time.Duration(10+i) * time.Minute).UnixNano()
+		r := &analysis.TraceResult{TraceID: graph.TraceID{0x5b, byte(i + 1)}, Start: start, Window: analysis.WindowOf(start, fixture.Window), Split: true}
+		recs = append(recs, store.Change{New: &store.Record{TraceID: r.TraceID, Start: r.Start, Window: r.Window, Result: r, Facts: []byte{}}})
+	}
+	if err := split.Apply(context.Background(), store.Batch{Changes: recs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		st   store.Store
+		want string
+	}{{"split", split, "3"}, {"whole", uiStore(t), ""}} {
+		srv := serve(t, c.st, uiConfig())
+		b.open(srv.URL, "/", nil)
+		b.waitPage("fleet")
+		got := uiEval[map[string]string](b, `(() => { const n = document.getElementById('fleet-split'); return n ? {...n.dataset, text: n.textContent} : {}; })()`)
+		if got["split"] != c.want || c.want != "" && (!strings.Contains(got["text"], "3 traces were split across partitions") ||
+			!strings.Contains(got["text"], "partition_traces_by_id: true")) {
+			t.Errorf("%s: split notice %v, want %q traces", c.name, got, c.want)
+		}
+		b.safe("the fleet page, " + c.name)
+	}
+}
