@@ -148,7 +148,7 @@ func (c *connInfo) auth(err error) (reason, msg string) {
 		if m := httpCode.FindStringSubmatch(he.Error()); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			code = int32(n)
-		} else if he.StatusCode == 401 || he.StatusCode == 403 {
+		} else if he.StatusCode == 401 {
 			code = 516
 		}
 		text = fmt.Sprintf("HTTP %d", he.StatusCode)
@@ -170,7 +170,7 @@ func (c *connInfo) auth(err error) (reason, msg string) {
 	case 194:
 		return "auth", what + ": the user needs a password: " + pw
 	case 195:
-		return "auth", what + ": the user may not connect from this address: the server's <networks> of the user allow it"
+		return "auth", what + ": the user may not connect from this host: add it to the user's <networks> on the server"
 	}
 	return "auth", what + ": check the user in the DSN (" + c.scheme + "://USER@host:port/db) and " + strings.TrimPrefix(pw, "check ")
 }
