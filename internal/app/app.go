@@ -105,7 +105,8 @@ type Addrs struct {
 func Run(ctx context.Context, cfg Config) (err error) {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	reg := newRegistry()
-	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log)
+	conn := newStoreConn(reg, log)
+	st, err := openStore(ctx, cfg.Store, cfg.OpenStore, log, conn)
 	if err != nil {
 		return err
 	}
@@ -126,6 +127,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1),
 		partLost: make(chan error, 1)}
 	split := &splitWatch{log: log, health: &svc.health}
+	conn.attach(&svc.health)
 	var p *pipeline.Pipeline
 	var leaseLost <-chan error
 	if plan.main == nil {
@@ -393,12 +395,14 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// openStore opens the configured store (or calls open, when set).
-func openStore(ctx context.Context, opts storeurl.Options, open func(context.Context) (store.Store, error), log *slog.Logger) (store.Store, error) {
+// openStore opens the configured store (or calls open, when set), its
+// connection's problems reported to conn.
+func openStore(ctx context.Context, opts storeurl.Options, open func(context.Context) (store.Store, error), log *slog.Logger,
+	conn *storeConn) (store.Store, error) {
 	if open != nil {
 		return open(ctx)
 	}
-	opts.Logger = log
+	opts.Logger, opts.ConnProblem = log, conn.report
 	return storeurl.Open(ctx, opts)
 }
 
@@ -511,12 +515,14 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	reg := newRegistry()
 	opts := cfg.Store
 	opts.ReadOnly = true // the read side writes nothing, migrations included
-	st, err := openStore(ctx, opts, cfg.OpenStore, log)
+	conn := newStoreConn(reg, log)
+	st, err := openStore(ctx, opts, cfg.OpenStore, log, conn)
 	if err != nil {
 		return err
 	}
 	defer closeStore(st, &err)
 	var ready health.Status
+	conn.attach(&ready)
 	errc := make(chan error, 1)
 	acfg := cfg.Analysis
 	acfg.Window = st.Window()

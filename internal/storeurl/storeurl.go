@@ -40,6 +40,11 @@ type Options struct {
 	// other stores refuse it.
 	Cluster string
 	Logger  *slog.Logger
+	// ConnProblem, when set, hears of a ClickHouse store's connection while it is open (the embedded
+	// store has none): reason (a short label: auth, tls_ca, tls_hostname, tls_server_cert,
+	// tls_client_cert, tls, not_tls, tls_required, unreachable) and a one-line message naming the server
+	// and the setting that fixes it, as queries fail for it; reason "" once a query works again.
+	ConnProblem func(reason, msg string)
 }
 
 // Open opens the store.

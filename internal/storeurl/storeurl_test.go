@@ -2,22 +2,21 @@ package storeurl_test
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormradius/stormradius/internal/certs/certstest"
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/store"
+	"github.com/stormradius/stormradius/store/clickhouse"
 )
 
 // ReadOnly reaches every store a URL names: nothing is created for it, and
@@ -122,119 +121,119 @@ func TestErrorsHideThePassword(t *testing.T) {
 	}
 }
 
-// tlsProxy serves TLS with cert on a local port and forwards each
-// connection, decrypted, to target (ClickHouse's plaintext native port):
-// the server's TLS port as a client sees it. clientCAs, when set, makes it
-// require a client certificate they sign.
-func tlsProxy(t *testing.T, target string, cert tls.Certificate, clientCAs *x509.CertPool) string {
-	t.Helper()
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
-	if clientCAs != nil {
-		cfg.ClientCAs, cfg.ClientAuth = clientCAs, tls.RequireAndVerifyClientCert
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer b.Close()
-				go io.Copy(b, c)
-				io.Copy(c, b)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// ClickHouse over TLS with a private CA (tls_ca), a client certificate
-// (tls_cert, tls_key) and the server's name (tls_server_name), and the
-// password from a file (password_file) or STORMRADIUS_CLICKHOUSE_PASSWORD:
-// the store opens and works through the TLS port; without the CA, or
-// without the client certificate the port requires, it is refused; a
-// wrong password from either source reaches the server (which refuses
-// it), and no error holds it.
+// ClickHouse 18.16's TLS port (tcp_port_secure, verifying client
+// certificates: .ci/run) as a user with a password: the store opens and
+// works with the test CA (tls_ca), a client certificate (tls_cert,
+// tls_key) and the server's name (tls_server_name), the password from a
+// file (password_file) or STORMRADIUS_CLICKHOUSE_PASSWORD. Every way of
+// getting it wrong fails Open with a *clickhouse.ConnError naming the
+// server's address and the setting to fix, never the password, as
+// store.ErrUnavailable.
 func TestClickHouseTLS(t *testing.T) {
-	u, err := url.Parse(chtest.FreshDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := certstest.NewCA(t)
-	srv, client := ca.Issue(t, "clickhouse", "clickhouse.test"), ca.Issue(t, "stormradius")
-	u.Host = tlsProxy(t, u.Host, srv.TLS, ca.Pool)
-	q := u.Query()
-	q.Set("dial_timeout", "2s")
-	u.RawQuery = q.Encode()
-	with := func(kv ...string) string {
-		v := *u
-		q := v.Query()
-		for i := 0; i < len(kv); i += 2 {
-			q.Set(kv[i], kv[i+1])
+	srv := chtest.TLS(t)
+	user, pass := chtest.User(t, chtest.WriterEnv)
+	db := chtest.DatabaseOf(chtest.FreshDSN(t))
+	t.Setenv(storeurl.PasswordEnv, "")
+	dir := t.TempDir()
+	passFile, wrongFile := filepath.Join(dir, "password"), filepath.Join(dir, "wrong")
+	const wrong = "Wr0ngSecret"
+	for f, p := range map[string]string{passFile: pass + "\n", wrongFile: wrong + "\n"} {
+		if err := os.WriteFile(f, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		v.RawQuery = q.Encode()
-		return v.String()
 	}
 	ctx := context.Background()
-	good := with("tls_ca", ca.File, "tls_cert", client.CertFile, "tls_key", client.KeyFile, "tls_server_name", "clickhouse.test")
-	st, err := storeurl.Open(ctx, storeurl.Options{URL: good})
+	st, err := storeurl.Open(ctx, storeurl.Options{URL: srv.DSN(db, user, "password_file", passFile, "tls_server_name", "clickhouse.test")})
 	if err != nil {
-		t.Fatalf("over TLS: %v", err)
+		t.Fatalf("over TLS as %s: %v", user, err)
 	}
 	if _, err := st.Report(ctx, store.Query{}); err != nil {
 		t.Fatalf("a report over TLS: %v", err)
 	}
 	st.Close()
+	t.Setenv(storeurl.PasswordEnv, pass)
+	if st, err = storeurl.Open(ctx, storeurl.Options{URL: srv.DSN(db, user), Existing: true}); err != nil {
+		t.Fatalf("over TLS, the password from %s: %v", storeurl.PasswordEnv, err)
+	}
+	st.Close()
 
-	for name, c := range map[string]struct{ dsn, want string }{
-		"no CA (system roots)":      {with("secure", "true", "tls_cert", client.CertFile, "tls_key", client.KeyFile), "x509"},
-		"no client certificate":     {with("tls_ca", ca.File), "certificate required"},
-		"plaintext on the TLS port": {u.String(), ""},
+	other := certstest.NewCA(t)
+	otherClient := other.Issue(t, "stormradius")
+	expiry := notAfter(t, srv.ExpiredCert)
+	plain := (&url.URL{Scheme: "clickhouse", Host: srv.Host, Path: "/" + db, User: url.User(user)}).String()
+	for _, c := range []struct {
+		name, dsn, env, peer, reason string
+		want                         []string
+	}{
+		{"wrong password in password_file", srv.DSN(db, user, "password_file", wrongFile), "", srv.Host, "auth",
+			[]string{"user " + user, "code 193", "password_file=" + wrongFile}},
+		{"wrong password in " + storeurl.PasswordEnv, srv.DSN(db, user), wrong, srv.Host, "auth",
+			[]string{"user " + user, "code 193", storeurl.PasswordEnv}},
+		{"no password", srv.DSN(db, user), "", srv.Host, "auth", []string{"no password was given", "password_file", storeurl.PasswordEnv}},
+		{"unknown user", srv.DSN(db, "nobody_here"), pass, srv.Host, "auth", []string{"user nobody_here", "no such user"}},
+		{"a CA that did not sign the server's certificate", srv.DSN(db, user, "tls_ca", other.File), pass, srv.Host, "tls_ca",
+			[]string{"not signed by the CA of tls_ca=" + other.File}},
+		{"the system's CAs", srv.DSN(db, user, "tls_ca", "", "secure", "true"), pass, srv.Host, "tls_ca",
+			[]string{"set tls_ca=PATH"}},
+		{"another server name", srv.DSN(db, user, "tls_server_name", "other.test"), pass, srv.Host, "tls_hostname",
+			[]string{"not other.test", "tls_server_name"}},
+		{"no client certificate", srv.DSN(db, user, "tls_cert", "", "tls_key", ""), pass, srv.Host, "tls_client_cert",
+			[]string{"requires a client certificate", "set tls_cert and tls_key"}},
+		{"an expired client certificate", srv.DSN(db, user, "tls_cert", srv.ExpiredCert, "tls_key", srv.ExpiredKey), pass, srv.Host,
+			"tls_client_cert", []string{"tls_cert=" + srv.ExpiredCert + " expired at " + expiry}},
+		{"a client certificate of another CA", srv.DSN(db, user, "tls_cert", otherClient.CertFile, "tls_key", otherClient.KeyFile), pass,
+			srv.Host, "tls_client_cert", []string{"refused our client certificate tls_cert=" + otherClient.CertFile}},
+		{"TLS to the plaintext port", strings.Replace(srv.DSN(db, user), srv.Host, srv.Plain, 1), pass, srv.Plain, "not_tls",
+			[]string{"not speaking TLS on this port", "drop secure=true", "9440"}},
+		{"plaintext to the TLS port", plain, pass, srv.Host, "tls_required", []string{"expects TLS on this port", "add secure=true"}},
 	} {
-		st, err := storeurl.Open(ctx, storeurl.Options{URL: c.dsn, Existing: true})
-		if err == nil {
-			st.Close()
-			t.Errorf("%s: opened", name)
-		} else if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want %q", name, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(storeurl.PasswordEnv, c.env)
+			st, err := storeurl.Open(ctx, storeurl.Options{URL: c.dsn, Existing: true})
+			if err == nil {
+				st.Close()
+				t.Fatal("opened")
+			}
+			var ce *clickhouse.ConnError
+			if !errors.As(err, &ce) || ce.Reason != c.reason || !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("%v: want a ConnError for %s, as store.ErrUnavailable", err, c.reason)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "clickhouse: "+c.peer+": ") || strings.Contains(msg, "\n") {
+				t.Errorf("%q: want one line naming the server %s first", msg, c.peer)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q: want %q", msg, w)
+				}
+			}
+			for _, p := range []string{pass, wrong} {
+				if strings.Contains(msg, p) {
+					t.Errorf("the message holds a password: %s", msg)
+				}
+			}
+		})
 	}
-
-	const secret = "Wr0ngSecret"
-	passFile := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(passFile, []byte(secret+"\n"), 0o400); err != nil {
-		t.Fatal(err)
-	}
-	check := func(name string, err error) {
-		t.Helper()
-		if e := strings.ToLower(fmt.Sprint(err)); !strings.Contains(e, "authentication failed") && !strings.Contains(e, "wrong password") {
-			t.Errorf("%s: %v, want the server's authentication failure", name, err)
-		}
-		if err != nil && strings.Contains(err.Error(), secret) {
-			t.Errorf("%s: the error holds the password: %v", name, err)
-		}
-	}
-	_, err = storeurl.Open(ctx, storeurl.Options{URL: with("tls_ca", ca.File, "tls_cert", client.CertFile, "tls_key", client.KeyFile,
-		"tls_server_name", "clickhouse.test", "password_file", passFile)})
-	check("password_file", err)
-	t.Setenv(storeurl.PasswordEnv, secret)
-	_, err = storeurl.Open(ctx, storeurl.Options{URL: good})
-	check(storeurl.PasswordEnv, err)
 }
 
-// ReaderEnv names a ClickHouse user in the server's readonly profile, as
-// "user:password" (.ci/run makes one): cmd/api's read side works as it.
-const ReaderEnv = "STORMRADIUS_TEST_CLICKHOUSE_READER"
+// notAfter returns the expiry of the certificate in file, as the messages
+// write it.
+func notAfter(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM", file)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.NotAfter.UTC().Format(time.RFC3339)
+}
 
 // The read side (cmd/api: a read-only store) works as a user of
 // ClickHouse's readonly profile, the user production gives it: it never
@@ -242,11 +241,7 @@ const ReaderEnv = "STORMRADIUS_TEST_CLICKHOUSE_READER"
 // STORMRADIUS_CLICKHOUSE_PASSWORD. The same user cannot open the store
 // for writing.
 func TestReadOnlyUser(t *testing.T) {
-	reader := os.Getenv(ReaderEnv)
-	if reader == "" {
-		t.Skip(ReaderEnv + " is unset: no readonly-profile user to test with (.ci/run makes one)")
-	}
-	user, pass, _ := strings.Cut(reader, ":")
+	user, pass := chtest.User(t, chtest.ReaderEnv)
 	ctx := context.Background()
 	dsn := chtest.FreshDSN(t)
 	w, err := storeurl.Open(ctx, storeurl.Options{URL: dsn})

@@ -58,6 +58,13 @@ type Options struct {
 	DSN string
 	// Password, when set, is the password of the DSN's user (instead of the DSN's).
 	Password string
+	// PasswordSetting names where Password comes from, for the messages of a refused password
+	// (storeurl: STORMRADIUS_CLICKHOUSE_PASSWORD).
+	PasswordSetting string
+	// ConnProblem, when set, hears of the connection while the store is open: a *ConnError as a query
+	// fails for a reason a setting fixes (credentials, TLS, the address), nil once a query works again.
+	// It may be called from several goroutines at once.
+	ConnProblem func(*ConnError)
 	// Cluster shards a new database over the servers of the named cluster (their remote_servers),
 	// replicated by ZooKeeper (cluster.go); the DSN's cluster=NAME sets it too. An existing database
 	// keeps what it was created as (opened without a cluster, a cluster's database uses its cluster).
@@ -131,6 +138,11 @@ type core struct {
 	leaseClock  func() time.Time
 	readOnly    bool
 	migrated    bool // this Open applied a migration (its new tables need the TTL)
+	// connCfg: the connection's settings, for the diagnoses of its failures (connerr.go); connBad: the last
+	// failure was one; connProblem: Options.ConnProblem.
+	connCfg     connInfo
+	connBad     atomic.Bool
+	connProblem func(*ConnError)
 
 	verMu   sync.Mutex
 	lastVer uint64
@@ -199,7 +211,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{db: chOpts.Auth.Database, core: &core{log: cmp.Or(opts.Logger, slog.Default()), edgeReadMax: edgeReadMax,
 		leaseSettle: opts.LeaseSettle, leaseClock: opts.LeaseClock, readOnly: opts.ReadOnly, cluster: cluster,
-		http: chOpts.Protocol == ch.HTTP}, part: newPart("", opts.LeaseClock)}
+		http: chOpts.Protocol == ch.HTTP, connCfg: newConnInfo(chOpts, p.tls, p.dsnPassword, opts), connProblem: opts.ConnProblem},
+		part: newPart("", opts.LeaseClock)}
 	s.parts = map[string]*part{"": s.part}
 	// This process's writes drop what they changed as they return; another's, as the change log tells (poll).
 	s.changes.writer = newWriterID()
@@ -297,8 +310,10 @@ func (s *Store) ensureProgress(ctx context.Context) error {
 
 // dsnParams are the store's own parameters of a DSN.
 type dsnParams struct {
-	ttl     time.Duration
-	cluster string
+	ttl         time.Duration
+	cluster     string
+	tls         tlsParams // the TLS and password parameters
+	dsnPassword bool      // the DSN's userinfo holds a password
 }
 
 // clusterOf returns the cluster given in the options or the DSN (or both, when they agree).
@@ -328,7 +343,9 @@ func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	p.cluster = q.Get("cluster")
 	q.Del("ttl")
 	q.Del("cluster")
+	_, p.dsnPassword = u.User.Password()
 	tp := tlsParams{}
+	p.tls = tp
 	for _, k := range []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "password_file"} {
 		if v := q.Get(k); v != "" {
 			tp[k] = v
@@ -373,6 +390,9 @@ func (s *Store) createDatabase(ctx context.Context, dial func(*ch.Options) (driv
 	defer conn.Close()
 	bs := &Store{conn: conn, db: s.db}
 	if s.server, err = bs.serverVersion(ctx); err != nil {
+		if ce := s.connCfg.diagnose(ctx, err); ce != nil && ctx.Err() == nil {
+			return ce // the first connection: what to fix, in one line
+		}
 		if msg := err.Error(); s.http && (strings.Contains(msg, "client_protocol_version") || strings.Contains(msg, "displayName")) {
 			return fmt.Errorf("%w; over HTTP the server must be ClickHouse 22.11 or later (clickhouse-go's HTTP handshake "+
 				"sends client_protocol_version and asks displayName()): use the native protocol, clickhouse://host:9000/%s", err, s.db)
@@ -553,6 +573,7 @@ func (s *Store) exec(ctx context.Context, what, q string) error {
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return s.fail(ctx, what, err)
 	}
+	s.connOK()
 	return nil
 }
 
@@ -574,6 +595,7 @@ func (s *Store) query(ctx context.Context, what, q string, fn func(driver.Rows) 
 	if err := rows.Err(); err != nil {
 		return s.fail(ctx, what, err)
 	}
+	s.connOK()
 	return nil
 }
 
@@ -621,6 +643,7 @@ func (s *Store) queryRow(ctx context.Context, what, q string, dest ...any) error
 	if err := s.conn.QueryRow(ctx, q).Scan(dest...); err != nil {
 		return s.fail(ctx, what, err)
 	}
+	s.connOK()
 	return nil
 }
 
@@ -644,14 +667,19 @@ func (s *Store) insert(ctx context.Context, what, table string, cols []string, c
 	if err := b.Send(); err != nil {
 		return s.fail(ctx, what, err)
 	}
+	s.connOK()
 	return nil
 }
 
 // fail wraps a database error with what was being done: as store.ErrUnavailable when it passes
-// (receivers answer 503, the pipeline retries), as the caller's context error when that ended it.
+// (receivers answer 503, the pipeline retries) or a setting fixes it (a *ConnError, reported to
+// Options.ConnProblem), as the caller's context error when that ended it.
 func (s *Store) fail(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("clickhouse: %s: %w", what, ctx.Err())
+	}
+	if ce := s.diagnoseConn(ctx, what, err); ce != nil {
+		return ce
 	}
 	if transient(err) {
 		return fmt.Errorf("clickhouse: %s: %w: %w", what, store.ErrUnavailable, err)

@@ -231,7 +231,7 @@ func Migrations(ctx context.Context, opts Options) ([]schema.Migration, error) {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
 	defer conn.Close()
-	c := &core{cluster: cluster, log: cmp.Or(opts.Logger, slog.Default())}
+	c := &core{cluster: cluster, log: cmp.Or(opts.Logger, slog.Default()), connCfg: newConnInfo(o, p.tls, p.dsnPassword, opts)}
 	return migrations(ctx, &Store{conn: conn, db: o.Auth.Database, core: c, part: newPart("", nil)})
 }
 

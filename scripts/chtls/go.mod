@@ -1,0 +1,3 @@
+module github.com/stormradius/stormradius/scripts/chtls
+
+go 1.26
