@@ -60,7 +60,8 @@ type connFailure struct {
 	err error // the underlying error, for the log
 }
 
-// probeTimeout bounds the probes that tell which side speaks TLS.
+// probeTimeout bounds the probes that tell which side speaks TLS (the
+// dial timeout when shorter).
 const probeTimeout = 3 * time.Second
 
 // checker connects to a broker the way the client does, one step at a
@@ -100,17 +101,39 @@ func (c checker) check(parent context.Context, broker string) *connFailure {
 		tc := tls.Client(raw, c.tlsConfig(broker))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			raw.Close()
-			return c.tlsFailure(broker, err)
+			return c.tlsFailure(parent, broker, err)
 		}
 		conn = tc
 	}
 	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	if err := c.kafka(ctx, conn, broker); err != nil {
-		return c.kafkaFailure(broker, err)
+	if err := c.kafka(ctx, bounded(conn, deadline), broker); err != nil {
+		return c.kafkaFailure(parent, broker, err)
 	}
 	return nil
 }
+
+// deadlineConn is a connection whose deadline cannot be set later than
+// its own: kafka-go sets the deadlines of its requests, none by default.
+type deadlineConn struct {
+	net.Conn
+	deadline time.Time
+}
+
+func bounded(c net.Conn, deadline time.Time) net.Conn {
+	_ = c.SetDeadline(deadline)
+	return deadlineConn{c, deadline}
+}
+
+func (c deadlineConn) bound(t time.Time) time.Time {
+	if t.IsZero() || t.After(c.deadline) {
+		return c.deadline
+	}
+	return t
+}
+
+func (c deadlineConn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c.bound(t)) }
+func (c deadlineConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.bound(t)) }
+func (c deadlineConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.bound(t)) }
 
 func (c checker) dialTCP(ctx context.Context, broker string) (net.Conn, error) {
 	if c.dialer.DialFunc != nil {
@@ -171,7 +194,7 @@ func (c checker) kafka(ctx context.Context, conn net.Conn, broker string) error 
 }
 
 // tlsFailure says why the TLS handshake with broker failed.
-func (c checker) tlsFailure(broker string, err error) *connFailure {
+func (c checker) tlsFailure(ctx context.Context, broker string, err error) *connFailure {
 	f := &connFailure{reason: connTLS, broker: broker, err: err}
 	var (
 		unknown  x509.UnknownAuthorityError
@@ -193,7 +216,7 @@ func (c checker) tlsFailure(broker string, err error) *connFailure {
 	case remoteAlert(err) != "":
 		return c.alertFailure(broker, err)
 	case closedEarly(err):
-		return c.notTLS(broker, err)
+		return c.notTLS(ctx, broker, err)
 	default:
 		f.msg = fmt.Sprintf("TLS handshake with broker %s failed (%v): check the --kafka-tls-* settings against the broker's TLS listener", broker, err)
 	}
@@ -226,22 +249,22 @@ func (c checker) alertFailure(broker string, err error) *connFailure {
 
 // notTLS says why a TLS handshake got no answer: when the broker answers
 // Kafka in plaintext, it does not speak TLS on this port.
-func (c checker) notTLS(broker string, err error) *connFailure {
+func (c checker) notTLS(ctx context.Context, broker string, err error) *connFailure {
 	f := &connFailure{reason: connTLSMismatch, broker: broker, err: err}
-	if c.speaksPlaintext(broker) {
+	if c.speaksPlaintext(ctx, broker) {
 		f.msg = fmt.Sprintf("broker %s speaks plaintext Kafka on this port, not TLS: drop --kafka-tls and the other --kafka-tls-* settings, "+
 			"or connect to the broker's TLS listener", broker)
 		return f
 	}
 	f.reason = connTLS
-	f.msg = fmt.Sprintf("broker %s closed the connection during the TLS handshake (%s): it may not speak TLS on this port; "+
+	f.msg = fmt.Sprintf("broker %s did not complete the TLS handshake (%s): it may not speak TLS on this port; "+
 		"check the broker's listener and the --kafka-tls-* settings", broker, netCause(err))
 	return f
 }
 
 // kafkaFailure says why the broker refused us once connected (and, with
 // TLS, past the handshake).
-func (c checker) kafkaFailure(broker string, err error) *connFailure {
+func (c checker) kafkaFailure(ctx context.Context, broker string, err error) *connFailure {
 	if remoteAlert(err) != "" {
 		return c.alertFailure(broker, err)
 	}
@@ -260,7 +283,7 @@ func (c checker) kafkaFailure(broker string, err error) *connFailure {
 		f.reason = connClosed
 		f.msg = fmt.Sprintf("broker %s refused the connection (%v): check that it is a Kafka listener and that its security protocol "+
 			"matches --kafka-tls and --kafka-sasl-mechanism", broker, err)
-	case c.dialer.TLS == nil && st != nil && st.what != "metadata" && c.speaksTLS(broker):
+	case c.dialer.TLS == nil && st != nil && st.what != "metadata" && c.speaksTLS(ctx, broker):
 		f.reason = connTLSMismatch
 		f.msg = fmt.Sprintf("broker %s speaks TLS on this port and we connect in plaintext: set --kafka-tls "+
 			"(and --kafka-tls-ca, unless the system's CAs sign the brokers' certificates)", broker)
@@ -269,7 +292,7 @@ func (c checker) kafkaFailure(broker string, err error) *connFailure {
 			"set --kafka-sasl-mechanism, --kafka-sasl-username and the password", broker)
 	default:
 		f.reason = connClosed
-		f.msg = fmt.Sprintf("broker %s closed the connection (%s): check that it is a Kafka listener and that its security protocol "+
+		f.msg = fmt.Sprintf("broker %s did not answer our Kafka requests (%s): check that it is a Kafka listener and that its security protocol "+
 			"(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) matches --kafka-tls and --kafka-sasl-mechanism", broker, netCause(err))
 	}
 	return f
@@ -277,8 +300,8 @@ func (c checker) kafkaFailure(broker string, err error) *connFailure {
 
 // speaksTLS reports whether broker completes a TLS handshake (whoever
 // signed its certificate).
-func (c checker) speaksTLS(broker string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+func (c checker) speaksTLS(ctx context.Context, broker string) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(probeTimeout, c.timeout()))
 	defer cancel()
 	raw, err := c.dialTCP(ctx, broker)
 	if err != nil {
@@ -291,15 +314,15 @@ func (c checker) speaksTLS(broker string) bool {
 
 // speaksPlaintext reports whether broker answers a Kafka ApiVersions
 // request in plaintext.
-func (c checker) speaksPlaintext(broker string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+func (c checker) speaksPlaintext(ctx context.Context, broker string) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(probeTimeout, c.timeout()))
 	defer cancel()
 	raw, err := c.dialTCP(ctx, broker)
 	if err != nil {
 		return false
 	}
-	_ = raw.SetDeadline(time.Now().Add(probeTimeout))
-	kc := kafkago.NewConn(raw, "", 0)
+	deadline, _ := ctx.Deadline()
+	kc := kafkago.NewConn(bounded(raw, deadline), "", 0)
 	defer kc.Close()
 	_, err = kc.ApiVersions()
 	return err == nil

@@ -436,3 +436,58 @@ func TestOneBrokerDownIsNotAFailure(t *testing.T) {
 		t.Errorf("a broker down among live ones reported: %d fails, %v checks", n, w.connErrors(connUnreachable))
 	}
 }
+
+// A listener that takes the connection and says nothing, in plaintext or
+// TLS, is reported as not answering, within the dial timeout (and the
+// probe's) of each attempt.
+func TestSilentBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	for _, c := range []struct {
+		tls    *tls.Config
+		reason string
+		say    string
+	}{
+		{nil, connClosed, "did not answer our Kafka requests (no answer in time)"},
+		{&tls.Config{}, connTLS, "did not complete the TLS handshake (no answer in time)"},
+	} {
+		start := time.Now()
+		f := newChecker(&kafkago.Dialer{Timeout: 200 * time.Millisecond, TLS: c.tls}, Security{}).check(context.Background(), addr)
+		if f == nil || f.reason != c.reason || !strings.Contains(f.msg, "broker "+addr+" "+c.say) {
+			t.Errorf("TLS %v: %+v, want %s saying %q", c.tls != nil, f, c.reason, c.say)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("TLS %v: the check took %v", c.tls != nil, d)
+		}
+	}
+}
+
+// The connection backoff defaults to 1 s doubling to 30 s; a maximum below
+// the minimum is refused, a minimum above the default maximum raises it.
+func TestConnBackoffConfig(t *testing.T) {
+	c, err := Config{Brokers: []string{"k:9092"}}.withDefaults()
+	if err != nil || c.ConnMinBackoff != time.Second || c.ConnMaxBackoff != 30*time.Second {
+		t.Errorf("defaults %v..%v, %v", c.ConnMinBackoff, c.ConnMaxBackoff, err)
+	}
+	c, err = Config{Brokers: []string{"k:9092"}, ConnMinBackoff: time.Minute}.withDefaults()
+	if err != nil || c.ConnMaxBackoff != time.Minute {
+		t.Errorf("min 1m: max %v, %v", c.ConnMaxBackoff, err)
+	}
+	_, err = Config{Brokers: []string{"k:9092"}, ConnMinBackoff: time.Second, ConnMaxBackoff: time.Millisecond}.withDefaults()
+	if err == nil || !strings.Contains(err.Error(), "connection max backoff") {
+		t.Errorf("max below min: %v", err)
+	}
+}

@@ -104,17 +104,18 @@ func newReceiver(cfg Config, next pipeline.Consumer, parts Partitions) (*Receive
 
 // Run joins the group and consumes until ctx ends, then leaves the group and
 // returns nil. It starts the client once a broker accepts the connection
-// (TCP, TLS, SASL, a metadata request): until then, and whenever the
-// client reports an error later, it checks the brokers, and while they
-// refuse it logs why once, counts each failed check in
+// (TCP, TLS, Kafka, SASL, a metadata request): until then, and whenever
+// the client reports an error later, it checks the brokers; while they
+// refuse, it logs why once, counts each failed check in
 // stormradius_kafka_connection_errors_total, tells Config.Health what to
 // fix, and checks again with backoff (ConnMinBackoff doubling to
-// ConnMaxBackoff). Nothing is fetched or committed before the brokers
-// accept the connection. A batch that was fetched but not yet accepted by the store
-// when ctx ends is not committed: it is read again after a restart (by this
-// or another member). Run returns an error only when the store fails in a
-// way it does not say is temporary (not ErrBackpressure, ErrUnavailable or a
-// timeout); that batch is not committed either. Run may be called once.
+// ConnMaxBackoff). Nothing is fetched or committed before a broker accepts
+// the connection. A batch that was fetched but not yet accepted by the
+// store when ctx ends is not committed: it is read again after a restart
+// (by this or another member). Run returns an error only when the store
+// fails in a way it does not say is temporary (not ErrBackpressure,
+// ErrUnavailable or a timeout); that batch is not committed either. Run
+// may be called once.
 func (r *Receiver) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("kafka: Run called more than once")
