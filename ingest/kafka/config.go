@@ -36,6 +36,11 @@ const (
 	// the store refused is offered again.
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
+	// DefaultConnMinBackoff and DefaultConnMaxBackoff bound the wait
+	// before the brokers are checked again while they refuse the
+	// connection.
+	DefaultConnMinBackoff = time.Second
+	DefaultConnMaxBackoff = 30 * time.Second
 	// DefaultCommitTimeout bounds one offset commit.
 	DefaultCommitTimeout = 10 * time.Second
 	// DefaultLagInterval is how often the lag per partition is measured.
@@ -103,6 +108,11 @@ type Config struct {
 	MaxBackoff time.Duration
 	// CommitTimeout bounds one offset commit (DefaultCommitTimeout).
 	CommitTimeout time.Duration
+	// ConnMinBackoff and ConnMaxBackoff bound the exponential backoff
+	// between checks of the brokers while they refuse the connection
+	// (DefaultConnMinBackoff, DefaultConnMaxBackoff).
+	ConnMinBackoff time.Duration
+	ConnMaxBackoff time.Duration
 
 	// Consumer-group timing, passed to kafka-go (its defaults when zero:
 	// 30 s, 3 s, 30 s, 5 s). Tests shorten them; production rarely needs to.
@@ -131,6 +141,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer, when not nil, registers the stormradius_kafka_* metrics.
 	Registerer prometheus.Registerer
+	// Health, when not nil, is told (under HealthKey) while the brokers
+	// refuse the connection, with what to fix, and when they accept it
+	// again.
+	Health Health
+
+	// clientError, set by the Receiver, is told of each error the client
+	// logs; it reports whether the failure is already reported (the
+	// client's own line is then logged at debug level).
+	clientError func() bool
 }
 
 // withDefaults returns c with its zero fields set, or an error naming the
@@ -184,6 +203,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = DefaultCommitTimeout
 	}
+	if c.ConnMinBackoff == 0 {
+		c.ConnMinBackoff = DefaultConnMinBackoff
+	}
+	if c.ConnMaxBackoff == 0 {
+		c.ConnMaxBackoff = max(DefaultConnMaxBackoff, c.ConnMinBackoff)
+	}
 	if c.LagInterval == 0 {
 		c.LagInterval = DefaultLagInterval
 	}
@@ -224,6 +249,8 @@ func (c Config) withDefaults() (Config, error) {
 		{"min backoff", c.MinBackoff < 0},
 		{"max backoff", c.MaxBackoff < c.MinBackoff},
 		{"commit timeout", c.CommitTimeout < 0},
+		{"connection min backoff", c.ConnMinBackoff < 0},
+		{"connection max backoff", c.ConnMaxBackoff < c.ConnMinBackoff},
 	} {
 		if f.bad {
 			return c, fmt.Errorf("kafka: config: %s out of range", f.name)
@@ -288,7 +315,11 @@ func (c Config) readerConfig() kafkago.ReaderConfig {
 			}
 		}),
 		ErrorLogger: kafkago.LoggerFunc(func(format string, args ...any) {
-			log.Warn("kafka client: " + fmt.Sprintf(format, args...))
+			level := slog.LevelWarn
+			if c.clientError != nil && c.clientError() {
+				level = slog.LevelDebug // the connection failure is reported, once
+			}
+			log.Log(context.Background(), level, "kafka client: "+fmt.Sprintf(format, args...))
 		}),
 	}
 }

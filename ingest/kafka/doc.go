@@ -41,4 +41,26 @@
 // read again by whichever member owns its partitions next; the span store
 // keeps each (trace id, span id) once, so a re-read costs work, never
 // correctness.
+//
+// # Brokers that refuse the connection
+//
+// Before its client starts, and whenever the client reports an error, a
+// Receiver connects to each bootstrap broker itself, one step at a time —
+// TCP, the TLS handshake, Kafka's ApiVersions, SASL, a metadata request —
+// so that it can say which step failed and which setting fixes it: a
+// password or user the broker refuses (--kafka-sasl-username, the
+// password), a broker certificate no CA of --kafka-tls-ca signed, a
+// certificate expired (the broker's, or ours, --kafka-tls-cert, with its
+// NotAfter), a certificate without the name we connect with
+// (--kafka-tls-server-name), a client certificate refused or missing, TLS
+// on one side only (a probe confirms which side speaks TLS), SASL on one
+// side only, or no broker reachable (--kafka-brokers). kafka-go's own
+// errors do not carry this (a TLS error loses the broker's address, a
+// broker closing the connection reads as EOF). One log line per failure,
+// when it starts or changes; each failed check counted by reason; the
+// failure reported to Config.Health (/readyz) until a check passes. While
+// failing, the checks repeat with capped exponential backoff, and before
+// the first passing one the client is not started: nothing is fetched or
+// committed. A broker that cannot be reached while another one can is not
+// a failure (the cluster moves its partitions).
 package kafka

@@ -156,7 +156,7 @@ func (r *Receiver) probeLag(ctx context.Context, c *kafkago.Client, timeout time
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil:
-		if !failing {
+		if !r.watch.clientError() && !failing {
 			r.log.Warn("kafka: lag probe failed; the lag metric is stale until it succeeds", "err", err)
 		}
 		return true

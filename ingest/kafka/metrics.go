@@ -32,6 +32,8 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	rebalances    prometheus.Counter
 	insecure      prometheus.Gauge
+	connErrors    *prometheus.CounterVec
+	connFailing   prometheus.Gauge
 }
 
 func newMetrics(topic string, reg prometheus.Registerer) (*metrics, error) {
@@ -83,16 +85,31 @@ func newMetrics(topic string, reg prometheus.Registerer) (*metrics, error) {
 			Help:        "1 when the brokers' TLS certificates are not verified (--kafka-tls-insecure-skip-verify: tests only), else 0.",
 			ConstLabels: labels,
 		}),
+		connErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stormradius_kafka_connection_errors_total",
+			Help: "Checks of the brokers that found them refusing our connection, by reason (auth, tls_unknown_ca, tls_expired, " +
+				"tls_name, tls_client_cert, tls_mismatch, tls, unreachable, connect); while they refuse, a check every 1 s doubling to 30 s (by default). " +
+				"The log and /readyz say what to fix.",
+			ConstLabels: labels,
+		}, []string{"reason"}),
+		connFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "stormradius_kafka_connection_failing",
+			Help:        "1 while the brokers refuse our connection (/readyz is not ready and says why), else 0.",
+			ConstLabels: labels,
+		}),
 	}
 	for _, r := range []string{reasonBackpressure, reasonUnavailable, reasonTimeout} {
 		m.retries.WithLabelValues(r) // export zeros, so rate() works from the start
+	}
+	for _, r := range connReasons {
+		m.connErrors.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
 		m.messages, m.bytes, m.bad, m.empty, m.spans, m.batches, m.retries, m.commitErrors,
-		m.fetchErrors, m.pausedSeconds, m.paused, m.lag, m.rebalances, m.insecure,
+		m.fetchErrors, m.pausedSeconds, m.paused, m.lag, m.rebalances, m.insecure, m.connErrors, m.connFailing,
 	}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

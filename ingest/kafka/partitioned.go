@@ -89,7 +89,11 @@ func (r *Receiver) runPartitions(ctx context.Context) error {
 				return fatal
 			}
 			r.m.fetchErrors.Inc()
-			r.log.Warn("kafka: joining the consumer group failed; retrying", "err", err)
+			level := slog.LevelWarn
+			if r.watch.clientError() {
+				level = slog.LevelDebug // the connection failure is reported, once
+			}
+			r.log.Log(runCtx, level, "kafka: joining the consumer group failed; retrying", "err", err)
 			if !sleep(runCtx, jitter(backoff)) {
 				return fatal
 			}

@@ -31,6 +31,7 @@ type Receiver struct {
 	parts Partitions        // one per partition (partitioned.go)
 	log   *slog.Logger
 	m     *metrics
+	watch *connWatch // whether the brokers accept our connection
 
 	running atomic.Bool
 }
@@ -89,24 +90,45 @@ func newReceiver(cfg Config, next pipeline.Consumer, parts Partitions) (*Receive
 		m.insecure.Set(1)
 		cfg.Logger.Warn("kafka: the brokers' TLS certificates are not verified (--kafka-tls-insecure-skip-verify): anyone on the path can read and change the traces")
 	}
-	return &Receiver{
+	r := &Receiver{
 		cfg:   cfg,
 		next:  next,
 		parts: parts,
 		log:   cfg.Logger.With("topic", cfg.Topic, "group", cfg.GroupID),
 		m:     m,
-	}, nil
+	}
+	r.watch = newConnWatch(r)
+	r.cfg.clientError = r.watch.clientError
+	return r, nil
 }
 
 // Run joins the group and consumes until ctx ends, then leaves the group and
-// returns nil. A batch that was fetched but not yet accepted by the store
-// when ctx ends is not committed: it is read again after a restart (by this
-// or another member). Run returns an error only when the store fails in a
-// way it does not say is temporary (not ErrBackpressure, ErrUnavailable or a
-// timeout); that batch is not committed either. Run may be called once.
+// returns nil. It starts the client once a broker accepts the connection
+// (TCP, TLS, Kafka, SASL, a metadata request): until then, and whenever
+// the client reports an error later, it checks the brokers; while they
+// refuse, it logs why once, counts each failed check in
+// stormradius_kafka_connection_errors_total, tells Config.Health what to
+// fix, and checks again with backoff (ConnMinBackoff doubling to
+// ConnMaxBackoff). Nothing is fetched or committed before a broker accepts
+// the connection. A batch that was fetched but not yet accepted by the
+// store when ctx ends is not committed: it is read again after a restart
+// (by this or another member). Run returns an error only when the store
+// fails in a way it does not say is temporary (not ErrBackpressure,
+// ErrUnavailable or a timeout); that batch is not committed either. Run
+// may be called once.
 func (r *Receiver) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("kafka: Run called more than once")
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { r.watch.run(watchCtx) })
+	defer func() {
+		stopWatch()
+		watching.Wait()
+	}()
+	if !r.watch.waitOK(ctx) {
+		return nil
 	}
 	if r.parts != nil {
 		return r.runPartitions(ctx)
@@ -255,7 +277,11 @@ func (w *worker) fetchFirst(ctx context.Context, rd source) (kafkago.Message, er
 
 func (w *worker) fetchFailed(err error) {
 	w.r.m.fetchErrors.Inc()
-	w.log.Warn("kafka: fetch failed; retrying", "err", err)
+	level := slog.LevelWarn
+	if w.r.watch.clientError() {
+		level = slog.LevelDebug // the connection failure is reported, once
+	}
+	w.log.Log(context.Background(), level, "kafka: fetch failed; retrying", "err", err)
 }
 
 // add decodes m into b. A record that does not decode is counted, logged and

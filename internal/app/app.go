@@ -322,6 +322,7 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 	if len(cfg.Kafka.Brokers) > 0 {
 		kcfg := cfg.Kafka
 		kcfg.Logger, kcfg.Registerer = s.log, s.reg
+		kcfg.Health = &s.health // /readyz: not ready while the brokers refuse the connection, saying why
 		var kr *kafka.Receiver
 		if s.parts != nil {
 			kr, err = kafka.NewPartitionedReceiver(kcfg, s.parts)

@@ -61,7 +61,15 @@ type Issued struct {
 
 // Issue signs a certificate named cn, for 127.0.0.1 and the DNS names,
 // usable by servers and clients, and writes it to files named after cn.
+// It is valid from an hour ago to an hour from now.
 func (ca *CA) Issue(t testing.TB, cn string, dns ...string) Issued {
+	t.Helper()
+	return ca.IssueValid(t, cn, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), dns...)
+}
+
+// IssueValid is Issue with the certificate valid from notBefore to
+// notAfter: an expired certificate, or one not yet valid.
+func (ca *CA) IssueValid(t testing.TB, cn string, notBefore, notAfter time.Time, dns ...string) Issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -69,7 +77,7 @@ func (ca *CA) Issue(t testing.TB, cn string, dns ...string) Issued {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		NotBefore: notBefore, NotAfter: notAfter}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +86,12 @@ func (ca *CA) Issue(t testing.TB, cn string, dns ...string) Issued {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := Issued{CertFile: filepath.Join(ca.dir, cn+".pem"), KeyFile: filepath.Join(ca.dir, cn+"-key.pem"),
-		TLS: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+		TLS: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}
 	write(t, out.CertFile, "CERTIFICATE", der)
 	write(t, out.KeyFile, "EC PRIVATE KEY", kder)
 	return out
