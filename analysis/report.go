@@ -310,24 +310,30 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 				ag.Radius[ev.Radius] += w
 			}
 		}
-		for _, v := range tr.Versions {
-			va := r.Version(VersionKey{API: tr.API, Service: v.Service, Version: v.Version})
-			va.Traces += w
-			va.Excess += w - sign
-			va.Var += c
-			if tr.RootFailed {
-				va.RootErrors += w
-			}
-			if tr.Failed() {
-				va.Failed += w
-				va.RadiusSum += w * int64(tr.Radius)
-				va.Radius[tr.Radius] += w
-				va.Amplification[tr.MaxAmplification()] += w
-			}
-		}
+		r.addVersions(tr, sign, w, c)
 	}
 	if sign < 0 {
 		r.Prune()
+	}
+}
+
+// addVersions adds what trace tr (of an API) adds to the aggregates of
+// its services' versions: w its weighted sign, c its variance term.
+func (r *Report) addVersions(tr *TraceResult, sign, w, c int64) {
+	for _, v := range tr.Versions {
+		va := r.Version(VersionKey{API: tr.API, Service: v.Service, Version: v.Version})
+		va.Traces += w
+		va.Excess += w - sign
+		va.Var += c
+		if tr.RootFailed {
+			va.RootErrors += w
+		}
+		if tr.Failed() {
+			va.Failed += w
+			va.RadiusSum += w * int64(tr.Radius)
+			va.Radius[tr.Radius] += w
+			va.Amplification[tr.MaxAmplification()] += w
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,12 +164,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, errors.New("kafka: config: empty broker address")
 		}
 	}
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.GroupID == "" {
-		c.GroupID = DefaultGroupID
-	}
+	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.GroupID = cmp.Or(c.GroupID, DefaultGroupID)
 	switch c.Encoding {
 	case "":
 		c.Encoding = EncodingProto
@@ -179,42 +176,18 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.Sampling.Validate(); err != nil {
 		return c, fmt.Errorf("kafka: config: %w", err)
 	}
-	if c.MaxBatchMessages == 0 {
-		c.MaxBatchMessages = DefaultMaxBatchMessages
-	}
-	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if c.MaxBatchWait == 0 {
-		c.MaxBatchWait = DefaultMaxBatchWait
-	}
-	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = DefaultFetchMaxWait
-	}
-	if c.FetchMaxBytes == 0 {
-		c.FetchMaxBytes = DefaultFetchMaxBytes
-	}
-	if c.MinBackoff == 0 {
-		c.MinBackoff = DefaultMinBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.CommitTimeout == 0 {
-		c.CommitTimeout = DefaultCommitTimeout
-	}
-	if c.ConnMinBackoff == 0 {
-		c.ConnMinBackoff = DefaultConnMinBackoff
-	}
-	if c.ConnMaxBackoff == 0 {
-		c.ConnMaxBackoff = max(DefaultConnMaxBackoff, c.ConnMinBackoff)
-	}
-	if c.LagInterval == 0 {
-		c.LagInterval = DefaultLagInterval
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.MaxBatchMessages = cmp.Or(c.MaxBatchMessages, DefaultMaxBatchMessages)
+	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, DefaultMaxBatchBytes)
+	c.MaxBatchWait = cmp.Or(c.MaxBatchWait, DefaultMaxBatchWait)
+	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
+	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, DefaultFetchMaxBytes)
+	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultMinBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.CommitTimeout = cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
+	c.ConnMinBackoff = cmp.Or(c.ConnMinBackoff, DefaultConnMinBackoff)
+	c.ConnMaxBackoff = cmp.Or(c.ConnMaxBackoff, max(DefaultConnMaxBackoff, c.ConnMinBackoff))
+	c.LagInterval = cmp.Or(c.LagInterval, DefaultLagInterval)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Dialer == nil && c.Security.Enabled() {
 		d, err := c.Security.Dialer()
 		if err != nil {

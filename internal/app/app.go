@@ -133,11 +133,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if plan.main == nil {
 		svc.perr = nil // no pipeline of its own: only Kafka partitions
 		log.Info("analysing only the Kafka partitions the consumer group assigns to this instance (no OTLP receiver)")
-		svc.tasks.Add(1)
-		go func() {
-			defer svc.tasks.Done()
-			pipeline.Maintain(tctx, st, cfg.Pipeline.Retention, time.Now, log)
-		}()
+		svc.tasks.Go(func() { pipeline.Maintain(tctx, st, cfg.Pipeline.Retention, time.Now, log) })
 	} else {
 		if plan.view != nil {
 			defer closeStore(plan.view, &err)
@@ -332,15 +328,10 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 		if err != nil {
 			return addrs, err
 		}
-		s.tasks.Add(1)
-		go func() { defer s.tasks.Done(); s.kafkaErr <- kr.Run(tctx) }()
+		s.tasks.Go(func() { s.kafkaErr <- kr.Run(tctx) })
 	}
 	if cfg.Web != nil {
-		s.tasks.Add(1)
-		go func() {
-			defer s.tasks.Done()
-			watchIncidents(tctx, &query.Service{Store: st, Config: acfg}, s.log)
-		}()
+		s.tasks.Go(func() { watchIncidents(tctx, &query.Service{Store: st, Config: acfg}, s.log) })
 	}
 	return addrs, nil
 }
