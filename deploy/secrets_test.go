@@ -218,3 +218,139 @@ func TestComposeSecretsRefuse(t *testing.T) {
 		}
 	}
 }
+
+// shellWords splits a shell command line into words: quotes group and are
+// removed, nothing is expanded ("$X" stays as written).
+func shellWords(line string) []string {
+	var words []string
+	var cur strings.Builder
+	in, quote := false, rune(0)
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+var (
+	fence      = regexp.MustCompile("(?s)```sh\n(.*?)```")
+	assignment = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=(.*)$`)
+)
+
+// docCommands returns the command lines of a document's sh blocks that run
+// a binary of the image — continuation lines joined, comments dropped — as
+// the variables set before the command (nil: a shell expansion, from the
+// environment) and its words.
+func docCommands(doc string) (out []struct {
+	env  map[string]*string
+	argv []string
+	line string
+}) {
+	for _, block := range fence.FindAllStringSubmatch(doc, -1) {
+		text := strings.ReplaceAll(block[1], "\\\n", " ")
+		for _, line := range strings.Split(text, "\n") {
+			if i := strings.Index(line, " # "); i >= 0 {
+				line = line[:i]
+			}
+			for _, part := range regexp.MustCompile(`&&|\|\||;|\|`).Split(line, -1) {
+				words := shellWords(strings.TrimSpace(part))
+				env := map[string]*string{}
+				for len(words) > 0 {
+					m := assignment.FindStringSubmatch(words[0])
+					if m == nil {
+						break
+					}
+					v := m[2]
+					env[m[1]] = &v
+					if strings.HasPrefix(v, "$") {
+						env[m[1]] = nil
+					}
+					words = words[1:]
+				}
+				if len(words) > 0 && slices.Contains(Binaries, filepath.Base(words[0])) {
+					out = append(out, struct {
+						env  map[string]*string
+						argv []string
+						line string
+					}{env, words, strings.TrimSpace(part)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// docs/operations.md's examples run as written: every command line of its
+// sh blocks that runs stormradius, ingest or api is one the binaries take
+// (flags, values, STORMRADIUS_* variables before it), and none gives a
+// secret in the open; every STORMRADIUS_* variable it names is a flag's,
+// one of EnvSecrets, or one a deploy/collector config reads.
+func TestOperationsDocExamples(t *testing.T) {
+	cmds := commands(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	examples := docCommands(doc)
+	for _, ex := range examples {
+		cmd, rest, err := Resolve(cmds, ex.argv)
+		if err == nil {
+			var args map[string]string
+			if args, err = cmd.Check(rest); err == nil {
+				if _, err = cmd.CheckEnv(ex.env); err == nil {
+					for _, p := range OpenSecrets(args, ex.env) {
+						t.Errorf("docs/operations.md: %s: %s", ex.line, p)
+					}
+				}
+			}
+		}
+		if err != nil {
+			t.Errorf("docs/operations.md: %s: %v", ex.line, err)
+		}
+	}
+	if len(examples) < 10 {
+		t.Errorf("read %d command lines from docs/operations.md's sh blocks: the patterns no longer match it", len(examples))
+	}
+	collectors, err := filepath.Glob(filepath.Join(root, "deploy", "collector", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var collectorText strings.Builder
+	for _, f := range collectors {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		collectorText.Write(b)
+	}
+	for _, name := range regexp.MustCompile(`\bSTORMRADIUS_[A-Z0-9_]*[A-Z0-9]\b`).FindAllString(doc, -1) {
+		flag, _ := EnvFlag(name)
+		known := strings.Contains(collectorText.String(), "${env:"+name)
+		for _, c := range cmds {
+			_, ok := c.Flags[flag]
+			known = known || ok
+		}
+		if _, ok := EnvSecrets[name]; !ok && !known {
+			t.Errorf("docs/operations.md names %s, which sets no flag, is no password variable and no collector config reads", name)
+		}
+	}
+}
