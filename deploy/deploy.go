@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,9 +206,11 @@ func EnvFlag(name string) (string, bool) {
 }
 
 // CheckEnv checks the STORMRADIUS_* variables a command is given: each must
-// set one of its flags, and a value known here (nil: from a secret) must
-// be one the flag takes. Other variables are ignored. It returns the flags
-// they set, by name (values from secrets as "").
+// set one of its flags (or be one of EnvSecrets, for a command that reads
+// it), and a value known here (nil: from a secret) must be one the flag
+// takes. Other variables are ignored. It returns the flags they set, by
+// name (values from secrets as ""; EnvSecrets as "kafka-sasl-password",
+// "clickhouse-password").
 func (c *Command) CheckEnv(env map[string]*string) (map[string]string, error) {
 	got := map[string]string{}
 	var args []string
@@ -215,6 +218,18 @@ func (c *Command) CheckEnv(env map[string]*string) (map[string]string, error) {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		name, ok := EnvFlag(k)
 		if !ok {
+			continue
+		}
+		if reads, ok := EnvSecrets[k]; ok {
+			// A password without a flag: read by the commands with reads.
+			if _, ok := c.Flags[reads]; !ok {
+				errs = append(errs, fmt.Errorf("%s: %s is read with --%s, which %s does not have", c.Name, k, reads, c.Name))
+				continue
+			}
+			got[name] = ""
+			if v := env[k]; v != nil {
+				got[name] = *v
+			}
 			continue
 		}
 		if _, ok := c.Flags[name]; !ok {
@@ -247,4 +262,99 @@ func (c *Command) Value(args, env map[string]string, name string) string {
 		return v
 	}
 	return c.Flags[name].Default
+}
+
+// EnvSecrets are the STORMRADIUS_* variables that set no flag: the
+// passwords that have no flag at all, so that they never reach a command
+// line (internal/app.KafkaPasswordEnv, internal/storeurl.PasswordEnv), each
+// with the flag of the commands that read it.
+var EnvSecrets = map[string]string{
+	"STORMRADIUS_KAFKA_SASL_PASSWORD": "kafka-sasl-mechanism",
+	"STORMRADIUS_CLICKHOUSE_PASSWORD": "store",
+}
+
+// SecretFlag reports whether a flag's value is itself a secret — a token
+// or a password, not the file that holds one.
+func SecretFlag(name string) bool {
+	return (strings.Contains(name, "token") || strings.Contains(name, "password") || strings.Contains(name, "secret")) &&
+		!strings.HasSuffix(name, "-file")
+}
+
+// urlPassword matches a URL's user:password@, for URLs that do not parse
+// (a password with a '/' or '#' not encoded).
+var urlPassword = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@`)
+
+// secretIn says why a setting's value is a secret ("" when it is not): a
+// secret flag's value, or a URL holding a password (the store's).
+func secretIn(name, value string) string {
+	switch {
+	case value == "":
+		return ""
+	case SecretFlag(name):
+		return "a secret"
+	case urlPassword.MatchString(value):
+		return "a URL with a password in it"
+	}
+	if u, err := url.Parse(value); err == nil && u.Scheme != "" && u.Query().Has("password") {
+		return "a URL with a password in it"
+	}
+	return ""
+}
+
+// OpenSecrets returns the secrets a container is given in the open: on its
+// command line (args, as Check returns them: readable by every user of
+// the host, in `ps` and the orchestrator's API), or in an environment
+// variable whose value the manifest holds (env: name → value, nil when it
+// comes from a secret store — a Kubernetes secretKeyRef, the host's
+// environment). Secrets belong in files (a mounted Secret, a compose
+// secret: --kafka-sasl-password-file, the store URL's password_file) or
+// in variables a secret store fills.
+func OpenSecrets(args map[string]string, env map[string]*string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if why := secretIn(name, args[name]); why != "" {
+			out = append(out, fmt.Sprintf("--%s on the command line is %s: give it from a file or a secret", name, why))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		flag, ok := EnvFlag(k)
+		if !ok || env[k] == nil {
+			continue
+		}
+		if why := secretIn(flag, *env[k]); why != "" {
+			out = append(out, fmt.Sprintf("%s is %s, written in the manifest: take it from a secret", k, why))
+		}
+	}
+	return out
+}
+
+// storeFiles are the store URL's parameters that name files
+// (internal/storeurl: ClickHouse's TLS and password file).
+var storeFiles = []string{"tls_ca", "tls_cert", "tls_key", "password_file"}
+
+// Files returns the files a command reads by its settings (flag → value,
+// from its command line and environment): every flag that names a PEM
+// file or a password file, and the store URL's file parameters, as
+// "--flag" or "store tls_ca" → path.
+func Files(values map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, v := range values {
+		if v == "" {
+			continue
+		}
+		for _, suffix := range []string{"-file", "-ca", "-cert", "-key"} {
+			if strings.HasSuffix(name, suffix) {
+				out["--"+name] = v
+			}
+		}
+	}
+	if u, err := url.Parse(values["store"]); err == nil {
+		q := u.Query()
+		for _, p := range storeFiles {
+			if f := q.Get(p); f != "" {
+				out["store "+p] = f
+			}
+		}
+	}
+	return out
 }

@@ -421,18 +421,25 @@ func TestCIBuildsWithScript(t *testing.T) {
 	}
 }
 
-// compose is what deploy/compose/docker-compose.yml says, interpolated
-// with an empty environment (every ${VAR:-default} at its default).
+// compose is what deploy/compose/docker-compose.yml says (with the files
+// given after it merged over it, as `docker compose -f … -f …` does),
+// interpolated with an empty environment (every ${VAR:-default} at its
+// default, a required ${VAR:?…} as "<VAR>").
 type compose struct {
 	Services map[string]*service `yaml:"services"`
+	Secrets  map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 type service struct {
 	Image       string            `yaml:"image"`
 	Build       any               `yaml:"build"`
+	Entrypoint  []string          `yaml:"entrypoint"`
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
+	Secrets     []string          `yaml:"secrets"`
 	Deploy      struct {
 		Replicas *int `yaml:"replicas"`
 	} `yaml:"deploy"`
@@ -444,48 +451,130 @@ type service struct {
 	} `yaml:"healthcheck"`
 }
 
-var composeVar = regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}`)
+var composeVar = regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}`)
 
 // interpolate does compose's variable substitution with no variable set:
-// ${VAR:-default} and ${VAR-default} become the default, ${VAR} "", $$ $.
+// ${VAR:-default} and ${VAR-default} become the default, ${VAR:?message}
+// (which compose refuses to run without) "<VAR>", ${VAR} "", $$ $.
 func interpolate(s string) string {
 	return composeVar.ReplaceAllStringFunc(s, func(m string) string {
 		if m == "$$" {
 			return "$"
 		}
-		return composeVar.FindStringSubmatch(m)[2]
+		sm := composeVar.FindStringSubmatch(m)
+		if strings.HasSuffix(sm[2], "?") {
+			return "<" + sm[1] + ">"
+		}
+		return sm[3]
 	})
 }
 
-func readCompose(t *testing.T) (*compose, string) {
+// readCompose reads deploy/compose/docker-compose.yml and the files of
+// deploy/compose named after it merged over it, interpolated, and as
+// written (raw: for what must not be written there).
+func readCompose(t *testing.T, overrides ...string) (c, raw *compose, dir string) {
 	t.Helper()
-	path := filepath.Join(root, "deploy", "compose", "docker-compose.yml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	dir = filepath.Join(root, "deploy", "compose")
+	var merged any
+	for _, name := range append([]string{"docker-compose.yml"}, overrides...) {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		markTags(&doc)
+		var m any
+		if err := doc.Decode(&m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		merged = mergeCompose(merged, m)
 	}
-	var c compose
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	decode := func(v any) *compose {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c compose
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			t.Fatalf("the compose files, merged: %v", err)
+		}
+		return &c
 	}
-	for _, s := range c.Services {
-		s.Image = interpolate(s.Image)
-		for i := range s.Command {
-			s.Command[i] = interpolate(s.Command[i])
+	return decode(interpolateAll(merged)), decode(merged), dir
+}
+
+// interpolateAll interpolates every string of a decoded YAML value.
+func interpolateAll(v any) any {
+	switch v := v.(type) {
+	case string:
+		return interpolate(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = interpolateAll(e)
 		}
-		for i := range s.Volumes {
-			s.Volumes[i] = interpolate(s.Volumes[i])
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range v {
+			out[k] = interpolateAll(e)
 		}
-		for k, v := range s.Environment {
-			s.Environment[k] = interpolate(v)
-		}
-		if s.Healthcheck != nil {
-			for i := range s.Healthcheck.Test {
-				s.Healthcheck.Test[i] = interpolate(s.Healthcheck.Test[i])
+		return out
+	}
+	return v
+}
+
+// Compose's merge tags: !reset drops what the files before set, !override
+// replaces it. markTags moves them onto their keys ("depends_on!reset"),
+// where the decoded value keeps them, for mergeCompose.
+func markTags(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if tag := n.Content[i+1].Tag; tag == "!reset" || tag == "!override" {
+				n.Content[i].Value += tag
+				n.Content[i+1].Tag = ""
 			}
 		}
 	}
-	return &c, filepath.Dir(path)
+	for _, c := range n.Content {
+		markTags(c)
+	}
+}
+
+// mergeCompose merges over onto base as compose merges files: mappings
+// key by key, command and entrypoint replaced, other sequences (volumes,
+// secrets, ports) appended, !reset and !override as they say.
+func mergeCompose(base, over any) any {
+	bm, ok1 := base.(map[string]any)
+	om, ok2 := over.(map[string]any)
+	if !ok1 || !ok2 {
+		return over
+	}
+	out := maps.Clone(bm)
+	for k, v := range om {
+		if key, ok := strings.CutSuffix(k, "!reset"); ok {
+			delete(out, key)
+			continue
+		}
+		if key, ok := strings.CutSuffix(k, "!override"); ok {
+			out[key] = v
+			continue
+		}
+		bs, ok1 := out[k].([]any)
+		ov, ok2 := v.([]any)
+		if ok1 && ok2 && k != "command" && k != "entrypoint" {
+			out[k] = append(slices.Clone(bs), ov...)
+			continue
+		}
+		out[k] = mergeCompose(out[k], v)
+	}
+	return out
 }
 
 // run is a stormradius service of the compose file, checked: its command,
@@ -496,6 +585,7 @@ type run struct {
 	cmd      *Command
 	args     map[string]string
 	env      map[string]string
+	vars     map[string]*string // its STORMRADIUS_* variables as the file gives them (nil: from the environment)
 	replicas int
 }
 
@@ -504,15 +594,99 @@ func (r run) value(flag string) string { return r.cmd.Value(r.args, r.env, flag)
 // The compose file: every stormradius command line, STORMRADIUS_* variable
 // and health check is one the binaries take; the ingest instances share
 // one consumer group and read only Kafka, from the topic the collector
-// writes, with as many partitions; everything waits for what it needs.
+// writes, with as many partitions; everything waits for what it needs; no
+// secret is on a command line or written in the file (composeSecrets).
 func TestCompose(t *testing.T) {
 	cmds := commands(t)
-	c, dir := readCompose(t)
+	c, raw, dir := readCompose(t)
 	for _, name := range []string{"clickhouse", "kafka", "kafka-init", "collector", "ingest", "api"} {
 		if c.Services[name] == nil {
 			t.Fatalf("docker-compose.yml has no service %q", name)
 		}
 	}
+	runs := composeRuns(t, cmds, c, raw)
+	if t.Failed() {
+		return
+	}
+	in, replicas := checkIngestServices(t, runs, true)
+	for _, r := range runs["api"] {
+		if r.value("store") != in.value("store") {
+			t.Errorf("%s reads --store %q, ingest writes %q", r.name, r.value("store"), in.value("store"))
+		}
+	}
+	// The topic: made with at least as many partitions as instances.
+	initCmd := c.Services["kafka-init"].Command
+	topic, parts := argAfter(initCmd, "--topic"), argAfter(initCmd, "--partitions")
+	if topic != in.value("kafka-topic") {
+		t.Errorf("kafka-init makes topic %q, ingest reads %q", topic, in.value("kafka-topic"))
+	}
+	if n, err := strconv.Atoi(parts); err != nil || n < replicas {
+		t.Errorf("kafka-init makes %q partitions for %d instances: an instance without a partition sits idle", parts, replicas)
+	}
+	if cond := c.Services["collector"].DependsOn["kafka-init"].Condition; cond != "service_completed_successfully" {
+		t.Errorf("collector waits for kafka-init with %q, want service_completed_successfully", cond)
+	}
+	checkCollector(t, c.Services["collector"], dir, in)
+	for _, p := range composeSecrets(c, raw, dir, runs, true) {
+		t.Error(p)
+	}
+}
+
+// secure.yml merged over the compose file: ingest reaches Kafka over TLS
+// with SASL and ClickHouse over TLS (port 9440, a CA) with its own user,
+// api with a readonly one, every password and CA from a mounted secret;
+// the collector's kafka exporter speaks the same TLS and SASL as ingest;
+// nothing waits for the local Kafka and ClickHouse, which it leaves down.
+func TestComposeSecure(t *testing.T) {
+	cmds := commands(t)
+	c, raw, dir := readCompose(t, "secure.yml")
+	runs := composeRuns(t, cmds, c, raw)
+	if t.Failed() {
+		return
+	}
+	in, _ := checkIngestServices(t, runs, false)
+	if in.value("kafka-sasl-mechanism") == "" || in.value("kafka-sasl-password-file") == "" || in.value("kafka-tls-ca") == "" {
+		t.Errorf("ingest: want SASL with a password file and TLS with a CA, have mechanism %q, password file %q, CA %q",
+			in.value("kafka-sasl-mechanism"), in.value("kafka-sasl-password-file"), in.value("kafka-tls-ca"))
+	}
+	ingestDB, err := url.Parse(in.value("store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ingestDB.Port() != "9440" || ingestDB.Query().Get("tls_ca") == "" || ingestDB.Query().Get("password_file") == "" {
+		t.Errorf("ingest's store %s: want ClickHouse's TLS port 9440, tls_ca and password_file", ingestDB)
+	}
+	for _, r := range runs["api"] {
+		apiDB, err := url.Parse(r.value("store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if apiDB.Host != ingestDB.Host || apiDB.Path != ingestDB.Path || apiDB.Query().Get("tls_ca") == "" {
+			t.Errorf("%s reads %s, ingest writes %s: want the same database, over TLS", r.name, apiDB, ingestDB)
+		}
+		if apiDB.User.Username() == ingestDB.User.Username() ||
+			apiDB.Query().Get("password_file") == ingestDB.Query().Get("password_file") {
+			t.Errorf("%s reads as %s (%s), ingest writes as %s (%s): give api the readonly user", r.name, apiDB.User.Username(),
+				apiDB.Query().Get("password_file"), ingestDB.User.Username(), ingestDB.Query().Get("password_file"))
+		}
+	}
+	col := c.Services["collector"]
+	for _, dep := range []string{"kafka-init", "kafka"} {
+		if _, ok := col.DependsOn[dep]; ok {
+			t.Errorf("collector still waits for the local %s", dep)
+		}
+	}
+	checkCollector(t, col, dir, in)
+	for _, p := range composeSecrets(c, raw, dir, runs, false) {
+		t.Error(p)
+	}
+}
+
+// composeRuns checks every stormradius service of a compose file — its
+// image built here, its command line, STORMRADIUS_* variables and health
+// check against the binaries — and returns them by command.
+func composeRuns(t *testing.T, cmds map[string]*Command, c, raw *compose) map[string][]run {
+	t.Helper()
 	runs := map[string][]run{}
 	for _, name := range slices.Sorted(maps.Keys(c.Services)) {
 		s := c.Services[name]
@@ -534,41 +708,65 @@ func TestCompose(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		envs := map[string]*string{}
+		// A value that is all ${VAR} comes from the environment compose
+		// runs in, not from the file: unknown here, as a secret's.
+		vars := map[string]*string{}
 		for k, v := range s.Environment {
-			envs[k] = &v
+			if !wholeVar.MatchString(raw.Services[name].Environment[k]) {
+				vars[k] = &v
+			} else {
+				vars[k] = nil
+			}
 		}
-		env, err := cmd.CheckEnv(envs)
+		env, err := cmd.CheckEnv(vars)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		r := run{name: name, svc: s, cmd: cmd, args: args, env: env, replicas: 1}
+		r := run{name: name, svc: s, cmd: cmd, args: args, env: env, vars: vars, replicas: 1}
 		if s.Deploy.Replicas != nil {
 			r.replicas = *s.Deploy.Replicas
 		}
-		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" {
-			t.Errorf("%s: want a healthcheck in exec form [CMD, stormradius, healthcheck, ...] (the image has no shell)", name)
-		} else if hc, hrest, err := Resolve(cmds, s.Healthcheck.Test[1:]); err != nil {
-			t.Errorf("%s: healthcheck: %v", name, err)
-		} else if hargs, err := hc.Check(hrest); err != nil {
-			t.Errorf("%s: healthcheck: %v", name, err)
-		} else if hc.Name != "stormradius healthcheck" {
-			t.Errorf("%s: healthcheck runs %s", name, hc.Name)
-		} else {
-			checkProbe(t, name+"'s healthcheck", hc.Value(hargs, nil, "url"), r.value("http"))
-		}
-		if r.value("store") == "" {
+		checkComposeHealth(t, cmds, r)
+		if r.value("store") == "" && vars["STORMRADIUS_STORE"] == nil {
 			t.Errorf("%s: no --store (nor STORMRADIUS_STORE)", name)
 		}
 		runs[cmd.Name] = append(runs[cmd.Name], r)
 	}
-	if t.Failed() {
-		return
-	}
+	return runs
+}
 
-	// The ingest instances: one group, Kafka only.
+// wholeVar is a compose value that is one variable of the environment.
+var wholeVar = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*(:?[-?][^}]*)?\}$`)
+
+// checkComposeHealth checks a stormradius service's health check: the
+// image's probe, in exec form, on the service's --http port.
+func checkComposeHealth(t *testing.T, cmds map[string]*Command, r run) {
+	t.Helper()
+	s := r.svc
+	if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" {
+		t.Errorf("%s: want a healthcheck in exec form [CMD, stormradius, healthcheck, ...] (the image has no shell)", r.name)
+	} else if hc, hrest, err := Resolve(cmds, s.Healthcheck.Test[1:]); err != nil {
+		t.Errorf("%s: healthcheck: %v", r.name, err)
+	} else if hargs, err := hc.Check(hrest); err != nil {
+		t.Errorf("%s: healthcheck: %v", r.name, err)
+	} else if hc.Name != "stormradius healthcheck" {
+		t.Errorf("%s: healthcheck runs %s", r.name, hc.Name)
+	} else {
+		checkProbe(t, r.name+"'s healthcheck", hc.Value(hargs, nil, "url"), r.value("http"))
+	}
+}
+
+// checkIngestServices checks the ingest instances — one group, Kafka only,
+// waiting for the local ClickHouse and topic when local — and the api
+// services, waiting for ingest to migrate the store. It returns an ingest
+// service and the number of instances.
+func checkIngestServices(t *testing.T, runs map[string][]run, local bool) (run, int) {
+	t.Helper()
 	ingest := runs["ingest"]
+	if len(ingest) == 0 || len(runs["api"]) == 0 {
+		t.Fatalf("the compose files run %v, want ingest and api", slices.Sorted(maps.Keys(runs)))
+	}
 	replicas := 0
 	for _, r := range ingest {
 		replicas += r.replicas
@@ -584,40 +782,26 @@ func TestCompose(t *testing.T) {
 		if r.value("kafka-brokers") == "" {
 			t.Errorf("%s: no --kafka-brokers", r.name)
 		}
-		if cond := r.svc.DependsOn["clickhouse"].Condition; cond != "service_healthy" {
-			t.Errorf("%s waits for clickhouse with %q, want service_healthy", r.name, cond)
-		}
-		if cond := r.svc.DependsOn["kafka-init"].Condition; cond != "service_completed_successfully" {
-			t.Errorf("%s waits for kafka-init with %q, want service_completed_successfully (the topic made)", r.name, cond)
+		for dep, want := range map[string]string{"clickhouse": "service_healthy", "kafka-init": "service_completed_successfully"} {
+			cond, ok := r.svc.DependsOn[dep]
+			if local && cond.Condition != want {
+				t.Errorf("%s waits for %s with %q, want %s", r.name, dep, cond.Condition, want)
+			}
+			if !local && ok {
+				t.Errorf("%s waits for the local %s, which it does not use", r.name, dep)
+			}
 		}
 	}
 	if replicas != 2 {
 		t.Errorf("%d ingest instances, want 2", replicas)
 	}
 	in := ingest[0]
-	// The API reads the store ingest writes, once ingest has migrated it.
 	for _, r := range runs["api"] {
-		if r.value("store") != in.value("store") {
-			t.Errorf("%s reads --store %q, ingest writes %q", r.name, r.value("store"), in.value("store"))
-		}
 		if cond := r.svc.DependsOn[in.name].Condition; cond != "service_healthy" {
 			t.Errorf("%s waits for %s with %q, want service_healthy (ingest migrates the store)", r.name, in.name, cond)
 		}
 	}
-	if len(runs["api"]) == 0 {
-		t.Error("no api service")
-	}
-
-	// The topic: made with at least as many partitions as instances.
-	initCmd := c.Services["kafka-init"].Command
-	topic, parts := argAfter(initCmd, "--topic"), argAfter(initCmd, "--partitions")
-	if topic != in.value("kafka-topic") {
-		t.Errorf("kafka-init makes topic %q, ingest reads %q", topic, in.value("kafka-topic"))
-	}
-	if n, err := strconv.Atoi(parts); err != nil || n < replicas {
-		t.Errorf("kafka-init makes %q partitions for %d instances: an instance without a partition sits idle", parts, replicas)
-	}
-	checkCollector(t, c.Services["collector"], dir, in)
+	return in, replicas
 }
 
 // argAfter returns the argument after flag in argv.
@@ -630,55 +814,91 @@ func argAfter(argv []string, flag string) string {
 
 var collectorVar = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
-// checkCollector checks the collector's config file, as the collector
-// service mounts it and with its environment: its traces pipeline ends in a
-// kafka exporter keyed by trace id, writing what ingest reads.
-func checkCollector(t *testing.T, s *service, dir string, in run) {
+// collectorKafka is the part of a collector config checkCollector reads.
+type collectorKafka struct {
+	Exporters map[string]struct {
+		Brokers []string `yaml:"brokers"`
+		Traces  struct {
+			Topic    string `yaml:"topic"`
+			Encoding string `yaml:"encoding"`
+		} `yaml:"traces"`
+		PartitionTracesByID bool `yaml:"partition_traces_by_id"`
+		TLS                 *struct {
+			CAFile   string `yaml:"ca_file"`
+			CertFile string `yaml:"cert_file"`
+			KeyFile  string `yaml:"key_file"`
+		} `yaml:"tls"`
+		Auth struct {
+			SASL *struct {
+				Mechanism string `yaml:"mechanism"`
+				Username  string `yaml:"username"`
+				Password  string `yaml:"password"`
+			} `yaml:"sasl"`
+		} `yaml:"auth"`
+	} `yaml:"exporters"`
+	Service struct {
+		Pipelines map[string]struct {
+			Exporters []string `yaml:"exporters"`
+		} `yaml:"pipelines"`
+	} `yaml:"service"`
+}
+
+// readCollector reads the config files of the collector service — its
+// --config flags, in order, merged as the collector merges them — as the
+// service mounts them and with its environment.
+func readCollector(t *testing.T, s *service, dir string) collectorKafka {
 	t.Helper()
-	var config string
+	var merged any
 	for _, a := range s.Command {
-		if v, ok := strings.CutPrefix(a, "--config="); ok {
-			config = v
+		config, ok := strings.CutPrefix(a, "--config=")
+		if !ok {
+			continue
 		}
-	}
-	var file string
-	for _, v := range s.Volumes {
-		if f := strings.Split(v, ":"); len(f) >= 2 && f[1] == config {
-			file = filepath.Join(dir, f[0])
+		config = strings.TrimPrefix(config, "file:")
+		var file string
+		for _, v := range s.Volumes {
+			if f := strings.Split(v, ":"); len(f) >= 2 && f[1] == config {
+				file = filepath.Join(dir, f[0])
+			}
 		}
+		if file == "" {
+			t.Fatalf("collector: --config=%q is not a file the service mounts (%v)", config, s.Volumes)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := collectorVar.ReplaceAllStringFunc(string(b), func(m string) string {
+			sm := collectorVar.FindStringSubmatch(m)
+			if v, ok := s.Environment[sm[1]]; ok {
+				return v
+			}
+			return sm[2]
+		})
+		var m any
+		if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		merged = mergeCompose(merged, m) // maps merge key by key, as the collector's configs do
 	}
-	if file == "" {
-		t.Fatalf("collector: --config=%q is not a file the service mounts (%v)", config, s.Volumes)
-	}
-	b, err := os.ReadFile(file)
+	b, err := yaml.Marshal(merged)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := collectorVar.ReplaceAllStringFunc(string(b), func(m string) string {
-		sm := collectorVar.FindStringSubmatch(m)
-		if v, ok := s.Environment[sm[1]]; ok {
-			return v
-		}
-		return sm[2]
-	})
-	var cfg struct {
-		Exporters map[string]struct {
-			Brokers []string `yaml:"brokers"`
-			Traces  struct {
-				Topic    string `yaml:"topic"`
-				Encoding string `yaml:"encoding"`
-			} `yaml:"traces"`
-			PartitionTracesByID bool `yaml:"partition_traces_by_id"`
-		} `yaml:"exporters"`
-		Service struct {
-			Pipelines map[string]struct {
-				Exporters []string `yaml:"exporters"`
-			} `yaml:"pipelines"`
-		} `yaml:"service"`
+	var cfg collectorKafka
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("collector config: %v", err)
 	}
-	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+	return cfg
+}
+
+// checkCollector checks the collector's config: its traces pipeline ends
+// in a kafka exporter keyed by trace id, writing what ingest reads, to the
+// brokers it reads, with the TLS and SASL it uses — the exporter's
+// password and CA from files of the service's secrets.
+func checkCollector(t *testing.T, s *service, dir string, in run) {
+	t.Helper()
+	cfg := readCollector(t, s, dir)
 	kafkas := 0
 	for _, name := range cfg.Service.Pipelines["traces"].Exporters {
 		if typ, _, _ := strings.Cut(name, "/"); typ != "kafka" {
@@ -687,23 +907,45 @@ func checkCollector(t *testing.T, s *service, dir string, in run) {
 		kafkas++
 		e := cfg.Exporters[name]
 		if !e.PartitionTracesByID {
-			t.Errorf("%s: exporter %s lacks partition_traces_by_id: true (a trace's spans would reach several instances)", file, name)
+			t.Errorf("exporter %s lacks partition_traces_by_id: true (a trace's spans would reach several instances)", name)
 		}
 		if e.Traces.Topic != in.value("kafka-topic") {
-			t.Errorf("%s: exporter %s writes topic %q, ingest reads %q", file, name, e.Traces.Topic, in.value("kafka-topic"))
+			t.Errorf("exporter %s writes topic %q, ingest reads %q", name, e.Traces.Topic, in.value("kafka-topic"))
 		}
 		if e.Traces.Encoding != in.value("kafka-encoding") {
-			t.Errorf("%s: exporter %s writes %q, ingest reads %q", file, name, e.Traces.Encoding, in.value("kafka-encoding"))
+			t.Errorf("exporter %s writes %q, ingest reads %q", name, e.Traces.Encoding, in.value("kafka-encoding"))
 		}
 		if got := strings.Join(e.Brokers, ","); got != in.value("kafka-brokers") {
-			t.Errorf("%s: exporter %s writes to brokers %q, ingest reads %q", file, name, got, in.value("kafka-brokers"))
+			t.Errorf("exporter %s writes to brokers %q, ingest reads %q", name, got, in.value("kafka-brokers"))
+		}
+		tlsOn := in.value("kafka-tls") == "true" || in.value("kafka-tls-ca") != "" || in.value("kafka-tls-cert") != ""
+		if (e.TLS != nil) != tlsOn {
+			t.Errorf("exporter %s: TLS %v, ingest's %v: both reach the same listener", name, e.TLS != nil, tlsOn)
+		}
+		if e.TLS != nil && e.TLS.CAFile != "" {
+			if p := composeSecretFile("collector tls.ca_file", e.TLS.CAFile, s); p != "" {
+				t.Error(p)
+			}
+		}
+		mech, sasl := in.value("kafka-sasl-mechanism"), e.Auth.SASL
+		switch {
+		case (sasl != nil) != (mech != ""):
+			t.Errorf("exporter %s: SASL %v, ingest's mechanism %q", name, sasl != nil, mech)
+		case sasl != nil && !strings.EqualFold(sasl.Mechanism, mech):
+			t.Errorf("exporter %s: SASL mechanism %s, ingest's %s", name, sasl.Mechanism, mech)
+		case sasl != nil:
+			f, ok := strings.CutPrefix(sasl.Password, "${file:")
+			if !ok {
+				t.Errorf("exporter %s: SASL password %q: want ${file:…} of a secret", name, sasl.Password)
+			} else {
+				if p := composeSecretFile("collector auth.sasl.password", strings.TrimSuffix(f, "}"), s); p != "" {
+					t.Error(p)
+				}
+			}
 		}
 	}
 	if kafkas != 1 {
-		t.Errorf("%s: the traces pipeline has %d kafka exporters, want 1", file, kafkas)
-	}
-	if cond := s.DependsOn["kafka-init"].Condition; cond != "service_completed_successfully" {
-		t.Errorf("collector waits for kafka-init with %q, want service_completed_successfully", cond)
+		t.Errorf("the traces pipeline has %d kafka exporters, want 1", kafkas)
 	}
 }
 
@@ -798,8 +1040,16 @@ func TestOperationsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	kafkaCode := string(kb)
+	// The ClickHouse users the document names (…://USER@host) are no metrics.
+	users := map[string]bool{}
+	for _, m := range regexp.MustCompile(`://([a-z_]+)@`).FindAllStringSubmatch(doc, -1) {
+		users[m[1]] = true
+	}
 	metrics := 0
 	for _, name := range regexp.MustCompile(`\bstormradius_[a-z_]+[a-z]\b`).FindAllString(doc, -1) {
+		if users[name] {
+			continue
+		}
 		metrics++
 		suffix, kafka := strings.CutPrefix(name, "stormradius_kafka_")
 		if !strings.Contains(code, `"`+name+`"`) && !(kafka && strings.Contains(kafkaCode, `counter("`+suffix+`"`)) {

@@ -2,7 +2,9 @@ package check
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/stormradius/stormradius/deploy"
@@ -102,9 +105,18 @@ type object struct {
 		MinReplicaCount *int `yaml:"minReplicaCount"`
 		MaxReplicaCount *int `yaml:"maxReplicaCount"`
 		Triggers        []struct {
-			Type     string            `yaml:"type"`
-			Metadata map[string]string `yaml:"metadata"`
+			Type              string            `yaml:"type"`
+			Metadata          map[string]string `yaml:"metadata"`
+			AuthenticationRef *struct {
+				Name string `yaml:"name"`
+			} `yaml:"authenticationRef"`
 		} `yaml:"triggers"`
+		// TriggerAuthentication
+		SecretTargetRef []struct {
+			Parameter string `yaml:"parameter"`
+			Name      string `yaml:"name"`
+			Key       string `yaml:"key"`
+		} `yaml:"secretTargetRef"`
 	} `yaml:"spec"`
 }
 
@@ -112,14 +124,29 @@ type podSpec struct {
 	SecurityContext struct {
 		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
 		RunAsUser    *int  `yaml:"runAsUser"`
+		FSGroup      *int  `yaml:"fsGroup"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
+	Volumes    []volume    `yaml:"volumes"`
+}
+
+type volume struct {
+	Name   string `yaml:"name"`
+	Secret *struct {
+		SecretName  string `yaml:"secretName"`
+		DefaultMode *int   `yaml:"defaultMode"`
+		Items       []struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		} `yaml:"items"`
+	} `yaml:"secret"`
 }
 
 type probe struct {
 	HTTPGet *struct {
-		Path string `yaml:"path"`
-		Port string `yaml:"port"`
+		Path   string `yaml:"path"`
+		Port   string `yaml:"port"`
+		Scheme string `yaml:"scheme"`
 	} `yaml:"httpGet"`
 }
 
@@ -150,6 +177,12 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+	} `yaml:"volumeMounts"`
 	Resources struct {
 		Requests map[string]string `yaml:"requests"`
 		Limits   map[string]string `yaml:"limits"`
@@ -176,6 +209,12 @@ func build(t *testing.T, dir string) rendered {
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
+	return decodeRendered(t, m)
+}
+
+// decodeRendered decodes what kustomize built.
+func decodeRendered(t *testing.T, m resmap.ResMap) rendered {
+	t.Helper()
 	b, err := m.AsYaml()
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +226,7 @@ func build(t *testing.T, dir string) rendered {
 		if err := dec.Decode(o); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("kustomize build %s: %v", dir, err)
+			t.Fatalf("kustomize build: %v", err)
 		}
 		out = append(out, o)
 	}
@@ -233,6 +272,7 @@ type workload struct {
 	c         *container
 	cmd       *deploy.Command
 	args, env map[string]string
+	vars      map[string]*string // its STORMRADIUS_* variables (nil: from a Secret)
 }
 
 func (w workload) value(flag string) string { return w.cmd.Value(w.args, w.env, flag) }
@@ -257,47 +297,15 @@ func checkDeployments(t *testing.T, r rendered) map[string]workload {
 		if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Metadata.Labels) {
 			t.Errorf("%s: selector %v does not select its pods %v", name, d.Spec.Selector.MatchLabels, d.Spec.Template.Metadata.Labels)
 		}
-		// The image's CMD is serve: a Deployment names its command.
-		cmd, rest, err := deploy.Resolve(cmds, append(slices.Clone(c.Command), c.Args...))
+		w, err := workloadOf(cmds, r, d)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		args, err := cmd.Check(rest)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
+		cmd, args, env := w.cmd, w.args, w.env
+		for _, p := range exposure(w) {
+			t.Errorf("%s: %s", name, p)
 		}
-		vars := map[string]*string{}
-		for _, ef := range c.EnvFrom {
-			switch {
-			case ef.ConfigMapRef != nil:
-				cm := r.get("ConfigMap", ef.ConfigMapRef.Name)
-				if cm == nil {
-					t.Errorf("%s: envFrom ConfigMap %q is not in the build", name, ef.ConfigMapRef.Name)
-					continue
-				}
-				for k, v := range cm.Data {
-					vars[k] = &v
-				}
-			case ef.SecretRef != nil:
-				t.Errorf("%s: envFrom Secret %s: name each variable (secretKeyRef), so that every one is checked", name, ef.SecretRef.Name)
-			}
-		}
-		for _, e := range c.Env {
-			switch {
-			case e.Value != nil:
-				vars[e.Name] = e.Value
-			case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
-				vars[e.Name] = nil
-			}
-		}
-		env, err := cmd.CheckEnv(vars)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
-		}
-		w := workload{obj: d, c: c, cmd: cmd, args: args, env: env}
 		if _, dup := out[cmd.Name]; dup {
 			t.Errorf("two Deployments run %s", cmd.Name)
 		}
@@ -379,10 +387,135 @@ func checkDeployments(t *testing.T, r rendered) map[string]workload {
 	if in.c.StartupProbe == nil || in.c.StartupProbe.HTTPGet == nil {
 		t.Error("ingest: no startup probe (recovery after a crash can take minutes before /healthz answers)")
 	}
-	if in.env["store"] != "" || out["api"].env["store"] != "" {
-		t.Error("the store URL (with its password) is given in the open: take it from the Secret")
+	return out
+}
+
+// workloadOf reads what a Deployment runs: its command line (the image's
+// CMD is serve: a Deployment names its command) and STORMRADIUS_*
+// variables, checked against the binaries' flags (ConfigMaps read as
+// rendered, secrets' values unknown).
+func workloadOf(cmds map[string]*deploy.Command, r rendered, d *object) (workload, error) {
+	c := &d.Spec.Template.Spec.Containers[0]
+	cmd, rest, err := deploy.Resolve(cmds, append(slices.Clone(c.Command), c.Args...))
+	if err != nil {
+		return workload{}, err
+	}
+	args, err := cmd.Check(rest)
+	if err != nil {
+		return workload{}, err
+	}
+	vars := map[string]*string{}
+	for _, ef := range c.EnvFrom {
+		switch {
+		case ef.ConfigMapRef != nil:
+			cm := r.get("ConfigMap", ef.ConfigMapRef.Name)
+			if cm == nil {
+				return workload{}, fmt.Errorf("envFrom ConfigMap %q is not in the build", ef.ConfigMapRef.Name)
+			}
+			for k, v := range cm.Data {
+				vars[k] = &v
+			}
+		case ef.SecretRef != nil:
+			return workload{}, fmt.Errorf("envFrom Secret %s: name each variable (secretKeyRef), so that every one is checked", ef.SecretRef.Name)
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.Value != nil:
+			vars[e.Name] = e.Value
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			vars[e.Name] = nil
+		}
+	}
+	env, err := cmd.CheckEnv(vars)
+	if err != nil {
+		return workload{}, err
+	}
+	return workload{obj: d, c: c, cmd: cmd, args: args, env: env, vars: vars}, nil
+}
+
+// exposure returns how a workload exposes a secret or fails to read one:
+// a secret on its command line or written in the build (a literal value, a
+// ConfigMap: deploy.OpenSecrets); a file it reads (a PEM, a password file,
+// the store URL's tls_ca or password_file) that is not in a Secret mounted
+// read-only, not one of the mounted keys, or not readable by its user; a
+// certificate it serves mounted with subPath (never renewed); probes that
+// speak HTTP to an HTTPS port, or HTTPS to an HTTP one.
+func exposure(w workload) []string {
+	out := deploy.OpenSecrets(w.args, w.vars)
+	pod := w.obj.Spec.Template.Spec
+	values := map[string]string{}
+	for f := range w.cmd.Flags {
+		values[f] = w.value(f)
+	}
+	files := deploy.Files(values)
+	for _, what := range slices.Sorted(maps.Keys(files)) {
+		if p := secretFile(pod, w.c, files[what]); p != "" {
+			out = append(out, what+" "+p)
+		}
+		if strings.Contains(what, "tls-cert") || strings.Contains(what, "tls-key") {
+			for _, m := range w.c.VolumeMounts {
+				if m.SubPath != "" && strings.HasPrefix(files[what], m.MountPath) {
+					out = append(out, fmt.Sprintf("%s %s is mounted with subPath: a renewed Secret never reaches it", what, files[what]))
+				}
+			}
+		}
+	}
+	want := ""
+	if values["http-tls-cert"] != "" {
+		want = "HTTPS"
+	}
+	for what, p := range map[string]*probe{"startup": w.c.StartupProbe, "liveness": w.c.LivenessProbe, "readiness": w.c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			continue
+		}
+		if got := strings.ToUpper(p.HTTPGet.Scheme); got != want && !(want == "" && got == "HTTP") {
+			out = append(out, fmt.Sprintf("the %s probe asks over %q, but --http serves %q", what, p.HTTPGet.Scheme, cmp.Or(want, "HTTP")))
+		}
 	}
 	return out
+}
+
+// secretFile says what is wrong ("" if nothing) with a file a container
+// reads: it must lie in a Secret volume mounted read-only, be one of the
+// keys mounted, and be readable by the pod's user (the files are root's:
+// other-readable, or group-readable with fsGroup).
+func secretFile(pod podSpec, c *container, path string) string {
+	for _, m := range c.VolumeMounts {
+		rel, ok := strings.CutPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		var v *volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == m.Name {
+				v = &pod.Volumes[i]
+			}
+		}
+		switch {
+		case v == nil || v.Secret == nil:
+			return fmt.Sprintf("%s: volume %s is not a Secret", path, m.Name)
+		case !m.ReadOnly:
+			return fmt.Sprintf("%s: Secret %s is mounted writable", path, v.Secret.SecretName)
+		}
+		if len(v.Secret.Items) > 0 && !slices.ContainsFunc(v.Secret.Items, func(it struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		}) bool {
+			return it.Path == rel
+		}) {
+			return fmt.Sprintf("%s: Secret %s mounts no item at %s", path, v.Secret.SecretName, rel)
+		}
+		mode := 0o644
+		if v.Secret.DefaultMode != nil {
+			mode = *v.Secret.DefaultMode
+		}
+		if mode&0o004 == 0 && (mode&0o040 == 0 || pod.SecurityContext.FSGroup == nil) {
+			return fmt.Sprintf("%s: Secret %s's files are %#o, root's: unreadable to the pod's user without fsGroup", path, v.Secret.SecretName, mode)
+		}
+		return ""
+	}
+	return fmt.Sprintf("%s is in no mounted volume", path)
 }
 
 func TestBase(t *testing.T) {
@@ -401,6 +534,15 @@ func TestBase(t *testing.T) {
 	}
 	if svc := r.get("Service", "stormradius-api"); svc == nil {
 		t.Error("base: no Service stormradius-api")
+	}
+	// The kubectl line of the base's comment creates the Secret it reads.
+	created := createdSecrets(t, filepath.Join(k8s, "base", "kustomization.yaml"))
+	for name, keys := range secretKeys(r) {
+		for _, k := range keys {
+			if !slices.Contains(created[name], k) {
+				t.Errorf("base: reads Secret %s key %s, which its kubectl line does not create (%v)", name, k, created)
+			}
+		}
 	}
 }
 
