@@ -173,3 +173,80 @@ func TestProbabilisticSamplingConfig(t *testing.T) {
 		t.Errorf("probabilistic_sampler samples %v %%", ps.Pct)
 	}
 }
+
+// kafka-secure.yaml is merged over kafka.yaml: it holds exporters only,
+// each one of kafka.yaml's that its traces pipeline runs (a name of its
+// own would be an exporter no pipeline uses, and the brokers would be
+// read in plaintext), with TLS and SASL by a mechanism stormradius takes
+// too; the account comes from the environment, never written in the
+// file.
+func TestKafkaSecureConfig(t *testing.T) {
+	raw, _ := readCollectorConfig(t, "kafka-secure.yaml")
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal([]byte(raw), &top); err != nil {
+		t.Fatal(err)
+	}
+	for k := range top {
+		if k != "exporters" {
+			t.Errorf("kafka-secure.yaml sets %s: it is merged over kafka.yaml and should set the exporters' security only", k)
+		}
+	}
+	var base struct {
+		Exporters map[string]yaml.Node `yaml:"exporters"`
+		Service   struct {
+			Pipelines map[string]struct {
+				Exporters []string `yaml:"exporters"`
+			} `yaml:"pipelines"`
+		} `yaml:"service"`
+	}
+	baseText, _ := readCollectorConfig(t, "kafka.yaml")
+	if err := yaml.Unmarshal([]byte(collectorVar.ReplaceAllString(baseText, "$2")), &base); err != nil {
+		t.Fatal(err)
+	}
+	type secured struct {
+		TLS *struct {
+			CAFile string `yaml:"ca_file"`
+		} `yaml:"tls"`
+		Auth struct {
+			SASL *struct {
+				Mechanism, Username, Password string
+			} `yaml:"sasl"`
+		} `yaml:"auth"`
+	}
+	var rawSec, sec struct {
+		Exporters map[string]secured `yaml:"exporters"`
+	}
+	if err := yaml.Unmarshal([]byte(raw), &rawSec); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(collectorVar.ReplaceAllString(raw, "$2")), &sec); err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.Exporters) == 0 {
+		t.Fatal("kafka-secure.yaml configures no exporter")
+	}
+	for name, e := range sec.Exporters {
+		if _, ok := base.Exporters[name]; !ok || !slices.Contains(base.Service.Pipelines["traces"].Exporters, name) {
+			t.Errorf("kafka-secure.yaml secures exporter %s, which kafka.yaml's traces pipeline does not run", name)
+		}
+		if e.TLS == nil {
+			t.Errorf("exporter %s: no tls", name)
+		}
+		if e.Auth.SASL == nil {
+			t.Errorf("exporter %s: no auth.sasl", name)
+			continue
+		}
+		if m := e.Auth.SASL.Mechanism; !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m) {
+			t.Errorf("exporter %s: SASL mechanism %q by default, want one stormradius' --kafka-sasl-mechanism takes", name, m)
+		}
+		r := rawSec.Exporters[name].Auth.SASL
+		for what, v := range map[string]string{"username": r.Username, "password": r.Password} {
+			if !collectorVar.MatchString(v) || collectorVar.FindString(v) != v {
+				t.Errorf("exporter %s: SASL %s %q, want it from the environment (${env:…})", name, what, v)
+			}
+		}
+		if sm := collectorVar.FindStringSubmatch(r.Password); sm != nil && sm[2] != "" {
+			t.Errorf("exporter %s: the SASL password has a default in the file", name)
+		}
+	}
+}

@@ -120,7 +120,6 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
-	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.19.0 // indirect
 	github.com/twmb/franz-go/pkg/sasl/kerberos v1.1.0 // indirect
 	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
@@ -241,6 +240,7 @@ require (
 
 require (
 	github.com/stormradius/stormradius/e2e/e2ekit v0.0.0
+	github.com/twmb/franz-go v1.22.2
 	golang.org/x/net v0.62.0
 )
 

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,8 +111,16 @@ service:
 // random loopback ports.
 func startCollector(t *testing.T, route string, env []string, args ...string) *collector {
 	t.Helper()
+	return startCollectorOver(t, route, nil, env, args...)
+}
+
+// startCollectorOver is startCollector with more YAML merged over the
+// shipped config after testOverrides, in order.
+func startCollectorOver(t *testing.T, route string, overrides, env []string, args ...string) *collector {
+	t.Helper()
 	c := e2ekit.StartCollector(t, e2ekit.CollectorRun{Name: "collector " + route, Bin: suite.otelcol,
-		Config: filepath.Join(suite.configs, route+".yaml"), Overrides: []string{testOverrides}, Env: env, Args: args, LogLines: logLines})
+		Config: filepath.Join(suite.configs, route+".yaml"), Overrides: append([]string{testOverrides}, overrides...),
+		Env: env, Args: args, LogLines: logLines})
 	return &collector{Proc: c.Proc, grpc: c.GRPC, http: c.HTTP}
 }
 
@@ -168,13 +177,29 @@ const (
 // data or exited.
 func checkReport(t *testing.T, svc *service, watch ...*e2ekit.Proc) {
 	t.Helper()
+	compareDocs(t, "stormradius report", settle(t, []*service{svc}, suite.spans, watch...))
+}
+
+// settle waits until ingestion into svcs (services over one store) is
+// quiet and returns the last `stormradius report --format json` of their
+// store: quiet once the report covers wantSpans, no span is in flight in
+// any of them and the report has not changed for quietFor; or once
+// neither the report nor the spans they stored changed for stallFor
+// (logged). It fails the test at once when one of them or a watched
+// process dropped data or exited.
+func settle(t *testing.T, svcs []*service, wantSpans int, watch ...*e2ekit.Proc) []byte {
+	t.Helper()
+	procs := slices.Clone(watch)
+	for _, s := range svcs {
+		procs = append(procs, s.Proc)
+	}
 	var last []byte
 	var lastErr error
 	lastStored := -1.0
 	start := time.Now()
 	changed, progressed := start, start
 	for {
-		for _, p := range append([]*e2ekit.Proc{svc.Proc}, watch...) {
+		for _, p := range procs {
 			// Data the collector gave up on: the report can no longer match,
 			// so the test stops at once with the reason.
 			for _, d := range e2ekit.Dropped {
@@ -188,7 +213,7 @@ func checkReport(t *testing.T, svc *service, watch ...*e2ekit.Proc) {
 			default:
 			}
 		}
-		doc, err := svc.report()
+		doc, err := svcs[0].report()
 		if err == nil && !bytes.Equal(doc, last) || err != nil && lastErr == nil {
 			changed, progressed = time.Now(), time.Now()
 		}
@@ -196,11 +221,11 @@ func checkReport(t *testing.T, svc *service, watch ...*e2ekit.Proc) {
 			last = doc
 		}
 		lastErr = err
-		if stored, serr := svc.metric("stormradius_spans_stored_total"); serr == nil && stored != lastStored {
+		if stored, serr := sumMetric(svcs, "stormradius_spans_stored_total"); serr == nil && stored != lastStored {
 			lastStored, progressed = stored, time.Now()
 		}
-		if err == nil && time.Since(changed) >= quietFor && spansOf(doc) == suite.spans {
-			if inflight, ierr := svc.metric("stormradius_spans_inflight"); ierr == nil && inflight == 0 {
+		if err == nil && time.Since(changed) >= quietFor && spansOf(doc) == wantSpans {
+			if inflight, ierr := sumMetric(svcs, "stormradius_spans_inflight"); ierr == nil && inflight == 0 {
 				break
 			}
 		}
@@ -214,7 +239,21 @@ func checkReport(t *testing.T, svc *service, watch ...*e2ekit.Proc) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	compareDocs(t, "stormradius report", last)
+	return last
+}
+
+// sumMetric is the sum of a metric over services (an error when one of
+// them lacks it).
+func sumMetric(svcs []*service, name string) (float64, error) {
+	sum := 0.0
+	for _, s := range svcs {
+		v, err := s.metric(name)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // spansOf is a document's span count (-1 when it has none).
