@@ -62,7 +62,8 @@ type metrics struct {
 	rejected [nProtocols][nReasons]prometheus.Counter
 	duration [nProtocols]prometheus.Observer
 
-	refused [nProtocols][nRefusals]prometheus.Counter
+	refused    [nProtocols][nRefusals]prometheus.Counter
+	tlsRefused [nProtocols][nTLSRefusals]prometheus.Counter
 
 	requests   *prometheus.CounterVec
 	httpStatus [len(httpStatuses)]prometheus.Counter
@@ -95,6 +96,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"method_not_allowed, unsupported_media_type, unsupported_encoding, too_large, malformed (the sender drops these); " +
 			"slow_body; busy, backpressure, unavailable (the sender retries); canceled; internal.",
 	}, []string{"protocol", "reason"})
+	tlsRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stormradius_otlp_tls_refused_total",
+		Help: "TLS handshakes refused for the client's certificate (mutual TLS, --otlp-tls-client-ca), by protocol and reason: " +
+			"no_client_cert, client_cert_expired, client_cert_unknown_ca (signed by no CA of the file), client_cert_invalid.",
+	}, []string{"protocol", "reason"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "stormradius_otlp_request_duration_seconds",
 		Help: "Time to decode an OTLP request and store its spans (until Consume returned), by protocol.",
@@ -109,6 +115,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		rejected = register(reg, rejected, &errs)
 		requests = register(reg, requests, &errs)
 		refused = register(reg, refused, &errs)
+		tlsRefused = register(reg, tlsRefused, &errs)
 		duration = register(reg, duration, &errs)
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("otlp: register metrics: %w", err)
@@ -126,6 +133,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.duration[p] = duration.WithLabelValues(name)
 		for r := range nRefusals {
 			m.refused[p][r] = refused.WithLabelValues(name, refusalNames[r])
+		}
+		for r := range nTLSRefusals {
+			m.tlsRefused[p][r] = tlsRefused.WithLabelValues(name, tlsRefusalNames[r])
 		}
 	}
 	for i, s := range httpStatuses {

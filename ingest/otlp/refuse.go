@@ -2,9 +2,13 @@ package otlp
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/stormradius/stormradius/internal/certs"
 )
 
 // refusal is why a request was answered with an error: a label value of
@@ -102,4 +106,35 @@ func (r *rateLimit) allow(now time.Time) (skipped int64, ok bool) {
 	}
 	r.skipped.Add(1)
 	return 0, false
+}
+
+// tlsRefusalNames are the reasons of stormradius_otlp_tls_refused_total
+// (certs.Refusal.Reason).
+var tlsRefusalNames = [...]string{"no_client_cert", "client_cert_expired", "client_cert_unknown_ca", "client_cert_invalid"}
+
+const nTLSRefusals = len(tlsRefusalNames)
+
+// verifyingClients returns a copy of cfg for protocol p's listener that,
+// with mutual TLS, counts and logs the client certificates it refuses.
+func (s *Server) verifyingClients(cfg *tls.Config, p protocol) *tls.Config {
+	c := cfg.Clone()
+	// The handshake's config is made per client (certs.VerifyClients):
+	// it must offer the listener's protocols itself (gRPC requires h2).
+	c.NextProtos = []string{"h2"}
+	if p == protoHTTP {
+		c.NextProtos = append(c.NextProtos, "http/1.1")
+	}
+	certs.VerifyClients(c, func(r certs.Refusal) {
+		i := slices.Index(tlsRefusalNames[:], r.Reason)
+		if i < 0 {
+			i = nTLSRefusals - 1
+		}
+		s.metrics.tlsRefused[p][i].Inc()
+		s.logLimited(&s.tlsLog[p][i], slog.LevelWarn, "otlp: TLS handshake refused: "+r.Msg+
+			" (--otlp-tls-client-ca lists the CAs that sign them; the collector's exporter sets tls.cert_file and tls.key_file)",
+			"like_refusals_not_logged", func() []any {
+				return []any{"protocol", protocolNames[p], "reason", r.Reason, "peer", r.Peer}
+			})
+	})
+	return c
 }

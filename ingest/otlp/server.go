@@ -40,7 +40,8 @@ type Server struct {
 	budget    bodyBudget    // BodyBufferBytes
 	works     sync.Pool     // *work
 	refuseLog [nProtocols][nRefusals]rateLimit
-	rejectLog [nProtocols]rateLimit // partial successes
+	tlsLog    [nProtocols][nTLSRefusals]rateLimit // client certificates refused
+	rejectLog [nProtocols]rateLimit               // partial successes
 
 	grpc *grpc.Server
 	http *http.Server
@@ -99,7 +100,7 @@ func New(cfg Config, consumer pipeline.Consumer) (*Server, error) {
 		opts = append(opts, grpc.InTapHandle(s.tapAuth))
 	}
 	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.verifyingClients(tlsCfg, protoGRPC))))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	s.grpc.RegisterService(&grpcServiceDesc, &grpcService{s: s})
@@ -113,7 +114,7 @@ func New(cfg Config, consumer pipeline.Consumer) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	if tlsCfg != nil {
-		s.http.TLSConfig = tlsCfg.Clone()
+		s.http.TLSConfig = s.verifyingClients(tlsCfg, protoHTTP)
 	}
 	return s, nil
 }

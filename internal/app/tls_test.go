@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,7 @@ import (
 func TestServiceOverTLS(t *testing.T) {
 	ca, other := certstest.NewCA(t), certstest.NewCA(t)
 	srv, rotated := ca.Issue(t, "server"), ca.Issue(t, "rotated")
+	var logs syncBuffer
 	client, stranger := ca.Issue(t, "collector"), other.Issue(t, "stranger")
 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -57,6 +60,7 @@ func TestServiceOverTLS(t *testing.T) {
 		HTTPAddr: "127.0.0.1:0",
 		HTTPTLS:  cfg.HTTPTLS,
 		Web:      &web.Config{Tokens: []string{apiToken}},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	defer svc.stop()
 
@@ -135,6 +139,28 @@ func TestServiceOverTLS(t *testing.T) {
 		}
 		if !c.ok && (gerr == nil || herr == nil || !strings.Contains(herr.Error(), "certificate")) {
 			t.Errorf("%s: gRPC %v, HTTP %v; want both refused", c.name, gerr, herr)
+		}
+	}
+	// Each refusal counted by protocol and reason, and said once with the
+	// client's address and the setting.
+	resp, err := api.Get("https://" + svc.addrs.HTTP.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, p := range []string{"grpc", "http"} {
+		for _, r := range []string{"no_client_cert", "client_cert_unknown_ca"} {
+			if !regexp.MustCompile(`stormradius_otlp_tls_refused_total\{protocol="` + p + `",reason="` + r + `"\} [1-9]`).Match(metrics) {
+				t.Errorf("no %s %s refusal counted", p, r)
+			}
+		}
+	}
+	l := logs.String()
+	for _, want := range []string{"the client presented no certificate", `(subject \"CN=stranger\", issued by \"CN=test CA\") is signed by no CA`,
+		"--otlp-tls-client-ca", "peer=127.0.0.1:"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("the log does not say %q:\n%s", want, l)
 		}
 	}
 }

@@ -141,3 +141,82 @@ func Client(cfg *tls.Config, caFile, certFile, keyFile, serverName string) error
 	}
 	return nil
 }
+
+// Refusal is a client certificate a server refused: the peer's address,
+// why (Reason: no_client_cert, client_cert_expired, client_cert_unknown_ca,
+// client_cert_invalid) and a message saying what the client must present.
+type Refusal struct {
+	Peer, Reason, Msg string
+}
+
+// VerifyClients makes cfg, a ServerConfig with a client CA, verify client
+// certificates itself, as crypto/tls would (the chain to cfg.ClientCAs, for
+// client authentication, at the time of the handshake), so that it can
+// tell refused of every certificate it refuses, with the peer. Handshakes
+// that pass are as before.
+func VerifyClients(cfg *tls.Config, refused func(Refusal)) {
+	roots := cfg.ClientCAs
+	if roots == nil || refused == nil {
+		return
+	}
+	cfg.ClientAuth = tls.RequestClientCert // verified below, rawCerts empty when none
+	base := cfg.Clone()
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		peer := "unknown"
+		if hello.Conn != nil {
+			peer = hello.Conn.RemoteAddr().String()
+		}
+		c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+			r, err := verifyClient(raw, roots, time.Now())
+			if err != nil {
+				r.Peer = peer
+				refused(r)
+			}
+			return err
+		}
+		return c, nil
+	}
+}
+
+// verifyClient verifies a client's certificate chain (leaf first) against
+// roots at now: the refusal and its error, or a nil error.
+func verifyClient(raw [][]byte, roots *x509.CertPool, now time.Time) (Refusal, error) {
+	if len(raw) == 0 {
+		return Refusal{Reason: "no_client_cert", Msg: "the client presented no certificate: it must present one a CA of the client CA file signs"},
+			errors.New("tls: client didn't provide a certificate")
+	}
+	chain := make([]*x509.Certificate, len(raw))
+	for i, b := range raw {
+		c, err := x509.ParseCertificate(b)
+		if err != nil {
+			return Refusal{Reason: "client_cert_invalid", Msg: "the client's certificate does not parse: " + err.Error()}, err
+		}
+		chain[i] = c
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	leaf := chain[0]
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err == nil {
+		return Refusal{}, nil
+	}
+	var inv x509.CertificateInvalidError
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &inv) && inv.Reason == x509.Expired && now.After(leaf.NotAfter):
+		return Refusal{Reason: "client_cert_expired", Msg: fmt.Sprintf("the client's certificate (subject %q) expired at %s: it must present a current one",
+			leaf.Subject.String(), leaf.NotAfter.UTC().Format(time.RFC3339))}, err
+	case errors.As(err, &inv) && inv.Reason == x509.Expired:
+		return Refusal{Reason: "client_cert_expired", Msg: fmt.Sprintf("the client's certificate (subject %q) is not valid at this time (%s): "+
+			"it, or a certificate of its chain, is expired or not yet valid", leaf.Subject.String(), now.UTC().Format(time.RFC3339))}, err
+	case errors.As(err, &unknown):
+		return Refusal{Reason: "client_cert_unknown_ca", Msg: fmt.Sprintf("the client's certificate (subject %q, issued by %q) is signed by no CA of the client CA file",
+			leaf.Subject.String(), leaf.Issuer.String())}, err
+	default:
+		return Refusal{Reason: "client_cert_invalid", Msg: fmt.Sprintf("the client's certificate (subject %q) is refused: %v", leaf.Subject.String(), err)}, err
+	}
+}

@@ -133,3 +133,61 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// VerifyClients refuses what crypto/tls refuses — no certificate, another
+// CA's, an expired one — telling each refusal with the client's address
+// and the reason; a good certificate passes, and is told of nothing.
+func TestVerifyClients(t *testing.T) {
+	ca, other := certstest.NewCA(t), certstest.NewCA(t)
+	srv := ca.Issue(t, "server")
+	cfg, err := certs.ServerConfig(srv.CertFile, srv.KeyFile, ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusals := make(chan certs.Refusal, 10)
+	certs.VerifyClients(cfg, func(r certs.Refusal) { refusals <- r })
+	addr := serve(t, cfg)
+	expired := ca.IssueValid(t, "old", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	for _, c := range []struct {
+		name   string
+		certs  []tls.Certificate
+		reason string
+		msg    string
+	}{
+		{"good", []tls.Certificate{ca.Issue(t, "client").TLS}, "", ""},
+		{"none", nil, "no_client_cert", "presented no certificate"},
+		{"another CA's", []tls.Certificate{other.Issue(t, "stranger").TLS}, "client_cert_unknown_ca", `(subject "CN=stranger", issued by "CN=test CA") is signed by no CA`},
+		{"expired", []tls.Certificate{expired.TLS}, "client_cert_expired", `(subject "CN=old") expired at ` + expired.TLS.Leaf.NotAfter.UTC().Format(time.RFC3339)},
+	} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, Certificates: c.certs})
+		local := ""
+		if err == nil {
+			local = conn.LocalAddr().String()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = conn.Read(make([]byte, 1)) // TLS 1.3: the refusal arrives here; a good one reads EOF
+			conn.Close()
+		}
+		if c.reason == "" {
+			if err != nil && !strings.Contains(err.Error(), "EOF") {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			select {
+			case r := <-refusals:
+				t.Errorf("%s: refused %+v", c.name, r)
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: %v, want a refused certificate", c.name, err)
+		}
+		select {
+		case r := <-refusals:
+			if r.Reason != c.reason || !strings.Contains(r.Msg, c.msg) || r.Peer != local {
+				t.Errorf("%s: refusal %+v, want %s from %s with %q", c.name, r, c.reason, local, c.msg)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: no refusal told", c.name)
+		}
+	}
+}
