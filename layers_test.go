@@ -26,6 +26,7 @@ var layers = map[string]int{
 	"internal/secret":          0, // credentials kept out of messages
 	"internal/certs":           0, // TLS certificates that rotate, mutual TLS
 	"internal/health":          0, // /readyz: ready, and what is wrong with what
+	"internal/chdsn":           1, // ClickHouse DSNs: TLS and password parameters
 	"internal/certs/certstest": 1, // test CAs
 	"deploy":                   0, // checks of the deployable artefacts against the binaries
 

@@ -38,7 +38,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/internal/certs"
+	"github.com/stormradius/stormradius/internal/chdsn"
 	"github.com/stormradius/stormradius/internal/secret"
 	"github.com/stormradius/stormradius/store"
 	"github.com/stormradius/stormradius/store/internal/fence"
@@ -327,11 +327,11 @@ func (p dsnParams) clusterOf(cluster string) (string, error) {
 // parseDSN splits the store's own parameters (ttl, cluster) from clickhouse-go's.
 func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	var p dsnParams
-	u, err := url.Parse(dsn)
+	d, err := chdsn.Parse(dsn, "ttl", "cluster")
 	if err != nil {
-		return nil, p, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
+		return nil, p, fmt.Errorf("clickhouse: DSN: %w", err)
 	}
-	q := u.Query()
+	q := d.Own
 	if v := q.Get("ttl"); v != "" {
 		if p.ttl, err = time.ParseDuration(v); err != nil || p.ttl < 0 {
 			return nil, p, fmt.Errorf("clickhouse: DSN: ttl=%q: want a duration such as 168h", v)
@@ -340,29 +340,8 @@ func parseDSN(dsn string) (*ch.Options, dsnParams, error) {
 	if q.Has("cluster") && q.Get("cluster") == "" {
 		return nil, p, errors.New("clickhouse: DSN: cluster=: want the name of a cluster of the servers' remote_servers")
 	}
-	p.cluster = q.Get("cluster")
-	q.Del("ttl")
-	q.Del("cluster")
-	_, p.dsnPassword = u.User.Password()
-	tp := tlsParams{}
-	p.tls = tp
-	for _, k := range []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "password_file"} {
-		if v := q.Get(k); v != "" {
-			tp[k] = v
-		}
-		q.Del(k)
-	}
-	if (u.Scheme == "https" || tp.tlsOn()) && !q.Has("secure") {
-		q.Set("secure", "true") // clickhouse-go wants both
-	}
-	u.RawQuery = q.Encode()
-	o, err := ch.ParseDSN(u.String())
-	if err != nil {
-		return nil, p, fmt.Errorf("clickhouse: DSN: %w", errors.New(redact(err.Error(), dsn)))
-	}
-	if err := tp.apply(o); err != nil {
-		return nil, p, fmt.Errorf("clickhouse: DSN: %w", err)
-	}
+	p.cluster, p.tls, p.dsnPassword = q.Get("cluster"), d.TLS, d.UserPassword
+	o := d.Options
 	if o.Auth.Database == "" {
 		o.Auth.Database = "default"
 	}
@@ -767,31 +746,5 @@ func (v serverVersion) atLeast(o serverVersion) bool {
 
 func (v serverVersion) String() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }
 
-// tlsParams are the store's own DSN parameters for TLS with a private CA
-// or a client certificate, and for a password kept in a file.
-type tlsParams map[string]string
-
-func (tp tlsParams) tlsOn() bool {
-	return tp["tls_ca"] != "" || tp["tls_cert"] != "" || tp["tls_key"] != "" || tp["tls_server_name"] != ""
-}
-
-// apply sets o's TLS (any TLS parameter turns it on) and password.
-func (tp tlsParams) apply(o *ch.Options) error {
-	if f := tp["password_file"]; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("password_file: %w", err)
-		}
-		o.Auth.Password = strings.TrimRight(string(b), "\r\n")
-	}
-	if !tp.tlsOn() {
-		return nil
-	}
-	if o.TLS == nil {
-		o.TLS = &tls.Config{}
-	}
-	if err := certs.Client(o.TLS, tp["tls_ca"], tp["tls_cert"], tp["tls_key"], tp["tls_server_name"]); err != nil {
-		return fmt.Errorf("tls_ca, tls_cert, tls_key: %w", err)
-	}
-	return nil
-}
+// tlsParams are the DSN's TLS and password parameters (internal/chdsn).
+type tlsParams = chdsn.Params
