@@ -46,6 +46,7 @@ var layers = map[string]int{
 	"store/storetest":   6,
 	"ingest/otlp":       6, // receivers hand spans to the stream
 	"ingest/kafka":      6,
+	"ingest/chsource":   6, // the clickhouseexporter's table as a source
 	"query":             7, // the read side
 	"internal/storeurl": 7,
 	"internal/fixture":  7,

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
@@ -25,18 +28,12 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	to := fs.String("to", "", "count only traces whose start minute is before this")
 	tmp := fs.String("tmp", "", "directory of the spill files (default: the system's temporary directory)")
 	memory := fs.Int("memory-mib", defaultMemoryMiB, "memory (MiB) analyze aims to stay within, whatever the input's size: spans past what it leaves go to spill files (an input that fits never touches the disk)")
+	source := fs.String("source", "", "read spans from the OpenTelemetry Collector's clickhouseexporter table instead of files: "+
+		"clickhouse://host:9000/DB?table=otel_traces (the store's TLS and password_file parameters; the password also from "+SourcePasswordEnv+"); needs --from")
+	slack := fs.Duration("source-slack", time.Minute, "with --source: spans this much before --from and after --to are read too, so that traces crossing the range's ends are whole (traces longer than it are cut)")
 	limits := app.LimitFlags(fs)
 	sampling := app.SamplingFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
-		fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest or binary protobuf,")
-		fmt.Fprintln(stderr, "as the collector's file exporter writes them (format json or proto, compression")
-		fmt.Fprintln(stderr, "none or zstd), optionally gzip- or zstd-compressed as a whole; detected from the")
-		fmt.Fprintln(stderr, "content, not the name. '-' reads stdin.")
-		fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1. --from and --to take")
-		fmt.Fprintln(stderr, "times within "+timerange.RangeText+".")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { analyzeUsage(fs, stderr) }
 	files, err := parseArgs(fs, args)
 	if err != nil {
 		return exitUsage
@@ -49,7 +46,10 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "stormradius analyze: unknown --format %q (want json or table)\n", *format)
 		return exitUsage
 	}
-	if len(files) == 0 {
+	if msg := inputsWrong(*source, *from, files); msg != "" {
+		fmt.Fprintln(stderr, "stormradius analyze: "+msg)
+		return exitUsage
+	} else if *source == "" && len(files) == 0 {
 		fs.Usage()
 		return exitUsage
 	}
@@ -78,8 +78,13 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	defer limitMemory(*memory)()
 	var in *loaded
-	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) error {
-		in = readInputs(ctx, files, ingest.DecoderConfig{ClaimHeader: *claimHeader, SamplingConfig: sc}, stdin, stderr, emit)
+	dcfg := ingest.DecoderConfig{ClaimHeader: *claimHeader, SamplingConfig: sc}
+	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) (err error) {
+		if *source != "" {
+			in, err = readSource(ctx, *source, *slack, rng, dcfg, slog.New(slog.NewTextHandler(stderr, nil)), emit)
+			return err
+		}
+		in = readInputs(ctx, files, dcfg, stdin, stderr, emit)
 		return nil
 	}, offline.Config{Analysis: analysis.Config{Window: *window, Limits: lim}, Range: rng, TempDir: *tmp,
 		MemoryBudget: spanBudget(*memory)})
@@ -171,4 +176,29 @@ func capped(st offline.Stats, lim analysis.Limits) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+func analyzeUsage(fs *flag.FlagSet, stderr io.Writer) {
+	fmt.Fprintln(stderr, "usage: stormradius analyze [--format json|table] FILE... (flags may also follow the files)")
+	fmt.Fprintln(stderr, "       stormradius analyze --source clickhouse://HOST:9000/DB?table=otel_traces --from T [--to T]")
+	fmt.Fprintln(stderr, "\nFILE is OTLP trace data: JSON lines of ExportTraceServiceRequest or binary protobuf,")
+	fmt.Fprintln(stderr, "as the collector's file exporter writes them (format json or proto, compression")
+	fmt.Fprintln(stderr, "none or zstd), optionally gzip- or zstd-compressed as a whole; detected from the")
+	fmt.Fprintln(stderr, "content, not the name. '-' reads stdin. --source reads the table the collector's")
+	fmt.Fprintln(stderr, "clickhouseexporter writes instead (docs/operations.md, \"Already on ClickHouse?\").")
+	fmt.Fprintln(stderr, "Bad lines are reported and skipped; the exit status is then 1. --from and --to take")
+	fmt.Fprintln(stderr, "times within "+timerange.RangeText+".")
+	fs.PrintDefaults()
+}
+
+// inputsWrong says what is wrong with the inputs given, "" when nothing
+// is (or none is given: the usage says it).
+func inputsWrong(source, from string, files []string) string {
+	switch {
+	case source != "" && len(files) > 0:
+		return "--source reads a table: give no files with it"
+	case source != "" && from == "":
+		return "--source needs --from (and reads up to --to, default now): a table holds weeks of spans"
+	}
+	return ""
 }
