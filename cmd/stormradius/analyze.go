@@ -30,7 +30,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	memory := fs.Int("memory-mib", defaultMemoryMiB, "memory (MiB) analyze aims to stay within, whatever the input's size: spans past what it leaves go to spill files (an input that fits never touches the disk)")
 	source := fs.String("source", "", "read spans from the OpenTelemetry Collector's clickhouseexporter table instead of files: "+
 		"clickhouse://host:9000/DB?table=otel_traces (the store's TLS and password_file parameters; the password also from "+SourcePasswordEnv+"); needs --from")
-	slack := fs.Duration("source-slack", time.Minute, "with --source: spans this much before --from and after --to are read too, so that traces crossing the range's ends are whole (traces longer than it are cut)")
+	slack := fs.Duration("source-slack", time.Minute, "with --source: spans of the --window windows --from and --to touch are read (a trace's figures depend on its whole window), and this much before and after, so that traces crossing their ends are whole (traces longer than it are cut)")
 	limits := app.LimitFlags(fs)
 	sampling := app.SamplingFlags(fs)
 	fs.Usage = func() { analyzeUsage(fs, stderr) }
@@ -81,7 +81,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	dcfg := ingest.DecoderConfig{ClaimHeader: *claimHeader, SamplingConfig: sc}
 	doc, _, stats, err := offline.Analyze(ctx, func(emit func([]graph.Span) error) (err error) {
 		if *source != "" {
-			in, err = readSource(ctx, *source, *slack, rng, dcfg, slog.New(slog.NewTextHandler(stderr, nil)), emit)
+			in, err = readSource(ctx, *source, *window, *slack, rng, dcfg, slog.New(slog.NewTextHandler(stderr, nil)), emit)
 			return err
 		}
 		in = readInputs(ctx, files, dcfg, stdin, stderr, emit)

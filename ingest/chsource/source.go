@@ -269,7 +269,7 @@ func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decod
 			r.ParentID = graph.SpanID{}
 		}
 		r.Kind, r.StatusError = ingest.KindOfName(kind), ingest.StatusErrorOfName(status)
-		r.Start, r.End = start, start+max(duration, 0)
+		r.Start, r.End = start, start+duration // an end before the start wraps UInt64 Duration: as OTLP had it
 		r.AttrKeys, r.AttrValues = pairs(attrs, r.AttrKeys[:0], r.AttrValues[:0])
 		r.ResKeys, r.ResValues = pairs(res, r.ResKeys[:0], r.ResValues[:0])
 		batch = dec.AppendRow(batch, &r)
