@@ -85,6 +85,19 @@ type Routing interface {
 	PartitionName() string
 }
 
+// SourcePositions keeps how far a partition read an outside source — the time
+// up to which a source table's rows were read and their spans stored
+// (ingest/chsource): written once what was read is stored, read at start
+// to resume. Every store view (the default partition's too) implements it.
+type SourcePositions interface {
+	// SourcePosition returns the partition's position, and false when
+	// it has none yet.
+	SourcePosition(ctx context.Context) (int64, bool, error)
+	// SetSourcePosition stores the partition's position (under its
+	// lease).
+	SetSourcePosition(ctx context.Context, v int64) error
+}
+
 // MaxPartitionName bounds a partition's name.
 const MaxPartitionName = 300 // a Kafka topic name is at most 249 bytes
 

@@ -408,10 +408,11 @@ func (s *Store) serverVersion(ctx context.Context) (serverVersion, error) {
 
 // Meta keys.
 const (
-	metaWindow    = "window_ns"
-	metaWatermark = "watermark"
-	metaFloor     = "retention_floor"
-	metaTTL       = "ttl_ns"
+	metaWindow         = "window_ns"
+	metaWatermark      = "watermark"
+	metaSourcePosition = "source_position" // a source table read up to here (store.Positions)
+	metaFloor          = "retention_floor"
+	metaTTL            = "ttl_ns"
 )
 
 // putMeta sets meta keys.

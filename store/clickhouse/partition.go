@@ -156,3 +156,23 @@ func (s *Store) SharedTraces(ctx context.Context, ids []graph.TraceID) (map[grap
 
 // PartitionName is the view's partition (store.Routing).
 func (s *Store) PartitionName() string { return s.name }
+
+// SourcePosition returns the partition's source position (store.SourcePositions).
+func (s *Store) SourcePosition(ctx context.Context) (int64, bool, error) {
+	if err := s.checkOpen("read source position"); err != nil {
+		return 0, false, err
+	}
+	var n uint64
+	var v int64
+	err := s.queryRow(ctx, "read source position", `SELECT count(), argMax(value, version) FROM meta WHERE key = `+
+		quote(s.ownKey(metaSourcePosition)), &n, &v)
+	return v, n > 0, err
+}
+
+// SetSourcePosition stores the partition's source position (store.SourcePositions).
+func (s *Store) SetSourcePosition(ctx context.Context, v int64) error {
+	if err := s.checkWrite("put source position"); err != nil {
+		return err
+	}
+	return s.putMeta(ctx, map[string]int64{s.ownKey(metaSourcePosition): v})
+}

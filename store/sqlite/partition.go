@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,3 +162,36 @@ func (s *Store) SharedTraces(ctx context.Context, ids []graph.TraceID) (map[grap
 
 // PartitionName is the view's partition (store.Routing).
 func (s *Store) PartitionName() string { return s.part }
+
+// positionKey is the meta key of the partition's source position.
+func (s *Store) positionKey() string {
+	if s.part == "" {
+		return "source_position"
+	}
+	return "source_position/" + s.part
+}
+
+// SourcePosition returns the partition's source position (store.SourcePositions).
+func (s *Store) SourcePosition(ctx context.Context) (int64, bool, error) {
+	var v int64
+	err := s.resR.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, s.positionKey()).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, unavailable(ctx, "read source position", err)
+	}
+	return v, true, nil
+}
+
+// SetSourcePosition stores the partition's source position (store.SourcePositions).
+func (s *Store) SetSourcePosition(ctx context.Context, v int64) error {
+	if err := s.fence("put source position"); err != nil {
+		return err
+	}
+	if _, err := s.resW.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, s.positionKey(), v); err != nil {
+		return unavailable(ctx, "put source position", err)
+	}
+	return nil
+}

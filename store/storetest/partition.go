@@ -66,6 +66,7 @@ func testPartitions(t *testing.T, open Opener) {
 
 	checkPartitionedReport(t, s, c)
 	checkSharedTraces(t, views, c, owner)
+	checkSourcePositions(t, views)
 
 	// PeerWindows: p1 and the default stored window w now; p2 sees it,
 	// looking back a minute, and not from a minute ahead.
@@ -144,6 +145,39 @@ func checkSharedTraces(t *testing.T, views []store.PartitionStore, c *Corpus, ow
 	}
 	if m := shared(0); len(m) != 0 {
 		t.Errorf("default partition: shared traces %v, want none", m)
+	}
+}
+
+// checkSourcePositions checks store.SourcePositions: none at first; each
+// partition's its own; the last set is what is read; negative and zero
+// positions are positions.
+func checkSourcePositions(t *testing.T, views []store.PartitionStore) {
+	t.Helper()
+	x := ctx(t)
+	pos := func(k int) store.SourcePositions {
+		p, ok := views[k].(store.SourcePositions)
+		if !ok {
+			t.Fatalf("partition %q: no store.SourcePositions", partitionNames[k])
+		}
+		return p
+	}
+	for k := range views {
+		if v, ok, err := pos(k).SourcePosition(x); err != nil || ok {
+			t.Fatalf("partition %q: position %d %v %v before any was set", partitionNames[k], v, ok, err)
+		}
+	}
+	set := [][]int64{{5, 0}, {-7}, {1_700_000_000_123_456_789, 1_700_000_000_223_456_789}}
+	for k, vs := range set {
+		for _, v := range vs {
+			if err := pos(k).SetSourcePosition(x, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k, vs := range set {
+		if v, ok, err := pos(k).SourcePosition(x); err != nil || !ok || v != vs[len(vs)-1] {
+			t.Errorf("partition %q: position %d %v %v, want %d", partitionNames[k], v, ok, err, vs[len(vs)-1])
+		}
 	}
 }
 
