@@ -237,8 +237,18 @@ const batchRows = 4096
 // time range is pushed down to the table's partitions; only the columns
 // and attributes dec reads are fetched.
 func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decoder, emit func([]graph.Span) error) (Stats, error) {
+	return s.read(ctx, from, to, 0, 1, dec, emit)
+}
+
+// read is Read of the traces of shard of shards (shards ≤ 1: every trace).
+func (s *Source) read(ctx context.Context, from, to time.Time, shard, shards int, dec *ingest.Decoder,
+	emit func([]graph.Span) error) (Stats, error) {
 	var st Stats
 	q, args := s.query(dec.RowAttributes(), from, to)
+	if shards > 1 {
+		q += " AND cityHash64(TraceId) % ? = ?"
+		args = append(args, uint64(shards), uint64(shard))
+	}
 	rows, err := s.conn.Query(ctx, q, args...)
 	if err != nil {
 		return st, fmt.Errorf("source: %s: %w", s.Name(), err)
