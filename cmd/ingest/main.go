@@ -77,8 +77,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
 	}
-	if cfg.OTLP.DisableGRPC && cfg.OTLP.DisableHTTP && len(cfg.Kafka.Brokers) == 0 {
-		fmt.Fprintln(stderr, "ingest: nothing to ingest: the OTLP receivers are off (--otlp-grpc off --otlp-http off) and no --kafka-brokers")
+	if cfg.OTLP.DisableGRPC && cfg.OTLP.DisableHTTP && len(cfg.Kafka.Brokers) == 0 && cfg.Source.DSN == "" {
+		fmt.Fprintln(stderr, "ingest: nothing to ingest: the OTLP receivers are off (--otlp-grpc off --otlp-http off), and no --kafka-brokers nor --source")
 		return 2
 	}
 	if cfg.Store.URL == "" {

@@ -33,7 +33,8 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		"lease-timeout log-format log-level max-apis max-body-bytes max-inflight-requests max-inflight-spans max-operations " +
 		"max-services max-trace-age max-versions min-body-rate " +
 		"otlp-grpc otlp-http otlp-sampling-probability otlp-tls-client-ca partition retention " +
-		"sampling-adjusted-count-attribute sampling-probability sampling-service-probability store tls-cert tls-key trace-idle window"
+		"sampling-adjusted-count-attribute sampling-probability sampling-service-probability source source-lag source-poll source-shard source-start " +
+		"store tls-cert tls-key trace-idle window"
 	if strings.Join(flags, " ") != want {
 		t.Errorf("ingest lists the flags\n %s\nwant\n %s", strings.Join(flags, " "), want)
 	}

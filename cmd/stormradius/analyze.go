@@ -14,6 +14,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/query/timerange"
@@ -29,7 +30,7 @@ func runAnalyze(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	tmp := fs.String("tmp", "", "directory of the spill files (default: the system's temporary directory)")
 	memory := fs.Int("memory-mib", defaultMemoryMiB, "memory (MiB) analyze aims to stay within, whatever the input's size: spans past what it leaves go to spill files (an input that fits never touches the disk)")
 	source := fs.String("source", "", "read spans from the OpenTelemetry Collector's clickhouseexporter table instead of files: "+
-		"clickhouse://host:9000/DB?table=otel_traces (the store's TLS and password_file parameters; the password also from "+SourcePasswordEnv+"); needs --from")
+		"clickhouse://host:9000/DB?table=otel_traces (the store's TLS and password_file parameters; the password also from "+chsource.PasswordEnv+"); needs --from")
 	slack := fs.Duration("source-slack", time.Minute, "with --source: spans of the --window windows --from and --to touch are read (a trace's figures depend on its whole window), and this much before and after, so that traces crossing their ends are whole (traces longer than it are cut)")
 	limits := app.LimitFlags(fs)
 	sampling := app.SamplingFlags(fs)

@@ -15,10 +15,6 @@ import (
 	"github.com/stormradius/stormradius/store"
 )
 
-// SourcePasswordEnv holds the source's ClickHouse password when its DSN
-// has none (nor a password_file): never a flag.
-const SourcePasswordEnv = "STORMRADIUS_SOURCE_PASSWORD"
-
 // errNoSpans: the source's range held no span.
 var errNoSpans = errors.New("no spans")
 
@@ -30,7 +26,7 @@ var errNoSpans = errors.New("no spans")
 // with them.
 func readSource(ctx context.Context, dsn string, window, slack time.Duration, rng store.Query, cfg ingest.DecoderConfig,
 	log *slog.Logger, emit func([]graph.Span) error) (*loaded, error) {
-	src, err := chsource.Open(ctx, dsn, os.Getenv(SourcePasswordEnv), log)
+	src, err := chsource.Open(ctx, dsn, os.Getenv(chsource.PasswordEnv), log)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,10 @@ import (
 // DefaultTable is the exporter's default table name.
 const DefaultTable = "otel_traces"
 
+// PasswordEnv holds the source's ClickHouse password when its DSN has
+// none (nor a password_file): never a flag.
+const PasswordEnv = "STORMRADIUS_SOURCE_PASSWORD"
+
 // ErrTable wraps every error that says the table cannot be read as
 // spans: missing, not a traces table, a column missing or of a type the
 // source cannot read.

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/health"
@@ -53,6 +55,10 @@ type Config struct {
 	// consumer group then share the topic. Traces must be partitioned by
 	// trace id (the kafka exporter's partition_traces_by_id).
 	KafkaPartitioned bool
+	// Source, when its DSN is set, follows a table of spans (the
+	// collector's clickhouseexporter's) into a partition of its own (a
+	// partitioned store is needed).
+	Source SourceConfig
 	// Partition, when set, makes this instance the analyser of one named
 	// partition of a partitioned store (store.Partitioned): what its OTLP
 	// receivers get. Several instances, each with its own partition,
@@ -124,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	tctx, stopTasks := context.WithCancel(context.Background())
 	defer stopTasks()
 	svc := &service{log: log, reg: reg, stopPipeline: func() {}, stopTasks: stopTasks,
-		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1),
+		perr: make(chan error, 1), httpErr: make(chan error, 1), kafkaErr: make(chan error, 1), sourceErr: make(chan error, 1),
 		partLost: make(chan error, 1)}
 	split := &splitWatch{log: log, health: &svc.health}
 	conn.attach(&svc.health)
@@ -132,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	var leaseLost <-chan error
 	if plan.main == nil {
 		svc.perr = nil // no pipeline of its own: only Kafka partitions
-		log.Info("analysing only the Kafka partitions the consumer group assigns to this instance (no OTLP receiver)")
+		log.Info("analysing only the partitions of Kafka or the source table (no OTLP receiver)")
 		svc.tasks.Go(func() { pipeline.Maintain(tctx, st, cfg.Pipeline.Retention, time.Now, log) })
 	} else {
 		if plan.view != nil {
@@ -173,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return svc.shutdown(err)
 		}
 	}
-	if plan.kafkaParts {
+	if plan.kafkaParts || plan.source {
 		pcfg.Registerer = reg
 		svc.parts = &partitions{st: plan.store, cfg: pcfg, ttl: ttl, log: log, lost: svc.partLost, split: split}
 	}
@@ -212,6 +218,8 @@ type plan struct {
 	partitioned bool
 	// kafkaParts: the Kafka consumer analyses each partition on its own.
 	kafkaParts bool
+	// source: a source table is followed, into a partition of its own.
+	source bool
 	// main is what the OTLP receivers' pipeline analyses (the store, or
 	// the view of Partition); nil when there is none (only Kafka).
 	main store.Store
@@ -228,10 +236,15 @@ func planOf(cfg Config, st store.Store) (plan, error) {
 		pl.store = ps
 	}
 	pl.kafkaParts = len(cfg.Kafka.Brokers) > 0 && cfg.KafkaPartitioned
+	pl.source = cfg.Source.DSN != ""
 	otlpOn := !cfg.OTLP.DisableGRPC || !cfg.OTLP.DisableHTTP
+	// Nothing else feeds a pipeline of the store's own.
+	partsOnly := !otlpOn && (pl.kafkaParts || pl.source) && (len(cfg.Kafka.Brokers) == 0 || pl.kafkaParts)
 	switch {
 	case pl.kafkaParts && !ok:
 		return pl, fmt.Errorf("--kafka-partitioned: the store (%T) cannot be analysed in partitions", st)
+	case pl.source && !ok:
+		return pl, fmt.Errorf("--source: the store (%T) cannot be analysed in partitions", st)
 	case cfg.Partition != "" && !ok:
 		return pl, fmt.Errorf("--partition %q: the store (%T) cannot be analysed in partitions", cfg.Partition, st)
 	case cfg.Partition != "":
@@ -243,13 +256,13 @@ func planOf(cfg Config, st store.Store) (plan, error) {
 			return pl, err
 		}
 		pl.main, pl.view = view, view
-	case pl.kafkaParts && !otlpOn:
-		// Only Kafka partitions.
+	case partsOnly:
+		// Only Kafka partitions, or the source's.
 	default:
 		pl.main = st
 	}
-	pl.partitioned = pl.kafkaParts || cfg.Partition != ""
-	pl.labelled = pl.kafkaParts && pl.main != nil
+	pl.partitioned = pl.kafkaParts || pl.source || cfg.Partition != ""
+	pl.labelled = (pl.kafkaParts || pl.source) && pl.main != nil
 	return pl, nil
 }
 
@@ -285,7 +298,7 @@ type service struct {
 	// How each part ends: the pipeline (read once more by shutdown; nil
 	// without one), the HTTP server, the Kafka consumer, a Kafka
 	// partition's lease.
-	perr, httpErr, kafkaErr, partLost chan error
+	perr, httpErr, kafkaErr, sourceErr, partLost chan error
 }
 
 // start starts, around the running pipeline p (nil: only Kafka
@@ -330,6 +343,11 @@ func (s *service) start(ctx, tctx context.Context, cfg Config, p *pipeline.Pipel
 		}
 		s.tasks.Go(func() { s.kafkaErr <- kr.Run(tctx) })
 	}
+	if cfg.Source.DSN != "" {
+		if err := s.startSource(ctx, tctx, cfg.Source); err != nil {
+			return addrs, err
+		}
+	}
 	if cfg.Web != nil {
 		s.tasks.Go(func() { watchIncidents(tctx, &query.Service{Store: st, Config: acfg}, s.log) })
 	}
@@ -346,6 +364,8 @@ func (s *service) wait(ctx context.Context, leaseLost <-chan error) error {
 		return fmt.Errorf("http: %w", err)
 	case err := <-s.kafkaErr:
 		return fmt.Errorf("kafka: %w", err)
+	case err := <-s.sourceErr:
+		return err
 	case err := <-s.perr:
 		s.perr <- err // read again by shutdown
 		return fmt.Errorf("pipeline stopped: %w", err)
@@ -538,4 +558,42 @@ func RunAPI(ctx context.Context, cfg APIConfig) (err error) {
 	ready.SetReady(false)
 	srv.shutdown()
 	return err
+}
+
+// SourceConfig is a source table followed (ingest/chsource): none when DSN
+// is empty.
+type SourceConfig struct {
+	DSN    string
+	Follow chsource.FollowConfig
+}
+
+// startSource opens the source table and its partition (under the
+// partition's lease), and follows the table on tctx into the partition's
+// pipeline; when tctx ends, the pipeline analyses what it holds and the
+// partition is closed.
+func (s *service) startSource(ctx, tctx context.Context, sc SourceConfig) error {
+	src, err := chsource.Open(ctx, sc.DSN, os.Getenv(chsource.PasswordEnv), s.log)
+	if err != nil {
+		return err
+	}
+	name := src.PartitionName(sc.Follow.Shard, sc.Follow.Shards)
+	run, err := s.parts.open(ctx, name)
+	if err != nil {
+		src.Close()
+		return fmt.Errorf("source %s: %w", src.Name(), err)
+	}
+	fcfg := sc.Follow
+	fcfg.Logger, fcfg.Registerer, fcfg.Health = s.log.With("partition", name), s.reg, &s.health
+	pos, ok := run.view.(store.SourcePositions)
+	if !ok {
+		src.Close()
+		return errors.Join(fmt.Errorf("source: the store (%T) keeps no source position", run.view), run.Close(false))
+	}
+	s.tasks.Go(func() {
+		err := src.Follow(tctx, fcfg, pos, run.Consume)
+		if err = errors.Join(err, run.Close(true), src.Close()); err != nil {
+			s.sourceErr <- fmt.Errorf("source %s: %w", src.Name(), err)
+		}
+	})
+	return nil
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/certs"
 	"github.com/stormradius/stormradius/pipeline"
+	"github.com/stormradius/stormradius/query/timerange"
 	"github.com/stormradius/stormradius/web"
 )
 
@@ -58,6 +60,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 	claimHeader := fs.String("claim-header", "x-error-claim", "header (and gRPC metadata key) that carries the error claim")
 	sampling := inputSamplingFlags(fs)
 	kafkaCfg := kafkaFlags(fs, role)
+	sourceCfg := sourceFlags(fs)
 	partition := fs.String("partition", "", "analyse one named partition of the store (letters, digits, ._-/:): "+
 		"several instances share a store when each has its own and every trace reaches one of them (a collector's loadbalancing exporter routing by trace id; docs/ARCHITECTURE.md \"Scaling out\")")
 	idle := fs.Duration("trace-idle", 5*time.Second, "analyse a trace once no span of it arrived for this long")
@@ -83,7 +86,7 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			errs = append(errs, err)
 		}
 		c.OTLP.ClaimHeader = *claimHeader
-		otlpSampling, kafkaSampling, err := sampling()
+		otlpSampling, kafkaSampling, baseSampling, err := sampling()
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -95,6 +98,9 @@ func Flags(fs *flag.FlagSet, role Role) func() (Config, error) {
 			errs = append(errs, err)
 		}
 		if c.Kafka, c.KafkaPartitioned, err = kafkaCfg(*claimHeader, kafkaSampling); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Source, err = sourceCfg(*claimHeader, baseSampling); err != nil {
 			errs = append(errs, err)
 		}
 		if *idle <= 0 || *maxAge <= 0 || *inflight <= 0 {
@@ -399,4 +405,43 @@ func daysFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *t
 	d := def
 	fs.Var(days{&d}, name, usage)
 	return &d
+}
+
+// sourceFlags registers the source table's flags on fs and returns what
+// reads its configuration (none without --source).
+func sourceFlags(fs *flag.FlagSet) func(claimHeader string, sampling ingest.SamplingConfig) (SourceConfig, error) {
+	dsn := fs.String("source", "", "follow the OpenTelemetry Collector's clickhouseexporter table: clickhouse://host:9000/DB?table=otel_traces "+
+		"(the store's TLS and password_file parameters; the password also from "+chsource.PasswordEnv+"; docs/operations.md \"Already on ClickHouse?\")")
+	lag := fs.Duration("source-lag", chsource.DefaultLag, "with --source: rows whose span started longer ago than this are taken to be all inserted (cover span durations and the collector's queue)")
+	poll := fs.Duration("source-poll", chsource.DefaultPoll, "with --source: how often the table is read")
+	start := fs.String("source-start", "", "with --source: where to start when nothing was read yet (RFC 3339, unix seconds or now-DURATION; default now minus --source-lag: new rows only)")
+	shard := fs.String("source-shard", "", "with --source: K/N reads the traces whose cityHash64(TraceId) % N is K, so that N instances share the table (default: every trace)")
+	return func(claimHeader string, sampling ingest.SamplingConfig) (SourceConfig, error) {
+		c := SourceConfig{DSN: *dsn}
+		if c.DSN == "" {
+			return c, nil
+		}
+		c.Follow = chsource.FollowConfig{Lag: *lag, Poll: *poll, Decoder: ingest.DecoderConfig{ClaimHeader: claimHeader, SamplingConfig: sampling}}
+		var errs []error
+		if *lag <= 0 || *poll <= 0 {
+			errs = append(errs, errors.New("--source-lag and --source-poll must be positive"))
+		}
+		if *start != "" {
+			t, err := timerange.Parse(*start, time.Now())
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--source-start: %w", err))
+			}
+			c.Follow.Start = time.Unix(0, t)
+		}
+		if *shard != "" {
+			k, n, ok := strings.Cut(*shard, "/")
+			var err1, err2 error
+			c.Follow.Shard, err1 = strconv.Atoi(k)
+			c.Follow.Shards, err2 = strconv.Atoi(n)
+			if !ok || err1 != nil || err2 != nil || c.Follow.Shards < 1 || c.Follow.Shard < 0 || c.Follow.Shard >= c.Follow.Shards {
+				errs = append(errs, fmt.Errorf("--source-shard %q: want K/N with 0 <= K < N", *shard))
+			}
+		}
+		return c, errors.Join(errs...)
+	}
 }

@@ -59,15 +59,15 @@ func checkProbabilityFlag(name string, p float64) error {
 // --kafka-sampling-probability, which override --sampling-probability
 // for their input when given. The function returned gives each input's
 // ingest.SamplingConfig, or the errors naming the flags that are wrong.
-func inputSamplingFlags(fs *flag.FlagSet) func() (otlp, kafka ingest.SamplingConfig, err error) {
+func inputSamplingFlags(fs *flag.FlagSet) func() (otlp, kafka, base ingest.SamplingConfig, err error) {
 	sampling := SamplingFlags(fs)
 	otlpP := fs.Float64("otlp-sampling-probability", 0, "--sampling-probability for the spans received over OTLP, when given (0: none)")
 	kafkaP := fs.Float64("kafka-sampling-probability", 0, "--sampling-probability for the spans read from Kafka, when given (0: none)")
-	return func() (ingest.SamplingConfig, ingest.SamplingConfig, error) {
+	return func() (ingest.SamplingConfig, ingest.SamplingConfig, ingest.SamplingConfig, error) {
 		c, err := sampling()
 		otlp, oerr := inputSampling(fs, c, "otlp-sampling-probability", *otlpP)
 		kafka, kerr := inputSampling(fs, c, "kafka-sampling-probability", *kafkaP)
-		return otlp, kafka, errors.Join(err, oerr, kerr)
+		return otlp, kafka, c, errors.Join(err, oerr, kerr)
 	}
 }
 
