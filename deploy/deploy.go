@@ -266,11 +266,13 @@ func (c *Command) Value(args, env map[string]string, name string) string {
 
 // EnvSecrets are the STORMRADIUS_* variables that set no flag: the
 // passwords that have no flag at all, so that they never reach a command
-// line (internal/app.KafkaPasswordEnv, internal/storeurl.PasswordEnv), each
-// with the flag of the commands that read it.
+// line (internal/app.KafkaPasswordEnv, internal/storeurl.PasswordEnv,
+// ingest/chsource.PasswordEnv), each with the flag of the commands that
+// read it.
 var EnvSecrets = map[string]string{
 	"STORMRADIUS_KAFKA_SASL_PASSWORD": "kafka-sasl-mechanism",
 	"STORMRADIUS_CLICKHOUSE_PASSWORD": "store",
+	"STORMRADIUS_SOURCE_PASSWORD":     "source",
 }
 
 // SecretFlag reports whether a flag's value is itself a secret — a token

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
 )
@@ -19,13 +20,13 @@ import (
 // EnvSecrets names the variables internal/app and internal/storeurl read
 // their passwords from.
 func TestEnvSecretsAreTheCodes(t *testing.T) {
-	for _, name := range []string{app.KafkaPasswordEnv, storeurl.PasswordEnv} {
+	for _, name := range []string{app.KafkaPasswordEnv, storeurl.PasswordEnv, chsource.PasswordEnv} {
 		if _, ok := EnvSecrets[name]; !ok {
 			t.Errorf("EnvSecrets lacks %s, a password variable the code reads", name)
 		}
 	}
-	if len(EnvSecrets) != 2 {
-		t.Errorf("EnvSecrets has %d variables, the code reads 2", len(EnvSecrets))
+	if len(EnvSecrets) != 3 {
+		t.Errorf("EnvSecrets has %d variables, the code reads 3", len(EnvSecrets))
 	}
 }
 
