@@ -91,10 +91,21 @@ type follower struct {
 	at      time.Time // the position
 	failing string    // the failure said, "" when none
 	m       followMetrics
+	// read are the steps read in this run, to be counted again once
+	// another lag has passed: rows inserted since were late.
+	read     []step
+	lateSaid bool
+}
+
+// step is a range of the table read, when (by the follower's clock), and
+// how many rows it held then.
+type step struct {
+	from, to, readAt time.Time
+	rows             int64
 }
 
 type followMetrics struct {
-	rows, spans, bad, errors prometheus.Counter
+	rows, spans, bad, errors, late prometheus.Counter
 }
 
 func (s *Source) newFollower(ctx context.Context, cfg FollowConfig, pos store.SourcePositions,
@@ -131,6 +142,8 @@ func (s *Source) newFollower(ctx context.Context, cfg FollowConfig, pos store.So
 		spans:  counter("stormradius_source_spans_total", "Spans read from the source table and handed to the pipeline."),
 		bad:    counter("stormradius_source_bad_rows_total", "Source rows skipped: a trace or span id that is not hex of its length."),
 		errors: counter("stormradius_source_read_errors_total", "Reads of the source table that failed (retried with backoff)."),
+		late: counter("stormradius_source_late_rows_total", "Rows inserted into the source table after the position passed them "+
+			"(later than --source-lag after their span started): not read. Counted by counting each range read again once another lag has passed."),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stormradius_source_position_seconds",
@@ -177,8 +190,12 @@ func (f *follower) run(ctx context.Context) error {
 	}
 }
 
-// catchUp reads, step by step, up to now − Lag.
+// catchUp reads, step by step, up to now − Lag, and counts the steps
+// read a lag ago again.
 func (f *follower) catchUp(ctx context.Context) error {
+	if err := f.countLate(ctx); err != nil {
+		return err
+	}
 	for {
 		end := f.cfg.Now().Add(-f.cfg.Lag)
 		if !f.at.Before(end) {
@@ -200,8 +217,41 @@ func (f *follower) catchUp(ctx context.Context) error {
 		if err := f.pos.SetSourcePosition(ctx, to.UnixNano()); err != nil {
 			return fmt.Errorf("storing the position: %w", err)
 		}
+		f.read = append(f.read, step{from: f.at, to: to, readAt: f.cfg.Now(), rows: st.Rows})
 		f.at = to
 	}
+}
+
+// maxRecount bounds the steps kept to be counted again (a backlog read in
+// one go is counted again in its last steps only).
+const maxRecount = 64
+
+// countLate counts again the steps read at least a lag ago: rows they
+// hold now that they did not were inserted later than the lag, and are
+// not read (a row inserted later still is not counted). Said once in the
+// log (with the fix), counted always.
+func (f *follower) countLate(ctx context.Context) error {
+	if len(f.read) > maxRecount {
+		f.read = f.read[len(f.read)-maxRecount:]
+	}
+	due := f.cfg.Now().Add(-f.cfg.Lag)
+	for len(f.read) > 0 && !f.read[0].readAt.After(due) {
+		s := f.read[0]
+		n, err := f.s.count(ctx, s.from, s.to, f.cfg.Shard, f.cfg.Shards)
+		if err != nil {
+			return err
+		}
+		if late := n - s.rows; late > 0 {
+			f.m.late.Add(float64(late))
+			if !f.lateSaid {
+				f.lateSaid = true
+				f.cfg.Logger.Warn("source: rows arrived later than --source-lag behind the position and were not read: raise --source-lag",
+					"table", f.s.Name(), "late_rows", late, "from", s.from.UTC(), "to", s.to.UTC(), "lag", f.cfg.Lag)
+			}
+		}
+		f.read = f.read[1:]
+	}
+	return nil
 }
 
 // store hands spans to consume, waiting out its backpressure.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/ingest/chsource/oteltable"
 	"github.com/stormradius/stormradius/internal/storeurl"
@@ -184,4 +185,102 @@ func countFrom(td ptrace.Traces, t time.Time) int {
 		}
 	}
 	return n
+}
+
+// memPositions is a store.SourcePositions in memory.
+type memPositions struct {
+	v  atomic.Int64
+	ok atomic.Bool
+}
+
+func (m *memPositions) SourcePosition(context.Context) (int64, bool, error) {
+	return m.v.Load(), m.ok.Load(), nil
+}
+func (m *memPositions) SetSourcePosition(_ context.Context, v int64) error {
+	m.v.Store(v)
+	m.ok.Store(true)
+	return nil
+}
+
+// Rows inserted after the position passed them (later than the lag) are
+// not read, and are counted: each range read is counted again once
+// another lag has passed. Rows read in time are not counted as late.
+func TestLateRowsCounted(t *testing.T) {
+	tds := exports(t) // 9:50 to 10:00
+	conn, db, dsn := server(t)
+	ctx := context.Background()
+	if err := oteltable.Create(ctx, conn, db, "otel_traces", oteltable.V0165); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Date(2026, 3, 1, 9, 55, 0, 0, time.UTC)
+	var late []ptrace.Traces
+	lateRows := 0
+	for _, td := range tds {
+		// The spans of traces whose id ends in 0..3 before the cut come late.
+		a, b := split(td, func(s ptrace.Span) bool { return s.TraceID()[15]%4 > 0 || !s.StartTimestamp().AsTime().Before(cut) })
+		if err := oteltable.Insert(ctx, conn, db, "otel_traces", oteltable.V0165, a); err != nil {
+			t.Fatal(err)
+		}
+		late, lateRows = append(late, b), lateRows+b.SpanCount()
+	}
+	if lateRows == 0 {
+		t.Fatal("nothing comes late")
+	}
+	src, err := chsource.Open(ctx, dsn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 3, 1, 10, 10, 0, 0, time.UTC).UnixNano()) // reads everything up to 10:08
+	reg := prometheus.NewRegistry()
+	var spans atomic.Int64
+	pos := &memPositions{}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- src.Follow(fctx, chsource.FollowConfig{Lag: 2 * time.Minute, Poll: 10 * time.Millisecond, Registerer: reg,
+			Start: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC), Now: func() time.Time { return time.Unix(0, now.Load()) }},
+			pos, func(_ context.Context, s []graph.Span) error { spans.Add(int64(len(s))); return nil })
+	}()
+	counter := func(name string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: late %v, spans %d, position %s", what, counter("stormradius_source_late_rows_total"), spans.Load(),
+					time.Unix(0, pos.v.Load()).UTC())
+			}
+		}
+	}
+	waitFor("the first read", func() bool { return pos.v.Load() >= time.Date(2026, 3, 1, 10, 8, 0, 0, time.UTC).UnixNano() })
+	for _, td := range late {
+		if err := oteltable.Insert(ctx, conn, db, "otel_traces", oteltable.V0165, td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter("stormradius_source_late_rows_total"); got != 0 {
+		t.Fatalf("%v rows counted late before they came", got)
+	}
+	now.Store(time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC).UnixNano()) // every step read is two lags old
+	waitFor("the late rows counted", func() bool { return counter("stormradius_source_late_rows_total") == float64(lateRows) })
+	total := 0
+	for _, td := range tds {
+		total += td.SpanCount()
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := spans.Load(); got != int64(total-lateRows) {
+		t.Errorf("%d spans read, want the %d that came in time", got, total-lateRows)
+	}
 }

@@ -383,3 +383,20 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// count returns how many rows of shard of shards (shards ≤ 1: every
+// trace) the table holds with a Timestamp in [from, to).
+func (s *Source) count(ctx context.Context, from, to time.Time, shard, shards int) (int64, error) {
+	q := "SELECT count() FROM " + s.db + "." + s.table +
+		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(?)) AND Timestamp < fromUnixTimestamp64Nano(toInt64(?))"
+	args := []any{from.UnixNano(), to.UnixNano()}
+	if shards > 1 {
+		q += " AND cityHash64(TraceId) % ? = ?"
+		args = append(args, uint64(shards), uint64(shard))
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("source: %s: counting its rows: %w", s.Name(), err)
+	}
+	return int64(n), nil
+}
