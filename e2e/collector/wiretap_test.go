@@ -22,22 +22,31 @@ import (
 // exporter really compressed as configured, so that a compression the
 // config failed to apply cannot pass as tested.
 type wiretap struct {
-	addr  string
-	h2    bool
-	mu    sync.Mutex
-	seen  map[string]int // requests per declared encoding ("" for none)
-	fault error
+	addr string
+	h2   bool
+	// inspect, when set, is given each HTTP/1.1 request, its body unread
+	// (what it leaves is discarded).
+	inspect func(*http.Request)
+	mu      sync.Mutex
+	seen    map[string]int // requests per declared encoding ("" for none)
+	fault   error
 }
 
 // startWiretap relays a new loopback port to target; h2 reads HTTP/2
 // (prior knowledge, as gRPC without TLS speaks it), else HTTP/1.1.
 func startWiretap(t *testing.T, target string, h2 bool) *wiretap {
 	t.Helper()
+	return startTap(t, target, h2, nil)
+}
+
+// startTap is startWiretap with inspect given each HTTP/1.1 request.
+func startTap(t *testing.T, target string, h2 bool, inspect func(*http.Request)) *wiretap {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wiretap{addr: l.Addr().String(), h2: h2, seen: map[string]int{}}
+	w := &wiretap{addr: l.Addr().String(), h2: h2, inspect: inspect, seen: map[string]int{}}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -90,6 +99,9 @@ func (w *wiretap) read(r io.Reader) {
 				return
 			}
 			w.saw(req.Header.Get("Content-Encoding"))
+			if w.inspect != nil {
+				w.inspect(req)
+			}
 			io.Copy(io.Discard, req.Body)
 			req.Body.Close()
 		}
@@ -158,6 +170,6 @@ func (w *wiretap) check(t *testing.T, comp string) {
 	}
 	sort.Strings(got)
 	if len(w.seen) != 1 || w.seen[want] == 0 {
-		t.Errorf("requests to stormradius declared encodings %v, want %q only", got, want)
+		t.Errorf("requests through the wiretap declared encodings %v, want %q only", got, want)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/ch-go/compress"
 )
 
 // server answers ClickHouse's HTTP interface
@@ -38,16 +40,24 @@ import (
 //     NAME_structure, NAME_types, NAME_format, the query in the URL or
 //     a form field);
 //   - request bodies compressed with gzip or deflate (Content-Encoding);
+//   - ClickHouse's own block compression (its native protocol's, checksum
+//     and all): of the request body with decompress=1 (any method a
+//     server reads: LZ4, LZ4HC, ZSTD, none) and of the response with
+//     compress=1 (network_compression_method: LZ4, the default, LZ4HC,
+//     ZSTD or NONE), as clickhouse-go sends and reads every query and
+//     insert with its lz4 and zstd compressions (the collector's
+//     clickhouse exporter's default is lz4);
 //   - errors as ClickHouse words them (Code: N. DB::Exception: ...), with
 //     their code in X-ClickHouse-Exception-Code and the HTTP status
 //     ClickHouse gives it;
 //   - GET /ping.
 //
-// It refuses, by name, what it does not do: sessions (session_id), the
-// native compression of compress=1 and decompress=1, query parameters
-// (param_NAME), other Content-Encodings. Responses are never compressed
-// (ClickHouse's enable_http_compression=0, its default), and are whole
-// before they are sent: an error is never in the middle of a result.
+// It refuses, by name, what it does not do: sessions (session_id), query
+// parameters (param_NAME), other Content-Encodings. Responses are never
+// HTTP-compressed (ClickHouse's enable_http_compression=0, its default),
+// and are whole before they are sent: an error is never in the middle of
+// a result (nor compressed: an error's body is plain text, as a server's
+// is when the error comes before any output).
 //
 // Some things differ from a server, because chdb is an engine embedded in
 // this process rather than a server with clients:
@@ -175,7 +185,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.log.Debug("query", "query", truncate(req.query), "bytes", len(out), "elapsed", time.Since(start))
+	s.log.Debug("query", "query", truncate(req.query), "settings", req.settings, "compress", req.compress,
+		"bytes", len(out), "elapsed", time.Since(start))
 	h := w.Header()
 	h.Set("X-ClickHouse-Query-Id", req.queryID)
 	h.Set("X-ClickHouse-Format", req.format)
@@ -184,6 +195,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		`"total_rows_to_read":"%d","result_rows":"%d","result_bytes":"%d","elapsed_ns":"%d"}`,
 		st.readRows, st.readBytes, st.writtenRows, st.writtenBytes, st.readRows, st.resultRows, len(out), time.Since(start).Nanoseconds()))
 	h.Set("Content-Type", contentType(req.format))
+	if req.compress {
+		if out, err = compressBlocks(out, req.method); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.Write(out)
 }
@@ -202,6 +219,9 @@ type request struct {
 	// hello.
 	isHello bool
 	hello   uint64
+	// compress: the response in compressed blocks of method (compress=1).
+	compress bool
+	method   compress.Method
 }
 
 // external is an external table: its name, structure (columns and types)
@@ -217,16 +237,27 @@ func (s *server) parse(r *http.Request) (*request, error) {
 		return nil, newError(48, "NOT_IMPLEMENTED", "HTTP method %s is not supported", r.Method)
 	}
 	params := r.URL.Query()
-	for _, k := range []string{"session_id", "compress", "decompress"} {
-		if v := params.Get(k); v != "" && v != "0" {
-			return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support %s=%s", k, v)
+	if v := params.Get("session_id"); v != "" {
+		return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support session_id=%s", v)
+	}
+	req := &request{database: params.Get("database"), format: params.Get("default_format"), queryID: params.Get("query_id")}
+	var decompress bool
+	var err error
+	if req.compress, err = boolParam(params, "compress"); err != nil {
+		return nil, err
+	}
+	if decompress, err = boolParam(params, "decompress"); err != nil {
+		return nil, err
+	}
+	if req.compress {
+		if req.method, err = compressionMethod(params.Get("network_compression_method")); err != nil {
+			return nil, err
 		}
 	}
-	body, err := s.body(r)
+	body, err := s.body(r, decompress)
 	if err != nil {
 		return nil, err
 	}
-	req := &request{database: params.Get("database"), format: params.Get("default_format"), queryID: params.Get("query_id")}
 	if req.database == "" {
 		req.database = "default"
 	}
@@ -297,8 +328,9 @@ func (s *server) parse(r *http.Request) (*request, error) {
 	return req, nil
 }
 
-// body reads r's body, decompressed.
-func (s *server) body(r *http.Request) ([]byte, error) {
+// body reads r's body, decompressed: its Content-Encoding undone, then,
+// with native, ClickHouse's block compression.
+func (s *server) body(r *http.Request, native bool) ([]byte, error) {
 	rd := io.Reader(http.MaxBytesReader(nil, r.Body, s.maxBody))
 	var err error
 	switch enc := r.Header.Get("Content-Encoding"); enc {
@@ -311,11 +343,14 @@ func (s *server) body(r *http.Request) ([]byte, error) {
 		return nil, newError(48, "NOT_IMPLEMENTED", "chdbhttp does not support Content-Encoding %s", enc)
 	}
 	if err != nil {
-		return nil, newError(353, "CANNOT_DECOMPRESS", "%v", err)
+		return nil, newError(271, "CANNOT_DECOMPRESS", "%v", err)
 	}
 	b, err := io.ReadAll(rd)
 	if err != nil {
 		return nil, newError(33, "CANNOT_READ_ALL_DATA", "reading the request body: %v", err)
+	}
+	if native {
+		return decompressBlocks(b, s.maxBody)
 	}
 	return b, nil
 }

@@ -1,15 +1,17 @@
 // Command otelcol is the minimal OpenTelemetry Collector the end-to-end
 // suite runs in front of stormradius: core v0.165.0 (otlp receiver, batch
 // processor, otlp_grpc / otlp_http / debug exporters) and contrib's file
-// and kafka exporters and probabilistic_sampler processor (for
-// e2e/sampling), built from their Go modules as a plain program, the way
-// the collector's builder would generate it. It takes the collector's
-// usual flags (--config FILE).
+// and kafka exporters (v0.165.0), clickhouse exporter (v0.165.1: the
+// otel_traces table stormradius analyze --source reads) and
+// probabilistic_sampler processor (for e2e/sampling), built from their Go
+// modules as a plain program, the way the collector's builder would
+// generate it. It takes the collector's usual flags (--config FILE).
 package main
 
 import (
 	"log"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/clickhouseexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/kafkaexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/probabilisticsamplerprocessor"
@@ -42,7 +44,7 @@ func components() (otelcol.Factories, error) {
 	}
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		otlpexporter.NewFactory(), otlphttpexporter.NewFactory(), debugexporter.NewFactory(),
-		fileexporter.NewFactory(), kafkaexporter.NewFactory(),
+		fileexporter.NewFactory(), kafkaexporter.NewFactory(), clickhouseexporter.NewFactory(),
 	); err != nil {
 		return f, err
 	}
