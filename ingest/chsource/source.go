@@ -8,20 +8,26 @@
 // SELECT *), the time range pushed down to the table's partitions, and
 // hands each row to ingest.Decoder.AppendRow, which applies the span
 // conventions of docs/SPEC.md §2 as for OTLP (docs/ARCHITECTURE.md,
-// "Sources").
+// "Sources"). Over ClickHouse's HTTP interface it decodes the answer in the
+// Native format itself, a block at a time, allocating nothing per row
+// (native.go); over the native protocol it scans clickhouse-go's rows.
 package chsource
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	chcolumn "github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/graph"
@@ -45,6 +51,16 @@ type Source struct {
 	db, table string
 	cols      map[string]string // name → type
 	log       *slog.Logger
+	// http, for a server reached over its HTTP interface, reads Read's
+	// answer in the Native format a block at a time (readNative); over
+	// the native protocol, Read scans clickhouse-go's rows (readRows).
+	// rowsOnly makes Read scan rows over HTTP too (tests compare the two).
+	http     *httpClient
+	rowsOnly bool
+	// answer holds the columns of Read's answer, reused from block to
+	// block and Read to Read.
+	answer  []*column
+	scratch []byte
 }
 
 // Open connects to the DSN's server (clickhouse:// or http(s)://, with
@@ -82,6 +98,9 @@ func Open(ctx context.Context, dsn, password string, log *slog.Logger) (*Source,
 		return nil, fmt.Errorf("source: %s", secret.Scrub(err.Error(), dsn))
 	}
 	s.conn = conn
+	if o.Protocol == ch.HTTP {
+		s.http = newHTTPClient(o)
+	}
 	if err := s.inspect(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -92,7 +111,12 @@ func Open(ctx context.Context, dsn, password string, log *slog.Logger) (*Source,
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Close closes the connection.
-func (s *Source) Close() error { return s.conn.Close() }
+func (s *Source) Close() error {
+	if s.http != nil {
+		s.http.close()
+	}
+	return s.conn.Close()
+}
 
 // Name is the table's name as the source reads it: database.table.
 func (s *Source) Name() string { return s.db + "." + s.table }
@@ -235,99 +259,314 @@ const batchRows = 4096
 // Read reads the spans whose Timestamp (their start) is in [from, to) and
 // hands them to emit in batches, decoded by dec (docs/SPEC.md §2). The
 // time range is pushed down to the table's partitions; only the columns
-// and attributes dec reads are fetched.
+// and attributes dec reads are fetched, filtered on the server; the
+// answer is streamed, a block at a time (memory is bounded by a block and
+// a batch, not by the range). Rows come in the table's order: traces are
+// not grouped (offline.Analyze and the pipeline group them).
 func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decoder, emit func([]graph.Span) error) (Stats, error) {
-	var st Stats
-	q, args := s.query(dec.RowAttributes(), from, to)
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return st, fmt.Errorf("source: %s: %w", s.Name(), err)
+	sk := sink{s: s, dec: dec, emit: emit}
+	q := s.query(dec.RowAttributes(), from, to)
+	var err error
+	if s.http != nil && !s.rowsOnly {
+		err = s.readNative(ctx, q, &sk)
+	} else {
+		err = s.readRows(ctx, q, &sk)
 	}
-	defer rows.Close()
-	var (
-		r                         ingest.Row
-		traceID, spanID, parentID string
-		kind, status              string
-		start, duration           int64
-		attrs, res                map[string]string
-		batch                     []graph.Span
-	)
-	dest := []any{&traceID, &spanID, &parentID, &r.TraceState, &r.Name, &kind, &r.Service, &start, &duration, &status, &attrs, &res}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return st, fmt.Errorf("source: %s: %w", s.Name(), err)
-		}
-		st.Rows++
-		if !parseID(r.TraceID[:], traceID) || !parseID(r.SpanID[:], spanID) || (parentID != "" && !parseID(r.ParentID[:], parentID)) {
-			st.Bad++
-			if st.Bad <= 5 {
-				s.log.Warn("source: a row with a bad trace or span id is skipped", "table", s.Name(), "trace_id", traceID, "span_id", spanID, "parent_span_id", parentID)
-			}
-			continue
-		}
-		if parentID == "" {
-			r.ParentID = graph.SpanID{}
-		}
-		r.Kind, r.StatusError = ingest.KindOfName(kind), ingest.StatusErrorOfName(status)
-		r.Start, r.End = start, start+duration // an end before the start wraps UInt64 Duration: as OTLP had it
-		r.AttrKeys, r.AttrValues = pairs(attrs, r.AttrKeys[:0], r.AttrValues[:0])
-		r.ResKeys, r.ResValues = pairs(res, r.ResKeys[:0], r.ResValues[:0])
-		batch = dec.AppendRow(batch, &r)
-		st.Spans++
-		if len(batch) == batchRows {
-			if err := emit(batch); err != nil {
-				return st, err
-			}
-			batch = batch[:0]
-		}
+	if err == nil && len(sk.batch) > 0 {
+		err = emit(sk.batch)
 	}
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("source: %s: %w", s.Name(), err)
-	}
-	if len(batch) > 0 {
-		if err := emit(batch); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	return sk.st, err
 }
 
-// pairs appends m's keys and values, sorted by key (AppendRow reads the
-// first of a key's slot: the order must not depend on the map's).
-func pairs(m map[string]string, keys, vals []string) ([]string, []string) {
-	start := len(keys)
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys[start:])
-	for _, k := range keys[start:] {
-		vals = append(vals, m[k])
-	}
-	return keys, vals
+// sink turns the rows Read reads into spans and hands them on in batches.
+type sink struct {
+	s     *Source
+	dec   *ingest.Decoder
+	emit  func([]graph.Span) error
+	r     ingest.Row
+	batch []graph.Span
+	st    Stats
 }
 
-// query is the SELECT of Read: the columns it reads, the attributes
-// filtered on the server, the time range on Timestamp.
-func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) (string, []any) {
+// add appends the span of the row in k.r, emitting a full batch.
+func (k *sink) add() error {
+	k.st.Spans++
+	k.batch = k.dec.AppendRow(k.batch, &k.r)
+	if len(k.batch) < batchRows {
+		return nil
+	}
+	err := k.emit(k.batch)
+	k.batch = k.batch[:0]
+	return err
+}
+
+// bad counts a row whose ids are not hex of the right length, and logs
+// the first few.
+func (k *sink) bad(trace, span, parent string) {
+	k.st.Bad++
+	if k.st.Bad <= 5 {
+		k.s.log.Warn("source: a row with a bad trace or span id is skipped", "table", k.s.Name(),
+			"trace_id", trace, "span_id", span, "parent_span_id", parent)
+	}
+}
+
+// The columns of Read's answer, in order (query): aliases that no
+// exporter's column has.
+const (
+	cOK = iota
+	cTrace
+	cSpan
+	cParent
+	cBadTrace
+	cBadSpan
+	cBadParent
+	cState
+	cName
+	cKind
+	cService
+	cStart
+	cDuration
+	cStatus
+	cAttrs
+	cRes
+)
+
+// answerColumns returns Read's columns (their names and kinds).
+func answerColumns() []*column {
+	return []*column{
+		{name: "sr_ok", kind: kindUInt8},
+		{name: "sr_trace", kind: kindFixed, size: 16},
+		{name: "sr_span", kind: kindFixed, size: 8},
+		{name: "sr_parent", kind: kindFixed, size: 8},
+		{name: "sr_bad_trace", kind: kindText},
+		{name: "sr_bad_span", kind: kindText},
+		{name: "sr_bad_parent", kind: kindText},
+		{name: "sr_state", kind: kindText},
+		{name: "sr_name", kind: kindText},
+		{name: "sr_kind", kind: kindText},
+		{name: "sr_service", kind: kindText},
+		{name: "sr_start", kind: kindInt64},
+		{name: "sr_duration", kind: kindInt64},
+		{name: "sr_status", kind: kindText},
+		{name: "sr_attrs", kind: kindMap},
+		{name: "sr_res", kind: kindMap},
+	}
+}
+
+// query is the SELECT of Read: the columns of answerColumns, the ids
+// checked and decoded on the server (a row's bad ids are sent as they are
+// for the log), the attributes filtered on the server, the time range on
+// Timestamp (the table's partition key and its min-max index). The range's
+// ends are integers formatted here, as clickhouse-go's ? binding would
+// (the HTTP path sends the query as it is).
+func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) string {
 	col := func(name, expr, absent string) string {
 		if _, ok := s.cols[name]; ok {
 			return expr
 		}
 		return absent
 	}
+	str := func(c string) string { return "toString(assumeNotNull(" + c + "))" }
+	t, sp, p := str("TraceId"), str("SpanId"), str("ParentSpanId")
+	ok := "(length(" + t + ") = 32 AND length(" + sp + ") = 16 AND length(" + p + ") IN (0, 16) AND match(concat(" + t + ", " + sp + ", " + p +
+		"), '^[0-9A-Fa-f]+$'))"
 	spanFilter := "k IN (" + quoteAll(ra.Span) + ")"
-	for _, p := range ra.SpanPrefixes {
-		spanFilter += " OR startsWith(k, " + quote(p) + ")"
+	for _, pre := range ra.SpanPrefixes {
+		spanFilter += " OR startsWith(k, " + quote(pre) + ")"
 	}
-	attrs := col("SpanAttributes", "CAST(mapFilter((k, v) -> "+spanFilter+", SpanAttributes), 'Map(String, String)')", "map()::Map(String, String)")
-	res := col("ResourceAttributes", "CAST(mapFilter((k, v) -> k IN ("+quoteAll(ra.Resource)+"), ResourceAttributes), 'Map(String, String)')",
-		"map()::Map(String, String)")
-	q := "SELECT toString(TraceId), toString(SpanId), toString(ParentSpanId), " + col("TraceState", "toString(TraceState)", "''") +
-		", toString(SpanName), toString(SpanKind), toString(ServiceName), toUnixTimestamp64Nano(Timestamp), toInt64(Duration), toString(StatusCode), " +
-		attrs + ", " + res + " FROM " + s.db + "." + s.table +
-		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(?)) AND Timestamp < fromUnixTimestamp64Nano(toInt64(?))"
-	return q, []any{from.UnixNano(), to.UnixNano()}
+	sel := []string{
+		ok + " AS sr_ok",
+		"toFixedString(unhex(if(sr_ok, " + t + ", '')), 16) AS sr_trace",
+		"toFixedString(unhex(if(sr_ok, " + sp + ", '')), 8) AS sr_span",
+		"toFixedString(unhex(if(sr_ok, " + p + ", '')), 8) AS sr_parent",
+		"if(sr_ok, '', " + t + ") AS sr_bad_trace",
+		"if(sr_ok, '', " + sp + ") AS sr_bad_span",
+		"if(sr_ok, '', " + p + ") AS sr_bad_parent",
+		col("TraceState", str("TraceState"), "''") + " AS sr_state",
+		str("SpanName") + " AS sr_name",
+		str("SpanKind") + " AS sr_kind",
+		str("ServiceName") + " AS sr_service",
+		"assumeNotNull(toUnixTimestamp64Nano(Timestamp)) AS sr_start",
+		"assumeNotNull(toInt64(Duration)) AS sr_duration",
+		str("StatusCode") + " AS sr_status",
+		s.attributes("SpanAttributes", spanFilter) + " AS sr_attrs",
+		s.attributes("ResourceAttributes", "k IN ("+quoteAll(ra.Resource)+")") + " AS sr_res",
+	}
+	return "SELECT " + strings.Join(sel, ", ") + " FROM " + s.db + "." + s.table +
+		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(from.UnixNano(), 10) + "))" +
+		" AND Timestamp < fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(to.UnixNano(), 10) + "))"
 }
+
+// attributes is the expression of the attributes column name's pairs
+// whose key k passes filter: a Map of String keys (LowCardinality or not)
+// and String values, empty when the table has no such column.
+func (s *Source) attributes(name, filter string) string {
+	t, ok := s.cols[name]
+	if !ok {
+		return "CAST(map(), 'Map(LowCardinality(String), String)')"
+	}
+	expr := "mapFilter((k, v) -> " + filter + ", " + name + ")"
+	if t != "Map(LowCardinality(String), String)" && t != "Map(String, String)" {
+		expr = "CAST(" + expr + ", 'Map(String, String)')"
+	}
+	return expr
+}
+
+// readNative reads the answer to q over HTTP in the Native format, a block
+// at a time, handing each row to k with its strings viewed in the block's
+// buffers (AppendRow keeps none of them).
+func (s *Source) readNative(ctx context.Context, q string, k *sink) error {
+	body, err := s.http.post(ctx, q)
+	if err != nil {
+		return fmt.Errorf("source: %s: %s", s.Name(), err)
+	}
+	defer body.Close()
+	if s.answer == nil {
+		s.answer = answerColumns()
+	}
+	c := s.answer
+	rd := newNativeReader(body)
+	var kinds []graph.Kind
+	var errs []bool
+	for {
+		n, err := rd.block(c, &s.scratch)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if text, ok := rd.exception(); ok {
+				return fmt.Errorf("source: %s: the server failed while answering (after %d rows): %s", s.Name(), k.st.Rows, text)
+			}
+			return fmt.Errorf("source: %s: reading the answer (at byte %d, after %d rows): %w", s.Name(), rd.offset(), k.st.Rows, err)
+		}
+		kinds = kinds[:0]
+		for i := range c[cKind].text.dict.len() {
+			kinds = append(kinds, ingest.KindOfName(view(c[cKind].text.dict.at(i))))
+		}
+		errs = errs[:0]
+		for i := range c[cStatus].text.dict.len() {
+			errs = append(errs, ingest.StatusErrorOfName(view(c[cStatus].text.dict.at(i))))
+		}
+		for i := range n {
+			if err := k.nativeRow(c, i, kinds, errs); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// nativeRow hands row i of the block in c to k.
+func (k *sink) nativeRow(c []*column, i int, kinds []graph.Kind, errs []bool) error {
+	k.st.Rows++
+	if c[cOK].uint8(i) == 0 {
+		k.bad(string(c[cBadTrace].text.at(i)), string(c[cBadSpan].text.at(i)), string(c[cBadParent].text.at(i)))
+		return nil
+	}
+	r := &k.r
+	copy(r.TraceID[:], c[cTrace].fixedAt(i))
+	copy(r.SpanID[:], c[cSpan].fixedAt(i))
+	copy(r.ParentID[:], c[cParent].fixedAt(i))
+	r.TraceState = view(c[cState].text.at(i))
+	r.Name = view(c[cName].text.at(i))
+	r.Service = view(c[cService].text.at(i))
+	r.Kind = kinds[c[cKind].text.idx[i]]
+	r.StatusError = errs[c[cStatus].text.idx[i]]
+	r.Start = c[cStart].int64(i)
+	r.End = r.Start + c[cDuration].int64(i) // an end before the start wraps UInt64 Duration: as OTLP had it
+	r.AttrKeys, r.AttrValues = c[cAttrs].appendPairs(i, r.AttrKeys[:0], r.AttrValues[:0])
+	r.ResKeys, r.ResValues = c[cRes].appendPairs(i, r.ResKeys[:0], r.ResValues[:0])
+	return k.add()
+}
+
+// appendPairs appends row i's keys and values (views) of the Map column c.
+func (c *column) appendPairs(i int, keys, vals []string) ([]string, []string) {
+	lo, hi := c.pairs(i)
+	for j := lo; j < hi; j++ {
+		keys = append(keys, view(c.keys.at(j)))
+		vals = append(vals, view(c.vals.at(j)))
+	}
+	return keys, vals
+}
+
+// view is b as a string without a copy: valid while b is.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// readRows reads the answer to q through clickhouse-go's rows (the native
+// protocol's path), scanning each row into k.
+func (s *Source) readRows(ctx context.Context, q string, k *sink) error {
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("source: %s: %w", s.Name(), err)
+	}
+	defer rows.Close()
+	var (
+		ok                         uint8
+		trace, span, parent        []byte
+		badT, badS, badP, kindName string
+		status                     string
+		duration                   int64
+		attrs, res                 pairs
+	)
+	r := &k.r
+	dest := []any{&ok, &trace, &span, &parent, &badT, &badS, &badP, &r.TraceState, &r.Name, &kindName, &r.Service, &r.Start, &duration, &status, &attrs, &res}
+	for rows.Next() {
+		attrs.keys, attrs.vals, res.keys, res.vals = r.AttrKeys[:0], r.AttrValues[:0], r.ResKeys[:0], r.ResValues[:0]
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("source: %s: %w", s.Name(), err)
+		}
+		k.st.Rows++
+		if ok == 0 || len(trace) != len(r.TraceID) || len(span) != len(r.SpanID) || len(parent) != len(r.ParentID) {
+			k.bad(badT, badS, badP)
+			continue
+		}
+		copy(r.TraceID[:], trace)
+		copy(r.SpanID[:], span)
+		copy(r.ParentID[:], parent)
+		r.Kind, r.StatusError = ingest.KindOfName(kindName), ingest.StatusErrorOfName(status)
+		r.End = r.Start + duration
+		r.AttrKeys, r.AttrValues, r.ResKeys, r.ResValues = attrs.keys, attrs.vals, res.keys, res.vals
+		if err := k.add(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("source: %s: %w", s.Name(), err)
+	}
+	return nil
+}
+
+// pairs receives a Map column's row from clickhouse-go in its order
+// (column.IterableOrderedMap), without a Go map.
+type pairs struct{ keys, vals []string }
+
+func (p *pairs) Put(k, v any) {
+	ks, _ := k.(string)
+	vs, _ := v.(string)
+	p.keys, p.vals = append(p.keys, ks), append(p.vals, vs)
+}
+
+func (p *pairs) Iterator() chcolumn.MapIterator { return &pairsIter{p: p, i: -1} }
+
+type pairsIter struct {
+	p *pairs
+	i int
+}
+
+func (it *pairsIter) Next() bool {
+	it.i++
+	return it.i < len(it.p.keys)
+}
+
+func (it *pairsIter) Key() any   { return it.p.keys[it.i] }
+func (it *pairsIter) Value() any { return it.p.vals[it.i] }
 
 // quote is a ClickHouse string literal.
 func quote(s string) string {
@@ -340,32 +579,4 @@ func quoteAll(ss []string) string {
 		out[i] = quote(s)
 	}
 	return strings.Join(out, ", ")
-}
-
-// parseID decodes hex s into dst (len(s) == 2 len(dst)).
-func parseID(dst []byte, s string) bool {
-	if len(s) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

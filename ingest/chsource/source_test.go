@@ -1,10 +1,13 @@
 package chsource_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,24 +121,52 @@ func TestSourceEqualsOTLP(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			var st chsource.Stats
-			got := analyzed(t, func(emit func([]graph.Span) error) error {
-				st, err = src.Read(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC),
-					ingest.NewDecoder(ingest.DecoderConfig{}), emit)
-				return err
-			})
-			if got != want {
-				t.Fatalf("the source's report differs from analyze of the OTLP:\n got %s\nwant %s", got, want)
-			}
 			spans := 0
 			for _, td := range tds {
 				spans += td.SpanCount()
 			}
-			if st.Rows != int64(spans) || st.Spans != int64(spans) || st.Bad != 0 {
-				t.Errorf("read %+v, want %d rows and spans", st, spans)
+			for _, path := range readPaths(t, dsn) {
+				var st chsource.Stats
+				got := analyzed(t, func(emit func([]graph.Span) error) error {
+					st, err = path.src.Read(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC),
+						ingest.NewDecoder(ingest.DecoderConfig{}), emit)
+					return err
+				})
+				if got != want {
+					t.Fatalf("%s: the source's report differs from analyze of the OTLP:\n got %s\nwant %s", path.name, got, want)
+				}
+				if st.Rows != int64(spans) || st.Spans != int64(spans) || st.Bad != 0 {
+					t.Errorf("%s: read %+v, want %d rows and spans", path.name, st, spans)
+				}
 			}
 		})
 	}
+}
+
+// readPath is a way of reading the table.
+type readPath struct {
+	name string
+	src  *chsource.Source
+}
+
+// readPaths opens the table of dsn (an HTTP one) the two ways Read
+// reads: its answer in the Native format, and through clickhouse-go's
+// rows (the native protocol's path).
+func readPaths(t *testing.T, dsn string) []readPath {
+	t.Helper()
+	var out []readPath
+	for _, name := range []string{"native", "rows"} {
+		src, err := chsource.Open(context.Background(), dsn, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		if name == "rows" {
+			chsource.ScanRows(src)
+		}
+		out = append(out, readPath{name, src})
+	}
+	return out
 }
 
 // Tables the source cannot read are refused at Open with one error that
@@ -187,5 +218,104 @@ func TestBadTables(t *testing.T) {
 	})
 	if err != nil || st != (chsource.Stats{}) {
 		t.Errorf("an empty table: %+v %v", st, err)
+	}
+}
+
+// Rows with ids that are not hex of the right length are skipped and
+// counted, the others read, on a table of other column types than the
+// exporter's (plain String for its LowCardinality ones, Map(String,
+// String), Nullable columns, no TraceState nor ResourceAttributes), both
+// ways.
+func TestReadRows(t *testing.T) {
+	conn, db, dsn := server(t)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Exec(ctx, "CREATE TABLE "+db+".otel_traces (Timestamp DateTime64(9), TraceId String, SpanId Nullable(String), "+
+		"ParentSpanId String, SpanName Nullable(String), SpanKind String, ServiceName String, Duration Nullable(Int64), StatusCode String, "+
+		"SpanAttributes Map(String, String)) ENGINE = MergeTree ORDER BY Timestamp"); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		trace  = "0123456789abcdef0123456789abcdef"
+		span   = "00000000000000a1"
+		parent = "00000000000000A2" // upper case is hex too
+	)
+	rows := [][]string{
+		{trace, span, "", "'GET /x'", "'Server'", "'Error'", "map('http.request.method', 'GET', 'http.route', '/x', 'other', 'y')"},
+		{trace, parent[:15] + "3", parent, "'q'", "'SPAN_KIND_CLIENT'", "'Ok'", "map('server.address', 'db')"},
+		{trace[:30], span, "", "'bad'", "'Server'", "''", "map()"},          // a short trace id
+		{trace, "00000000000000g1", "", "'bad'", "'Server'", "''", "map()"}, // not hex
+		{trace + "00", span, "", "'bad'", "'Server'", "''", "map()"},        // too long
+		{trace, span, "00000001", "'bad'", "'Server'", "''", "map()"},       // a short parent
+		{trace, span, "", "NULL", "'Server'", "''", "map()"},                // a null name reads as ""
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for i, r := range rows {
+		q := fmt.Sprintf("INSERT INTO %s.otel_traces VALUES (fromUnixTimestamp64Nano(toInt64(%d)), '%s', '%s', '%s', %s, %s, 'svc', %d, %s, %s)",
+			db, at.Add(time.Duration(i)*time.Second).UnixNano(), r[0], r[1], r[2], r[3], r[4], 1000+i, r[5], r[6])
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range readPaths(t, dsn) {
+		var got []graph.Span
+		st, err := path.src.Read(ctx, at, at.Add(time.Hour), ingest.NewDecoder(ingest.DecoderConfig{}), func(s []graph.Span) error {
+			got = append(got, s...)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", path.name, err)
+		}
+		if st != (chsource.Stats{Rows: 7, Spans: 3, Bad: 4}) || len(got) != 3 {
+			t.Fatalf("%s: %+v, %d spans; want 7 rows, 3 spans, 4 bad", path.name, st, len(got))
+		}
+		slices.SortFunc(got, func(a, b graph.Span) int { return cmp.Compare(a.Start, b.Start) }) // the parts' order is the server's
+		tid := graph.TraceID{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
+		s0, s1, s2 := got[0], got[1], got[2]
+		if s0.TraceID != tid || s0.SpanID != (graph.SpanID{7: 0xa1}) || s0.ParentID != (graph.SpanID{}) || s0.Kind != graph.KindServer ||
+			s0.Name != "GET /x" || s0.Operation != "GET /x" || s0.Service != "svc" || !s0.Failed ||
+			s0.Start != at.UnixNano() || s0.End != at.UnixNano()+1000 {
+			t.Errorf("%s: the first span: %+v", path.name, s0)
+		}
+		if s1.TraceID != tid || s1.SpanID != (graph.SpanID{7: 0xa3}) || s1.ParentID != (graph.SpanID{7: 0xa2}) || s1.Kind != graph.KindClient ||
+			s1.Name != "q" || s1.Peer != "db" || s1.Failed || s1.End != at.Add(time.Second).UnixNano()+1001 {
+			t.Errorf("%s: the second span: %+v", path.name, s1)
+		}
+		if s2.Name != "" || s2.Start != at.Add(6*time.Second).UnixNano() {
+			t.Errorf("%s: the third span: %+v", path.name, s2)
+		}
+	}
+}
+
+// A query the server fails while answering (its result limit, after some
+// blocks were sent) fails Read with the server's message, both ways.
+func TestReadServerFails(t *testing.T) {
+	conn, db, dsn := server(t)
+	ctx := context.Background()
+	if err := oteltable.Create(ctx, conn, db, "otel_traces", oteltable.V0165); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, td := range exports(t) {
+		if err := oteltable.Insert(ctx, conn, db, "otel_traces", oteltable.V0165, td); err != nil {
+			t.Fatal(err)
+		}
+		n += td.SpanCount()
+	}
+	if n < 2000 {
+		t.Fatalf("only %d spans", n)
+	}
+	for _, path := range readPaths(t, dsn+"?max_result_rows=1000&result_overflow_mode=throw&max_block_size=100") {
+		spans := 0
+		_, err := path.src.Read(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC),
+			ingest.NewDecoder(ingest.DecoderConfig{}), func(s []graph.Span) error {
+				spans += len(s)
+				return nil
+			})
+		if err == nil || !strings.Contains(err.Error(), "TOO_MANY_ROWS_OR_BYTES") || !strings.Contains(err.Error(), "Limit for result exceeded") {
+			t.Errorf("%s: %v (after %d spans); want the server's TOO_MANY_ROWS_OR_BYTES", path.name, err, spans)
+		}
 	}
 }
