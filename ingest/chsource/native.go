@@ -340,6 +340,7 @@ const (
 	kindFixed // FixedString(size)
 	kindText  // String or LowCardinality(String)
 	kindMap   // Map(LowCardinality(String), String) or Map(String, String)
+	kindArray // Array(String)
 )
 
 // column is one of the answer's columns: its name and kind as asked, its
@@ -351,7 +352,8 @@ type column struct {
 
 	fixed []byte // kindUInt8, kindInt64, kindFixed: rows × width
 	text  text   // kindText
-	// kindMap: row i's pairs are keys and vals [offs[i-1], offs[i]).
+	// kindMap: row i's pairs are keys and vals [offs[i-1], offs[i]);
+	// kindArray: its elements are vals [offs[i-1], offs[i]).
 	offs       []uint64
 	keys, vals text
 }
@@ -369,6 +371,8 @@ func (c *column) typeOK(typ string) bool {
 		return typ == "String" || typ == "LowCardinality(String)"
 	case kindMap:
 		return typ == "Map(String, String)" || typ == "Map(LowCardinality(String), String)"
+	case kindArray:
+		return typ == "Array(String)"
 	}
 	return false
 }
@@ -450,41 +454,27 @@ func (r *nativeReader) column(c *column, typ string, n int, scratch *[]byte) err
 		}
 		return r.readLC(&c.text, n, scratch)
 	}
-	return r.readMap(c, typ, n, scratch)
+	return r.readMap(c, typ, n, scratch) // kindMap, kindArray
 }
 
-// readMap reads n rows of a Map column: as an Array(Tuple(K, V)), the
-// keys' state prefix, the arrays' end offsets, then the keys and the
-// values as two columns.
+// readMap reads n rows of a Map column, serialized as an
+// Array(Tuple(K, V)): the keys' state prefix, the arrays' end offsets, then
+// the keys and the values as two columns; or of an Array(String) column:
+// its offsets and values.
 func (r *nativeReader) readMap(c *column, typ string, n int, scratch *[]byte) error {
-	lc := typ != "Map(String, String)"
+	lc := typ == "Map(LowCardinality(String), String)"
 	if lc {
 		if err := r.readLCPrefix(); err != nil {
 			return err
 		}
 	}
-	*scratch = grow(*scratch, 8*n)
-	if err := r.bytes(*scratch); err != nil {
+	total, err := r.readOffsets(c, n, scratch)
+	if err != nil {
 		return err
 	}
-	c.offs = c.offs[:0]
-	var prev uint64
-	for i := range n {
-		o := binary.LittleEndian.Uint64((*scratch)[8*i:])
-		if o < prev || o-prev > maxBlockRows {
-			return fmt.Errorf("bad offsets (%d after %d)", o, prev)
-		}
-		c.offs = append(c.offs, o)
-		prev = o
-	}
-	if prev > maxBlockRows {
-		return fmt.Errorf("%d pairs in a block", prev)
-	}
-	total := int(prev)
 	c.keys.dict.reset()
 	c.keys.idx = c.keys.idx[:0]
-	if total > 0 { // an empty column is written as nothing at all
-		var err error
+	if total > 0 && c.kind == kindMap { // an empty column is written as nothing at all
 		if lc {
 			err = r.readLC(&c.keys, total, scratch)
 		} else {
@@ -498,6 +488,29 @@ func (r *nativeReader) readMap(c *column, typ string, n int, scratch *[]byte) er
 		return fmt.Errorf("values: %w", err)
 	}
 	return nil
+}
+
+// readOffsets reads the end offsets of n arrays into c.offs and returns
+// the last.
+func (r *nativeReader) readOffsets(c *column, n int, scratch *[]byte) (int, error) {
+	*scratch = grow(*scratch, 8*n)
+	if err := r.bytes(*scratch); err != nil {
+		return 0, err
+	}
+	c.offs = c.offs[:0]
+	var prev uint64
+	for i := range n {
+		o := binary.LittleEndian.Uint64((*scratch)[8*i:])
+		if o < prev || o-prev > maxBlockRows {
+			return 0, fmt.Errorf("bad offsets (%d after %d)", o, prev)
+		}
+		c.offs = append(c.offs, o)
+		prev = o
+	}
+	if prev > maxBlockRows {
+		return 0, fmt.Errorf("%d elements in a block", prev)
+	}
+	return int(prev), nil
 }
 
 // httpClient posts queries to a server's HTTP interface as clickhouse-go

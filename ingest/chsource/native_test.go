@@ -35,9 +35,9 @@ func nativeBlocks(bad string) ([]byte, []int) {
 		}
 		return good
 	}
-	cols := 3
+	cols := 4
 	if bad == "the column count" {
-		cols = 4
+		cols = 5
 	}
 	w.head(cols, 5)
 	w.col(ifBad("a column's name", "a", "b"), "LowCardinality(String)")
@@ -72,13 +72,21 @@ func nativeBlocks(bad string) ([]byte, []int) {
 	for _, v := range []int64{-1, 0, 1, 1 << 40, -(1 << 62)} {
 		w.u64(uint64(v))
 	}
+	w.col("r", "Array(String)")
+	for _, o := range []uint64{1, 1, 3, 3, 3} {
+		w.u64(o)
+	}
+	for _, s := range []string{"r1", "", "r3"} {
+		w.str(s)
+	}
 	ends = append(ends, len(w.b))
-	w.head(3, 0)
+	w.head(4, 0)
 	w.col("a", "LowCardinality(String)")
 	w.col("m", "Map(String, String)")
 	w.col("n", "Int64")
+	w.col("r", "Array(String)")
 	ends = append(ends, len(w.b))
-	w.head(3, 1)
+	w.head(4, 1)
 	w.col("a", "String")
 	w.str("w")
 	w.col("m", "Map(LowCardinality(String), String)")
@@ -86,27 +94,30 @@ func nativeBlocks(bad string) ([]byte, []int) {
 	w.u64(0) // one empty map
 	w.col("n", "Int64")
 	w.u64(7)
+	w.col("r", "Array(String)")
+	w.u64(0) // an empty array
 	ends = append(ends, len(w.b))
 	return w.b, ends
 }
 
 // A stream of three blocks: LowCardinality in two groups of their own
 // dictionaries and index widths, a Map of String keys with empty rows, an
-// Int64; a block of no rows (no data at all); String where LowCardinality
-// was, and a Map of LowCardinality keys whose rows are all empty (its
-// prefix and offsets, no keys or values). Every row reads back; a stream
+// Int64, an Array(String); a block of no rows (no data at all); String
+// where LowCardinality was, and a Map of LowCardinality keys whose rows
+// are all empty (its prefix and offsets, no keys or values), an empty
+// array. Every row reads back; a stream
 // cut anywhere, or telling another shape, is an error, and an exception
 // the server wrote after a block is found.
 func TestNativeReader(t *testing.T) {
 	stream, ends := nativeBlocks("")
 	cols := func() []*column {
-		return []*column{{name: "a", kind: kindText}, {name: "m", kind: kindMap}, {name: "n", kind: kindInt64}}
+		return []*column{{name: "a", kind: kindText}, {name: "m", kind: kindMap}, {name: "n", kind: kindInt64}, {name: "r", kind: kindArray}}
 	}
 	type row struct {
-		a    string
-		m    []string // key=value
-		n    int64
-		keys []string
+		a string
+		m []string // key=value
+		n int64
+		r []string
 	}
 	read := func(rd io.Reader) ([]row, error) {
 		c := cols()
@@ -127,16 +138,22 @@ func TestNativeReader(t *testing.T) {
 				for j := range k {
 					x.m = append(x.m, k[j]+"="+v[j])
 				}
+				lo, hi := c[3].pairs(i)
+				for j := lo; j < hi; j++ {
+					x.r = append(x.r, string(c[3].vals.at(j)))
+				}
 				out = append(out, x)
 			}
 		}
 	}
 	want := []row{
-		{a: "yy", n: -1}, {a: "x", m: []string{"k1=v1", "k2="}}, {a: "yy", n: 1}, {a: "z", m: []string{"k3=v3"}, n: 1 << 40},
-		{a: "z", n: -(1 << 62)}, {a: "w", n: 7},
+		{a: "yy", n: -1, r: []string{"r1"}}, {a: "x", m: []string{"k1=v1", "k2="}}, {a: "yy", n: 1, r: []string{"", "r3"}},
+		{a: "z", m: []string{"k3=v3"}, n: 1 << 40}, {a: "z", n: -(1 << 62)}, {a: "w", n: 7},
 	}
 	eq := func(got []row) bool {
-		return slices.EqualFunc(got, want, func(a, b row) bool { return a.a == b.a && a.n == b.n && slices.Equal(a.m, b.m) })
+		return slices.EqualFunc(got, want, func(a, b row) bool {
+			return a.a == b.a && a.n == b.n && slices.Equal(a.m, b.m) && slices.Equal(a.r, b.r)
+		})
 	}
 	for name, rd := range map[string]io.Reader{
 		"whole": bytes.NewReader(stream), "a byte at a time": iotest.OneByteReader(bytes.NewReader(stream)),

@@ -15,6 +15,7 @@ package chsource
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -264,8 +265,9 @@ const batchRows = 4096
 // a batch, not by the range). Rows come in the table's order: traces are
 // not grouped (offline.Analyze and the pipeline group them).
 func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decoder, emit func([]graph.Span) error) (Stats, error) {
-	sk := sink{s: s, dec: dec, emit: emit}
-	q := s.query(dec.RowAttributes(), from, to)
+	ra := dec.RowAttributes()
+	sk := sink{s: s, dec: dec, emit: emit, res: ra.Resource}
+	q := s.query(ra, from, to)
 	var err error
 	if s.http != nil && !s.rowsOnly {
 		err = s.readNative(ctx, q, &sk)
@@ -286,6 +288,8 @@ type sink struct {
 	r     ingest.Row
 	batch []graph.Span
 	st    Stats
+	// res are the resource attributes the query asked for, in order.
+	res []string
 }
 
 // add appends the span of the row in k.r, emitting a full batch.
@@ -313,13 +317,9 @@ func (k *sink) bad(trace, span, parent string) {
 // The columns of Read's answer, in order (query): aliases that no
 // exporter's column has.
 const (
-	cOK = iota
-	cTrace
+	cTrace = iota
 	cSpan
 	cParent
-	cBadTrace
-	cBadSpan
-	cBadParent
 	cState
 	cName
 	cKind
@@ -334,13 +334,9 @@ const (
 // answerColumns returns Read's columns (their names and kinds).
 func answerColumns() []*column {
 	return []*column{
-		{name: "sr_ok", kind: kindUInt8},
-		{name: "sr_trace", kind: kindFixed, size: 16},
-		{name: "sr_span", kind: kindFixed, size: 8},
-		{name: "sr_parent", kind: kindFixed, size: 8},
-		{name: "sr_bad_trace", kind: kindText},
-		{name: "sr_bad_span", kind: kindText},
-		{name: "sr_bad_parent", kind: kindText},
+		{name: "sr_trace", kind: kindText},
+		{name: "sr_span", kind: kindText},
+		{name: "sr_parent", kind: kindText},
 		{name: "sr_state", kind: kindText},
 		{name: "sr_name", kind: kindText},
 		{name: "sr_kind", kind: kindText},
@@ -349,67 +345,72 @@ func answerColumns() []*column {
 		{name: "sr_duration", kind: kindInt64},
 		{name: "sr_status", kind: kindText},
 		{name: "sr_attrs", kind: kindMap},
-		{name: "sr_res", kind: kindMap},
+		{name: "sr_res", kind: kindArray},
 	}
 }
 
-// query is the SELECT of Read: the columns of answerColumns, the ids
-// checked and decoded on the server (a row's bad ids are sent as they are
-// for the log), the attributes filtered on the server, the time range on
-// Timestamp (the table's partition key and its min-max index). The range's
-// ends are integers formatted here, as clickhouse-go's ? binding would
-// (the HTTP path sends the query as it is).
+// query is the SELECT of Read: the columns of answerColumns; the ids as
+// the table has them (checked and decoded here: a regular expression on
+// the server costs it more); the span attributes dec reads filtered on the
+// server (mapFilter), the resource's few as an array of one element per
+// key of ra.Resource, "+" and the value or "" when absent (element access
+// costs the server less than a mapFilter over a resource's many
+// attributes); the time range on Timestamp (the table's partition key and
+// its min-max index). The range's ends are integers formatted here, as
+// clickhouse-go's ? binding would (the HTTP path sends the query as it
+// is).
 func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) string {
-	col := func(name, expr, absent string) string {
-		if _, ok := s.cols[name]; ok {
-			return expr
-		}
-		return absent
-	}
 	str := func(c string) string { return "toString(assumeNotNull(" + c + "))" }
-	t, sp, p := str("TraceId"), str("SpanId"), str("ParentSpanId")
-	ok := "(length(" + t + ") = 32 AND length(" + sp + ") = 16 AND length(" + p + ") IN (0, 16) AND match(concat(" + t + ", " + sp + ", " + p +
-		"), '^[0-9A-Fa-f]+$'))"
+	state := "''"
+	if _, ok := s.cols["TraceState"]; ok {
+		state = str("TraceState")
+	}
 	spanFilter := "k IN (" + quoteAll(ra.Span) + ")"
 	for _, pre := range ra.SpanPrefixes {
 		spanFilter += " OR startsWith(k, " + quote(pre) + ")"
 	}
+	attrs := "CAST(map(), 'Map(LowCardinality(String), String)')"
+	if m := s.mapColumn("SpanAttributes"); m != "" {
+		attrs = "mapFilter((k, v) -> " + spanFilter + ", " + m + ")"
+	}
+	res := make([]string, len(ra.Resource))
+	for i, k := range ra.Resource {
+		res[i] = "''"
+		if m := s.mapColumn("ResourceAttributes"); m != "" {
+			res[i] = "if(mapContains(" + m + ", " + quote(k) + "), concat('+', " + m + "[" + quote(k) + "]), '')"
+		}
+	}
 	sel := []string{
-		ok + " AS sr_ok",
-		"toFixedString(unhex(if(sr_ok, " + t + ", '')), 16) AS sr_trace",
-		"toFixedString(unhex(if(sr_ok, " + sp + ", '')), 8) AS sr_span",
-		"toFixedString(unhex(if(sr_ok, " + p + ", '')), 8) AS sr_parent",
-		"if(sr_ok, '', " + t + ") AS sr_bad_trace",
-		"if(sr_ok, '', " + sp + ") AS sr_bad_span",
-		"if(sr_ok, '', " + p + ") AS sr_bad_parent",
-		col("TraceState", str("TraceState"), "''") + " AS sr_state",
+		str("TraceId") + " AS sr_trace",
+		str("SpanId") + " AS sr_span",
+		str("ParentSpanId") + " AS sr_parent",
+		state + " AS sr_state",
 		str("SpanName") + " AS sr_name",
 		str("SpanKind") + " AS sr_kind",
 		str("ServiceName") + " AS sr_service",
 		"assumeNotNull(toUnixTimestamp64Nano(Timestamp)) AS sr_start",
 		"assumeNotNull(toInt64(Duration)) AS sr_duration",
 		str("StatusCode") + " AS sr_status",
-		s.attributes("SpanAttributes", spanFilter) + " AS sr_attrs",
-		s.attributes("ResourceAttributes", "k IN ("+quoteAll(ra.Resource)+")") + " AS sr_res",
+		attrs + " AS sr_attrs",
+		"CAST([" + strings.Join(res, ", ") + "], 'Array(String)') AS sr_res",
 	}
 	return "SELECT " + strings.Join(sel, ", ") + " FROM " + s.db + "." + s.table +
 		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(from.UnixNano(), 10) + "))" +
 		" AND Timestamp < fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(to.UnixNano(), 10) + "))"
 }
 
-// attributes is the expression of the attributes column name's pairs
-// whose key k passes filter: a Map of String keys (LowCardinality or not)
-// and String values, empty when the table has no such column.
-func (s *Source) attributes(name, filter string) string {
+// mapColumn is the expression of the attributes column name as a Map of
+// String keys (LowCardinality or not) and String values, "" when the
+// table has no such column.
+func (s *Source) mapColumn(name string) string {
 	t, ok := s.cols[name]
-	if !ok {
-		return "CAST(map(), 'Map(LowCardinality(String), String)')"
+	switch {
+	case !ok:
+		return ""
+	case t == "Map(LowCardinality(String), String)" || t == "Map(String, String)":
+		return name
 	}
-	expr := "mapFilter((k, v) -> " + filter + ", " + name + ")"
-	if t != "Map(LowCardinality(String), String)" && t != "Map(String, String)" {
-		expr = "CAST(" + expr + ", 'Map(String, String)')"
-	}
-	return expr
+	return "CAST(" + name + ", 'Map(String, String)')"
 }
 
 // readNative reads the answer to q over HTTP in the Native format, a block
@@ -461,14 +462,12 @@ func (s *Source) readNative(ctx context.Context, q string, k *sink) error {
 // nativeRow hands row i of the block in c to k.
 func (k *sink) nativeRow(c []*column, i int, kinds []graph.Kind, errs []bool) error {
 	k.st.Rows++
-	if c[cOK].uint8(i) == 0 {
-		k.bad(string(c[cBadTrace].text.at(i)), string(c[cBadSpan].text.at(i)), string(c[cBadParent].text.at(i)))
+	r := &k.r
+	trace, span, parent := c[cTrace].text.at(i), c[cSpan].text.at(i), c[cParent].text.at(i)
+	if !parseID(r.TraceID[:], trace) || !parseID(r.SpanID[:], span) || !parseParent(r.ParentID[:], parent) {
+		k.bad(string(trace), string(span), string(parent))
 		return nil
 	}
-	r := &k.r
-	copy(r.TraceID[:], c[cTrace].fixedAt(i))
-	copy(r.SpanID[:], c[cSpan].fixedAt(i))
-	copy(r.ParentID[:], c[cParent].fixedAt(i))
 	r.TraceState = view(c[cState].text.at(i))
 	r.Name = view(c[cName].text.at(i))
 	r.Service = view(c[cService].text.at(i))
@@ -477,8 +476,32 @@ func (k *sink) nativeRow(c []*column, i int, kinds []graph.Kind, errs []bool) er
 	r.Start = c[cStart].int64(i)
 	r.End = r.Start + c[cDuration].int64(i) // an end before the start wraps UInt64 Duration: as OTLP had it
 	r.AttrKeys, r.AttrValues = c[cAttrs].appendPairs(i, r.AttrKeys[:0], r.AttrValues[:0])
-	r.ResKeys, r.ResValues = c[cRes].appendPairs(i, r.ResKeys[:0], r.ResValues[:0])
+	r.ResKeys, r.ResValues = r.ResKeys[:0], r.ResValues[:0]
+	lo, hi := c[cRes].pairs(i)
+	for j := lo; j < min(hi, lo+len(k.res)); j++ {
+		if v := c[cRes].vals.at(j); len(v) > 0 {
+			r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j-lo]), append(r.ResValues, view(v[1:]))
+		}
+	}
 	return k.add()
+}
+
+// parseID decodes the hex b into dst (len(b) == 2 len(dst)).
+func parseID(dst, b []byte) bool {
+	if len(b) != 2*len(dst) {
+		return false
+	}
+	_, err := hex.Decode(dst, b)
+	return err == nil
+}
+
+// parseParent decodes a parent span id: none ("") is the zero id.
+func parseParent(dst, b []byte) bool {
+	if len(b) == 0 {
+		clear(dst)
+		return true
+	}
+	return parseID(dst, b)
 }
 
 // appendPairs appends row i's keys and values (views) of the Map column c.
@@ -508,31 +531,32 @@ func (s *Source) readRows(ctx context.Context, q string, k *sink) error {
 	}
 	defer rows.Close()
 	var (
-		ok                         uint8
-		trace, span, parent        []byte
-		badT, badS, badP, kindName string
-		status                     string
-		duration                   int64
-		attrs, res                 pairs
+		trace, span, parent, kindName, status string
+		duration                              int64
+		attrs                                 pairs
+		res                                   []string
 	)
 	r := &k.r
-	dest := []any{&ok, &trace, &span, &parent, &badT, &badS, &badP, &r.TraceState, &r.Name, &kindName, &r.Service, &r.Start, &duration, &status, &attrs, &res}
+	dest := []any{&trace, &span, &parent, &r.TraceState, &r.Name, &kindName, &r.Service, &r.Start, &duration, &status, &attrs, &res}
 	for rows.Next() {
-		attrs.keys, attrs.vals, res.keys, res.vals = r.AttrKeys[:0], r.AttrValues[:0], r.ResKeys[:0], r.ResValues[:0]
+		attrs.keys, attrs.vals = r.AttrKeys[:0], r.AttrValues[:0]
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("source: %s: %w", s.Name(), err)
 		}
 		k.st.Rows++
-		if ok == 0 || len(trace) != len(r.TraceID) || len(span) != len(r.SpanID) || len(parent) != len(r.ParentID) {
-			k.bad(badT, badS, badP)
+		if !parseID(r.TraceID[:], []byte(trace)) || !parseID(r.SpanID[:], []byte(span)) || !parseParent(r.ParentID[:], []byte(parent)) {
+			k.bad(trace, span, parent)
 			continue
 		}
-		copy(r.TraceID[:], trace)
-		copy(r.SpanID[:], span)
-		copy(r.ParentID[:], parent)
 		r.Kind, r.StatusError = ingest.KindOfName(kindName), ingest.StatusErrorOfName(status)
 		r.End = r.Start + duration
-		r.AttrKeys, r.AttrValues, r.ResKeys, r.ResValues = attrs.keys, attrs.vals, res.keys, res.vals
+		r.AttrKeys, r.AttrValues = attrs.keys, attrs.vals
+		r.ResKeys, r.ResValues = r.ResKeys[:0], r.ResValues[:0]
+		for j, v := range res[:min(len(res), len(k.res))] {
+			if v != "" {
+				r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j]), append(r.ResValues, v[1:])
+			}
+		}
 		if err := k.add(); err != nil {
 			return err
 		}

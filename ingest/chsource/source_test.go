@@ -222,10 +222,10 @@ func TestBadTables(t *testing.T) {
 }
 
 // Rows with ids that are not hex of the right length are skipped and
-// counted, the others read, on a table of other column types than the
-// exporter's (plain String for its LowCardinality ones, Map(String,
-// String), Nullable columns, no TraceState nor ResourceAttributes), both
-// ways.
+// counted, the others read, with their resources' version and adjusted
+// count (absent, present but not a count, a count), on a table of other
+// column types than the exporter's (plain String for its LowCardinality
+// ones, Map(String, String), Nullable columns, no TraceState), both ways.
 func TestReadRows(t *testing.T) {
 	conn, db, dsn := server(t)
 	ctx := context.Background()
@@ -234,7 +234,7 @@ func TestReadRows(t *testing.T) {
 	}
 	if err := conn.Exec(ctx, "CREATE TABLE "+db+".otel_traces (Timestamp DateTime64(9), TraceId String, SpanId Nullable(String), "+
 		"ParentSpanId String, SpanName Nullable(String), SpanKind String, ServiceName String, Duration Nullable(Int64), StatusCode String, "+
-		"SpanAttributes Map(String, String)) ENGINE = MergeTree ORDER BY Timestamp"); err != nil {
+		"SpanAttributes Map(String, String), ResourceAttributes Map(String, String)) ENGINE = MergeTree ORDER BY Timestamp"); err != nil {
 		t.Fatal(err)
 	}
 	const (
@@ -242,19 +242,22 @@ func TestReadRows(t *testing.T) {
 		span   = "00000000000000a1"
 		parent = "00000000000000A2" // upper case is hex too
 	)
+	// The resource's adjusted count: absent, present but not a count
+	// (the span's sampling invalid), a count (recorded).
 	rows := [][]string{
-		{trace, span, "", "'GET /x'", "'Server'", "'Error'", "map('http.request.method', 'GET', 'http.route', '/x', 'other', 'y')"},
-		{trace, parent[:15] + "3", parent, "'q'", "'SPAN_KIND_CLIENT'", "'Ok'", "map('server.address', 'db')"},
-		{trace[:30], span, "", "'bad'", "'Server'", "''", "map()"},          // a short trace id
-		{trace, "00000000000000g1", "", "'bad'", "'Server'", "''", "map()"}, // not hex
-		{trace + "00", span, "", "'bad'", "'Server'", "''", "map()"},        // too long
-		{trace, span, "00000001", "'bad'", "'Server'", "''", "map()"},       // a short parent
-		{trace, span, "", "NULL", "'Server'", "''", "map()"},                // a null name reads as ""
+		{trace, span, "", "'GET /x'", "'Server'", "'Error'", "map('http.request.method', 'GET', 'http.route', '/x', 'other', 'y')",
+			"map('host.name', 'h', 'service.version', '1.2')"},
+		{trace, parent[:15] + "3", parent, "'q'", "'SPAN_KIND_CLIENT'", "'Ok'", "map('server.address', 'db')", "map('sampling.adjusted_count', '')"},
+		{trace[:30], span, "", "'bad'", "'Server'", "''", "map()", "map()"},                         // a short trace id
+		{trace, "00000000000000g1", "", "'bad'", "'Server'", "''", "map()", "map()"},                // not hex
+		{trace + "00", span, "", "'bad'", "'Server'", "''", "map()", "map()"},                       // too long
+		{trace, span, "00000001", "'bad'", "'Server'", "''", "map()", "map()"},                      // a short parent
+		{trace, span, "", "NULL", "'Server'", "''", "map()", "map('sampling.adjusted_count', '4')"}, // a null name reads as ""
 	}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	for i, r := range rows {
-		q := fmt.Sprintf("INSERT INTO %s.otel_traces VALUES (fromUnixTimestamp64Nano(toInt64(%d)), '%s', '%s', '%s', %s, %s, 'svc', %d, %s, %s)",
-			db, at.Add(time.Duration(i)*time.Second).UnixNano(), r[0], r[1], r[2], r[3], r[4], 1000+i, r[5], r[6])
+		q := fmt.Sprintf("INSERT INTO %s.otel_traces VALUES (fromUnixTimestamp64Nano(toInt64(%d)), '%s', '%s', '%s', %s, %s, 'svc', %d, %s, %s, %s)",
+			db, at.Add(time.Duration(i)*time.Second).UnixNano(), r[0], r[1], r[2], r[3], r[4], 1000+i, r[5], r[6], r[7])
 		if err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -275,15 +278,16 @@ func TestReadRows(t *testing.T) {
 		tid := graph.TraceID{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
 		s0, s1, s2 := got[0], got[1], got[2]
 		if s0.TraceID != tid || s0.SpanID != (graph.SpanID{7: 0xa1}) || s0.ParentID != (graph.SpanID{}) || s0.Kind != graph.KindServer ||
-			s0.Name != "GET /x" || s0.Operation != "GET /x" || s0.Service != "svc" || !s0.Failed ||
-			s0.Start != at.UnixNano() || s0.End != at.UnixNano()+1000 {
+			s0.Name != "GET /x" || s0.Operation != "GET /x" || s0.Service != "svc" || s0.Version != "1.2" || !s0.Failed ||
+			s0.Start != at.UnixNano() || s0.End != at.UnixNano()+1000 || s0.Sampling != graph.SamplingNone {
 			t.Errorf("%s: the first span: %+v", path.name, s0)
 		}
 		if s1.TraceID != tid || s1.SpanID != (graph.SpanID{7: 0xa3}) || s1.ParentID != (graph.SpanID{7: 0xa2}) || s1.Kind != graph.KindClient ||
-			s1.Name != "q" || s1.Peer != "db" || s1.Failed || s1.End != at.Add(time.Second).UnixNano()+1001 {
+			s1.Name != "q" || s1.Peer != "db" || s1.Failed || s1.End != at.Add(time.Second).UnixNano()+1001 || s1.Version != "" ||
+			s1.Sampling != graph.SamplingInvalid {
 			t.Errorf("%s: the second span: %+v", path.name, s1)
 		}
-		if s2.Name != "" || s2.Start != at.Add(6*time.Second).UnixNano() {
+		if s2.Name != "" || s2.Start != at.Add(6*time.Second).UnixNano() || s2.Sampling != graph.SamplingRecorded || s2.AdjustedCount != 4 {
 			t.Errorf("%s: the third span: %+v", path.name, s2)
 		}
 	}
