@@ -3,12 +3,19 @@ package chsource_test
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +28,7 @@ import (
 	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/ingest/chsource"
 	"github.com/stormradius/stormradius/ingest/chsource/oteltable"
+	"github.com/stormradius/stormradius/internal/certs/certstest"
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/offline"
 	"github.com/stormradius/stormradius/sim"
@@ -321,5 +329,91 @@ func TestReadServerFails(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "TOO_MANY_ROWS_OR_BYTES") || !strings.Contains(err.Error(), "Limit for result exceeded") {
 			t.Errorf("%s: %v (after %d spans); want the server's TOO_MANY_ROWS_OR_BYTES", path.name, err, spans)
 		}
+	}
+}
+
+// Over HTTPS with a user and a password, and over HTTP with them, Read's
+// own queries carry them as clickhouse-go's do (X-ClickHouse-User and -Key
+// over TLS, Basic authentication without), the server's certificate
+// checked against the DSN's tls_ca; the spans read through a proxy are
+// those read directly.
+func TestReadTLSAndUser(t *testing.T) {
+	conn, db, dsn := server(t)
+	ctx := context.Background()
+	if err := oteltable.Create(ctx, conn, db, "otel_traces", oteltable.V0165); err != nil {
+		t.Fatal(err)
+	}
+	for _, td := range exports(t)[:10] {
+		if err := oteltable.Insert(ctx, conn, db, "otel_traces", oteltable.V0165, td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	read := func(src *chsource.Source) string {
+		return analyzed(t, func(emit func([]graph.Span) error) error {
+			_, err := src.Read(ctx, from, to, ingest.NewDecoder(ingest.DecoderConfig{}), emit)
+			return err
+		})
+	}
+	want := read(readPaths(t, dsn)[0].src)
+	target, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Path = "/"
+	ca := certstest.NewCA(t)
+	for _, tlsOn := range []bool{true, false} {
+		var mu sync.Mutex
+		var seen []string // each request's credentials, and whether it asked for Native at revision 0
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user, pass, _ := r.BasicAuth()
+			if tlsOn {
+				user, pass = r.Header.Get("X-ClickHouse-User"), r.Header.Get("X-ClickHouse-Key")
+			}
+			q := r.URL.Query()
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%s:%s native=%t", user, pass, q.Get("default_format") == "Native" && !q.Has("client_protocol_version")))
+			mu.Unlock()
+			proxy.ServeHTTP(w, r)
+		}))
+		u := url.URL{Scheme: "http", User: url.UserPassword("reader", "S3cret"), Path: "/" + db}
+		if tlsOn {
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "chproxy").TLS}}
+			srv.StartTLS()
+			u.Scheme, u.RawQuery = "https", "tls_ca="+url.QueryEscape(ca.File)
+		} else {
+			srv.Start()
+		}
+		u.Host = strings.TrimPrefix(strings.TrimPrefix(srv.URL, "https://"), "http://")
+		for _, path := range readPaths(t, u.String()) {
+			if got := read(path.src); got != want {
+				t.Errorf("TLS %t, %s: read through the proxy:\n got %.300s\nwant %.300s", tlsOn, path.name, got, want)
+			}
+		}
+		srv.Close()
+		native := 0
+		for _, s := range seen {
+			if !strings.HasPrefix(s, "reader:S3cret ") {
+				t.Errorf("TLS %t: a request with %q", tlsOn, s)
+			}
+			if strings.HasSuffix(s, "native=true") {
+				native++
+			}
+		}
+		if native != 1 {
+			t.Errorf("TLS %t: %d of the %d requests were Read's Native query, want 1", tlsOn, native, len(seen))
+		}
+	}
+	// A server whose certificate the DSN's CA did not sign is refused.
+	other := certstest.NewCA(t)
+	srv := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{other.Issue(t, "chproxy").TLS}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake it fails
+	srv.StartTLS()
+	defer srv.Close()
+	if _, err := chsource.Open(ctx, strings.Replace(srv.URL, "https://", "https://reader:S3cret@", 1)+"/"+db+"?tls_ca="+url.QueryEscape(ca.File), "", nil); err == nil ||
+		strings.Contains(err.Error(), "S3cret") {
+		t.Errorf("a server of another CA: %v", err)
 	}
 }
