@@ -28,7 +28,7 @@ import (
 // reader can trust (or is an error message the server appended).
 const (
 	maxBlockRows = 1 << 24
-	maxStringLen = 1 << 30
+	maxStringLen = 64 << 20
 )
 
 // nativeReader reads a Native stream from rd through its own buffer.
