@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stormradius/stormradius/graph"
 )
@@ -74,6 +75,12 @@ func (d *Decoder) ready() {
 // string reads as the string the exporter wrote (docs/SPEC.md §2; a
 // captured header holding a JSON array of strings reads as that array,
 // as the exporter writes one).
+//
+// AppendRow keeps none of r's strings past the call (what the span keeps
+// is interned: copied the first time it is seen), so a reader may hand it
+// views of its own buffers; once the names are interned, it allocates
+// nothing (a captured header's array of more than one string, or one with
+// escapes, is the exception: it is parsed as JSON).
 func (d *Decoder) AppendRow(dst []graph.Span, r *Row) []graph.Span {
 	d.ready()
 	d.cut = false
@@ -122,6 +129,9 @@ func (d *Decoder) AppendRow(dst []graph.Span, r *Row) []graph.Span {
 // element counts), anything else a string.
 func rowVal(s slot, v string) attrVal {
 	if (s == sClaimHeader || s == sClaimMeta) && strings.HasPrefix(v, "[") {
+		if first, ok := oneString(v); ok {
+			return attrVal{typ: vSlice, elems: true, first: vStr, str: first}
+		}
 		var arr []any
 		if json.Unmarshal([]byte(v), &arr) == nil {
 			out := attrVal{typ: vSlice, elems: len(arr) > 0}
@@ -136,6 +146,23 @@ func rowVal(s slot, v string) attrVal {
 		}
 	}
 	return attrVal{typ: vStr, str: v}
+}
+
+// oneString returns s when the JSON v is an array of that one string
+// written without escapes (as the exporter writes a captured header's
+// single value: json.Marshal of []any{s}), without allocating; ok is
+// false for anything else, which json.Unmarshal then reads.
+func oneString(v string) (s string, ok bool) {
+	if len(v) < 4 || v[:2] != `["` || v[len(v)-2:] != `"]` {
+		return "", false
+	}
+	s = v[2 : len(v)-2]
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			return "", false
+		}
+	}
+	return s, utf8.ValidString(s)
 }
 
 // KindOfName maps a span kind as tables write it — the exporter's

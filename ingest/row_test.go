@@ -1,8 +1,11 @@
 package ingest
 
 import (
+	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -116,4 +119,109 @@ func sliceOf(s ...string) pcommon.Value {
 		v.Slice().AppendEmpty().SetStr(e)
 	}
 	return v
+}
+
+// A captured header's value as the exporter writes it, read without
+// json.Unmarshal when it is one plain string, reads as json.Unmarshal
+// reads it, whatever it holds.
+func TestRowOneString(t *testing.T) {
+	for _, v := range []string{`["claimed"]`, `[""]`, `["a\"b"]`, `["a\\b"]`, `["x","y"]`, `[1]`, `[]`, `["\u00e9"]`, `["é"]`,
+		"[\"a\x01\"]", "[\"\xff\"]", `["a"`, `["a"] `, `[ "a"]`, `["]`, `[""]]`, `["a","]`, `[null]`} {
+		want := attrVal{typ: vStr, str: v}
+		var arr []any
+		if json.Unmarshal([]byte(v), &arr) == nil {
+			want = attrVal{typ: vSlice, elems: len(arr) > 0}
+			if len(arr) > 0 {
+				if s, ok := arr[0].(string); ok {
+					want.first, want.str = vStr, s
+				} else {
+					want.first = vMap
+				}
+			}
+		}
+		if got := rowVal(sClaimHeader, v); got != want {
+			t.Errorf("%q: %+v, want %+v", v, got, want)
+		}
+	}
+	// The usual one, read without allocating.
+	d := NewDecoder(DecoderConfig{})
+	r := Row{Kind: graph.KindClient, Name: "GET", AttrKeys: []string{"http.response.header.X-Error-Claim"}, AttrValues: []string{`["claimed"]`}}
+	dst := d.AppendRow(nil, &r)
+	if a := testing.AllocsPerRun(10, func() { dst = d.AppendRow(dst[:0], &r) }); a != 0 || dst[0].Claim != graph.ClaimClaimed {
+		t.Errorf("%v allocations, claim %v", a, dst[0].Claim)
+	}
+}
+
+// AppendRow keeps none of a row's strings: spans read from rows whose
+// strings are views of one buffer are unchanged when the buffer is
+// overwritten afterwards, and equal those read from rows of ordinary
+// strings. With the names interned, it allocates nothing.
+func TestRowKeepsNoStrings(t *testing.T) {
+	reqs, headers := simRequests(t)
+	n := 0
+	for i, b := range reqs {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(b); err != nil {
+			t.Fatal(err)
+		}
+		rows := exporterRows(req.Traces())
+		cfg := DecoderConfig{ClaimHeader: headers[i]}
+		want := NewDecoder(cfg).AppendTraces(nil, req.Traces())
+		var buf []byte
+		views := make([]Row, len(rows))
+		for j, r := range rows {
+			views[j] = r
+			v := &views[j]
+			for _, s := range []*string{&v.Name, &v.Service, &v.TraceState} {
+				buf = append(buf, *s...)
+			}
+			for _, ss := range [][]string{v.AttrKeys, v.AttrValues, v.ResKeys, v.ResValues} {
+				for _, s := range ss {
+					buf = append(buf, s...)
+				}
+			}
+		}
+		at := 0
+		view := func(s *string) {
+			*s = unsafe.String(unsafe.SliceData(buf[at:]), len(*s))
+			at += len(*s)
+		}
+		for j := range views {
+			v := &views[j]
+			v.AttrKeys, v.AttrValues = slices.Clone(v.AttrKeys), slices.Clone(v.AttrValues)
+			v.ResKeys, v.ResValues = slices.Clone(v.ResKeys), slices.Clone(v.ResValues)
+			for _, s := range []*string{&v.Name, &v.Service, &v.TraceState} {
+				view(s)
+			}
+			for _, ss := range [][]string{v.AttrKeys, v.AttrValues, v.ResKeys, v.ResValues} {
+				for k := range ss {
+					view(&ss[k])
+				}
+			}
+		}
+		d := NewDecoder(cfg)
+		var got []graph.Span
+		for j := range views {
+			got = d.AppendRow(got, &views[j])
+		}
+		for j := range buf {
+			buf[j] = '#'
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("request %d: the spans of rows of views changed with their buffer", i)
+		}
+		allocs := testing.AllocsPerRun(3, func() {
+			got = got[:0]
+			for j := range rows {
+				got = d.AppendRow(got, &rows[j])
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("request %d: %v allocations for %d rows read again", i, allocs, len(rows))
+		}
+		n += len(got)
+	}
+	if n < 1000 {
+		t.Fatalf("only %d spans compared", n)
+	}
 }

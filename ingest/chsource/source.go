@@ -8,20 +8,27 @@
 // SELECT *), the time range pushed down to the table's partitions, and
 // hands each row to ingest.Decoder.AppendRow, which applies the span
 // conventions of docs/SPEC.md §2 as for OTLP (docs/ARCHITECTURE.md,
-// "Sources").
+// "Sources"). Over ClickHouse's HTTP interface it decodes the answer in the
+// Native format itself, a block at a time, allocating nothing per row
+// (native.go); over the native protocol it scans clickhouse-go's rows.
 package chsource
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	chcolumn "github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/stormradius/stormradius/graph"
@@ -49,6 +56,16 @@ type Source struct {
 	db, table string
 	cols      map[string]string // name → type
 	log       *slog.Logger
+	// http, for a server reached over its HTTP interface, reads Read's
+	// answer in the Native format a block at a time (readNative); over
+	// the native protocol, Read scans clickhouse-go's rows (readRows).
+	// rowsOnly makes Read scan rows over HTTP too (tests compare the two).
+	http     *httpClient
+	rowsOnly bool
+	// answer holds the columns of Read's answer, reused from block to
+	// block and Read to Read.
+	answer  []*column
+	scratch []byte
 }
 
 // Open connects to the DSN's server (clickhouse:// or http(s)://, with
@@ -86,6 +103,9 @@ func Open(ctx context.Context, dsn, password string, log *slog.Logger) (*Source,
 		return nil, fmt.Errorf("source: %s", secret.Scrub(err.Error(), dsn))
 	}
 	s.conn = conn
+	if o.Protocol == ch.HTTP {
+		s.http = newHTTPClient(o)
+	}
 	if err := s.inspect(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -96,7 +116,12 @@ func Open(ctx context.Context, dsn, password string, log *slog.Logger) (*Source,
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Close closes the connection.
-func (s *Source) Close() error { return s.conn.Close() }
+func (s *Source) Close() error {
+	if s.http != nil {
+		s.http.close()
+	}
+	return s.conn.Close()
+}
 
 // Name is the table's name as the source reads it: database.table.
 func (s *Source) Name() string { return s.db + "." + s.table }
@@ -239,7 +264,10 @@ const batchRows = 4096
 // Read reads the spans whose Timestamp (their start) is in [from, to) and
 // hands them to emit in batches, decoded by dec (docs/SPEC.md §2). The
 // time range is pushed down to the table's partitions; only the columns
-// and attributes dec reads are fetched.
+// and attributes dec reads are fetched, filtered on the server; the
+// answer is streamed, a block at a time (memory is bounded by a block and
+// a batch, not by the range). Rows come in the table's order: traces are
+// not grouped (offline.Analyze and the pipeline group them).
 func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decoder, emit func([]graph.Span) error) (Stats, error) {
 	return s.read(ctx, from, to, 0, 1, dec, emit)
 }
@@ -247,101 +275,332 @@ func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decod
 // read is Read of the traces of shard of shards (shards ≤ 1: every trace).
 func (s *Source) read(ctx context.Context, from, to time.Time, shard, shards int, dec *ingest.Decoder,
 	emit func([]graph.Span) error) (Stats, error) {
-	var st Stats
-	q, args := s.query(dec.RowAttributes(), from, to)
-	if shards > 1 {
-		q += " AND cityHash64(TraceId) % ? = ?"
-		args = append(args, uint64(shards), uint64(shard))
+	ra := dec.RowAttributes()
+	sk := sink{s: s, dec: dec, emit: emit, res: ra.Resource}
+	q := s.query(ra, from, to) + shardFilter(shard, shards)
+	var err error
+	if s.http != nil && !s.rowsOnly {
+		err = s.readNative(ctx, q, &sk)
+	} else {
+		err = s.readRows(ctx, q, &sk)
 	}
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return st, fmt.Errorf("source: %s: %w", s.Name(), err)
+	if err == nil && len(sk.batch) > 0 {
+		err = emit(sk.batch)
 	}
-	defer rows.Close()
-	var (
-		r                         ingest.Row
-		traceID, spanID, parentID string
-		kind, status              string
-		start, duration           int64
-		attrs, res                map[string]string
-		batch                     []graph.Span
-	)
-	dest := []any{&traceID, &spanID, &parentID, &r.TraceState, &r.Name, &kind, &r.Service, &start, &duration, &status, &attrs, &res}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return st, fmt.Errorf("source: %s: %w", s.Name(), err)
-		}
-		st.Rows++
-		if !parseID(r.TraceID[:], traceID) || !parseID(r.SpanID[:], spanID) || (parentID != "" && !parseID(r.ParentID[:], parentID)) {
-			st.Bad++
-			if st.Bad <= 5 {
-				s.log.Warn("source: a row with a bad trace or span id is skipped", "table", s.Name(), "trace_id", traceID, "span_id", spanID, "parent_span_id", parentID)
-			}
-			continue
-		}
-		if parentID == "" {
-			r.ParentID = graph.SpanID{}
-		}
-		r.Kind, r.StatusError = ingest.KindOfName(kind), ingest.StatusErrorOfName(status)
-		r.Start, r.End = start, start+duration // an end before the start wraps UInt64 Duration: as OTLP had it
-		r.AttrKeys, r.AttrValues = pairs(attrs, r.AttrKeys[:0], r.AttrValues[:0])
-		r.ResKeys, r.ResValues = pairs(res, r.ResKeys[:0], r.ResValues[:0])
-		batch = dec.AppendRow(batch, &r)
-		st.Spans++
-		if len(batch) == batchRows {
-			if err := emit(batch); err != nil {
-				return st, err
-			}
-			batch = batch[:0]
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("source: %s: %w", s.Name(), err)
-	}
-	if len(batch) > 0 {
-		if err := emit(batch); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	return sk.st, err
 }
 
-// pairs appends m's keys and values, sorted by key (AppendRow reads the
-// first of a key's slot: the order must not depend on the map's).
-func pairs(m map[string]string, keys, vals []string) ([]string, []string) {
-	start := len(keys)
-	for k := range m {
-		keys = append(keys, k)
+// sink turns the rows Read reads into spans and hands them on in batches.
+type sink struct {
+	s     *Source
+	dec   *ingest.Decoder
+	emit  func([]graph.Span) error
+	r     ingest.Row
+	batch []graph.Span
+	st    Stats
+	// res are the resource attributes the query asked for, in order.
+	res []string
+}
+
+// add appends the span of the row in k.r, emitting a full batch.
+func (k *sink) add() error {
+	k.st.Spans++
+	k.batch = k.dec.AppendRow(k.batch, &k.r)
+	if len(k.batch) < batchRows {
+		return nil
 	}
-	slices.Sort(keys[start:])
-	for _, k := range keys[start:] {
-		vals = append(vals, m[k])
+	err := k.emit(k.batch)
+	k.batch = k.batch[:0]
+	return err
+}
+
+// bad counts a row whose ids are not hex of the right length, and logs
+// the first few.
+func (k *sink) bad(trace, span, parent string) {
+	k.st.Bad++
+	if k.st.Bad <= 5 {
+		k.s.log.Warn("source: a row with a bad trace or span id is skipped", "table", k.s.Name(),
+			"trace_id", trace, "span_id", span, "parent_span_id", parent)
+	}
+}
+
+// The columns of Read's answer, in order (query): aliases that no
+// exporter's column has.
+const (
+	cTrace = iota
+	cSpan
+	cParent
+	cState
+	cName
+	cKind
+	cService
+	cStart
+	cDuration
+	cStatus
+	cAttrs
+	cRes
+)
+
+// answerColumns returns Read's columns (their names and kinds).
+func answerColumns() []*column {
+	return []*column{
+		{name: "sr_trace", kind: kindText},
+		{name: "sr_span", kind: kindText},
+		{name: "sr_parent", kind: kindText},
+		{name: "sr_state", kind: kindText},
+		{name: "sr_name", kind: kindText},
+		{name: "sr_kind", kind: kindText},
+		{name: "sr_service", kind: kindText},
+		{name: "sr_start", kind: kindInt64},
+		{name: "sr_duration", kind: kindInt64},
+		{name: "sr_status", kind: kindText},
+		{name: "sr_attrs", kind: kindMap},
+		{name: "sr_res", kind: kindArray},
+	}
+}
+
+// query is the SELECT of Read: the columns of answerColumns; the ids as
+// the table has them (checked and decoded here: a regular expression on
+// the server costs it more); the span attributes dec reads filtered on the
+// server (mapFilter), the resource's few as an array of one element per
+// key of ra.Resource, "+" and the value or "" when absent (element access
+// costs the server less than a mapFilter over a resource's many
+// attributes); the time range on Timestamp (the table's partition key and
+// its min-max index). The range's ends are integers formatted here, as
+// clickhouse-go's ? binding would (the HTTP path sends the query as it
+// is).
+func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) string {
+	str := func(c string) string { return "toString(assumeNotNull(" + c + "))" }
+	state := "''"
+	if _, ok := s.cols["TraceState"]; ok {
+		state = str("TraceState")
+	}
+	spanFilter := "k IN (" + quoteAll(ra.Span) + ")"
+	for _, pre := range ra.SpanPrefixes {
+		spanFilter += " OR startsWith(k, " + quote(pre) + ")"
+	}
+	attrs := "CAST(map(), 'Map(LowCardinality(String), String)')"
+	if m := s.mapColumn("SpanAttributes"); m != "" {
+		attrs = "mapFilter((k, v) -> " + spanFilter + ", " + m + ")"
+	}
+	res := make([]string, len(ra.Resource))
+	for i, k := range ra.Resource {
+		res[i] = "''"
+		if m := s.mapColumn("ResourceAttributes"); m != "" {
+			res[i] = "if(mapContains(" + m + ", " + quote(k) + "), concat('+', " + m + "[" + quote(k) + "]), '')"
+		}
+	}
+	sel := []string{
+		str("TraceId") + " AS sr_trace",
+		str("SpanId") + " AS sr_span",
+		str("ParentSpanId") + " AS sr_parent",
+		state + " AS sr_state",
+		str("SpanName") + " AS sr_name",
+		str("SpanKind") + " AS sr_kind",
+		str("ServiceName") + " AS sr_service",
+		"assumeNotNull(toUnixTimestamp64Nano(Timestamp)) AS sr_start",
+		"assumeNotNull(toInt64(Duration)) AS sr_duration",
+		str("StatusCode") + " AS sr_status",
+		attrs + " AS sr_attrs",
+		"CAST([" + strings.Join(res, ", ") + "], 'Array(String)') AS sr_res",
+	}
+	return "SELECT " + strings.Join(sel, ", ") + " FROM " + s.db + "." + s.table +
+		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(from.UnixNano(), 10) + "))" +
+		" AND Timestamp < fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(to.UnixNano(), 10) + "))"
+}
+
+// mapColumn is the expression of the attributes column name as a Map of
+// String keys (LowCardinality or not) and String values, "" when the
+// table has no such column.
+func (s *Source) mapColumn(name string) string {
+	t, ok := s.cols[name]
+	switch {
+	case !ok:
+		return ""
+	case t == "Map(LowCardinality(String), String)" || t == "Map(String, String)":
+		return name
+	}
+	return "CAST(" + name + ", 'Map(String, String)')"
+}
+
+// readNative reads the answer to q over HTTP in the Native format, a block
+// at a time, handing each row to k with its strings viewed in the block's
+// buffers (AppendRow keeps none of them).
+func (s *Source) readNative(ctx context.Context, q string, k *sink) error {
+	body, err := s.http.post(ctx, q)
+	if err != nil {
+		return fmt.Errorf("source: %s: %s", s.Name(), err)
+	}
+	defer body.Close()
+	if s.answer == nil {
+		s.answer = answerColumns()
+	}
+	c := s.answer
+	rd := newNativeReader(body)
+	var kinds []graph.Kind
+	var errs []bool
+	for {
+		n, err := rd.block(c, &s.scratch)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if text, ok := rd.exception(); ok {
+				return fmt.Errorf("source: %s: the server failed while answering (after %d rows): %s", s.Name(), k.st.Rows, text)
+			}
+			return fmt.Errorf("source: %s: reading the answer (at byte %d, after %d rows): %w", s.Name(), rd.offset(), k.st.Rows, err)
+		}
+		kinds = kinds[:0]
+		for i := range c[cKind].text.dict.len() {
+			kinds = append(kinds, ingest.KindOfName(view(c[cKind].text.dict.at(i))))
+		}
+		errs = errs[:0]
+		for i := range c[cStatus].text.dict.len() {
+			errs = append(errs, ingest.StatusErrorOfName(view(c[cStatus].text.dict.at(i))))
+		}
+		for i := range n {
+			if err := k.nativeRow(c, i, kinds, errs); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// nativeRow hands row i of the block in c to k.
+func (k *sink) nativeRow(c []*column, i int, kinds []graph.Kind, errs []bool) error {
+	k.st.Rows++
+	r := &k.r
+	trace, span, parent := c[cTrace].text.at(i), c[cSpan].text.at(i), c[cParent].text.at(i)
+	if !parseID(r.TraceID[:], trace) || !parseID(r.SpanID[:], span) || !parseParent(r.ParentID[:], parent) {
+		k.bad(string(trace), string(span), string(parent))
+		return nil
+	}
+	r.TraceState = view(c[cState].text.at(i))
+	r.Name = view(c[cName].text.at(i))
+	r.Service = view(c[cService].text.at(i))
+	r.Kind = kinds[c[cKind].text.idx[i]]
+	r.StatusError = errs[c[cStatus].text.idx[i]]
+	r.Start = c[cStart].int64(i)
+	r.End = r.Start + c[cDuration].int64(i) // an end before the start wraps UInt64 Duration: as OTLP had it
+	r.AttrKeys, r.AttrValues = c[cAttrs].appendPairs(i, r.AttrKeys[:0], r.AttrValues[:0])
+	r.ResKeys, r.ResValues = r.ResKeys[:0], r.ResValues[:0]
+	lo, hi := c[cRes].pairs(i)
+	for j := lo; j < min(hi, lo+len(k.res)); j++ {
+		if v := c[cRes].vals.at(j); len(v) > 0 {
+			r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j-lo]), append(r.ResValues, view(v[1:]))
+		}
+	}
+	return k.add()
+}
+
+// parseID decodes the hex b into dst (len(b) == 2 len(dst)).
+func parseID(dst, b []byte) bool {
+	if len(b) != 2*len(dst) {
+		return false
+	}
+	_, err := hex.Decode(dst, b)
+	return err == nil
+}
+
+// parseParent decodes a parent span id: none ("") is the zero id.
+func parseParent(dst, b []byte) bool {
+	if len(b) == 0 {
+		clear(dst)
+		return true
+	}
+	return parseID(dst, b)
+}
+
+// appendPairs appends row i's keys and values (views) of the Map column c.
+func (c *column) appendPairs(i int, keys, vals []string) ([]string, []string) {
+	lo, hi := c.pairs(i)
+	for j := lo; j < hi; j++ {
+		keys = append(keys, view(c.keys.at(j)))
+		vals = append(vals, view(c.vals.at(j)))
 	}
 	return keys, vals
 }
 
-// query is the SELECT of Read: the columns it reads, the attributes
-// filtered on the server, the time range on Timestamp.
-func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) (string, []any) {
-	col := func(name, expr, absent string) string {
-		if _, ok := s.cols[name]; ok {
-			return expr
-		}
-		return absent
+// view is b as a string without a copy: valid while b is.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
 	}
-	spanFilter := "k IN (" + quoteAll(ra.Span) + ")"
-	for _, p := range ra.SpanPrefixes {
-		spanFilter += " OR startsWith(k, " + quote(p) + ")"
-	}
-	attrs := col("SpanAttributes", "CAST(mapFilter((k, v) -> "+spanFilter+", SpanAttributes), 'Map(String, String)')", "map()::Map(String, String)")
-	res := col("ResourceAttributes", "CAST(mapFilter((k, v) -> k IN ("+quoteAll(ra.Resource)+"), ResourceAttributes), 'Map(String, String)')",
-		"map()::Map(String, String)")
-	q := "SELECT toString(TraceId), toString(SpanId), toString(ParentSpanId), " + col("TraceState", "toString(TraceState)", "''") +
-		", toString(SpanName), toString(SpanKind), toString(ServiceName), toUnixTimestamp64Nano(Timestamp), toInt64(Duration), toString(StatusCode), " +
-		attrs + ", " + res + " FROM " + s.db + "." + s.table +
-		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(?)) AND Timestamp < fromUnixTimestamp64Nano(toInt64(?))"
-	return q, []any{from.UnixNano(), to.UnixNano()}
+	return unsafe.String(&b[0], len(b))
 }
+
+// readRows reads the answer to q through clickhouse-go's rows (the native
+// protocol's path), scanning each row into k.
+func (s *Source) readRows(ctx context.Context, q string, k *sink) error {
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("source: %s: %w", s.Name(), err)
+	}
+	defer rows.Close()
+	var (
+		trace, span, parent, kindName, status string
+		duration                              int64
+		attrs                                 pairs
+		res                                   []string
+	)
+	r := &k.r
+	dest := []any{&trace, &span, &parent, &r.TraceState, &r.Name, &kindName, &r.Service, &r.Start, &duration, &status, &attrs, &res}
+	for rows.Next() {
+		attrs.keys, attrs.vals = r.AttrKeys[:0], r.AttrValues[:0]
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("source: %s: %w", s.Name(), err)
+		}
+		k.st.Rows++
+		if !parseID(r.TraceID[:], []byte(trace)) || !parseID(r.SpanID[:], []byte(span)) || !parseParent(r.ParentID[:], []byte(parent)) {
+			k.bad(trace, span, parent)
+			continue
+		}
+		r.Kind, r.StatusError = ingest.KindOfName(kindName), ingest.StatusErrorOfName(status)
+		r.End = r.Start + duration
+		r.AttrKeys, r.AttrValues = attrs.keys, attrs.vals
+		r.ResKeys, r.ResValues = r.ResKeys[:0], r.ResValues[:0]
+		for j, v := range res[:min(len(res), len(k.res))] {
+			if v != "" {
+				r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j]), append(r.ResValues, v[1:])
+			}
+		}
+		if err := k.add(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("source: %s: %w", s.Name(), err)
+	}
+	return nil
+}
+
+// pairs receives a Map column's row from clickhouse-go in its order
+// (column.IterableOrderedMap), without a Go map.
+type pairs struct{ keys, vals []string }
+
+func (p *pairs) Put(k, v any) {
+	ks, _ := k.(string)
+	vs, _ := v.(string)
+	p.keys, p.vals = append(p.keys, ks), append(p.vals, vs)
+}
+
+func (p *pairs) Iterator() chcolumn.MapIterator { return &pairsIter{p: p, i: -1} }
+
+type pairsIter struct {
+	p *pairs
+	i int
+}
+
+func (it *pairsIter) Next() bool {
+	it.i++
+	return it.i < len(it.p.keys)
+}
+
+func (it *pairsIter) Key() any   { return it.p.keys[it.i] }
+func (it *pairsIter) Value() any { return it.p.vals[it.i] }
 
 // quote is a ClickHouse string literal.
 func quote(s string) string {
@@ -356,46 +615,23 @@ func quoteAll(ss []string) string {
 	return strings.Join(out, ", ")
 }
 
-// parseID decodes hex s into dst (len(s) == 2 len(dst)).
-func parseID(dst []byte, s string) bool {
-	if len(s) != 2*len(dst) {
-		return false
+// shardFilter is the condition that keeps shard of shards ("" for every
+// trace).
+func shardFilter(shard, shards int) string {
+	if shards <= 1 {
+		return ""
 	}
-	for i := range dst {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	return " AND cityHash64(TraceId) % " + strconv.Itoa(shards) + " = " + strconv.Itoa(shard)
 }
 
 // count returns how many rows of shard of shards (shards ≤ 1: every
 // trace) the table holds with a Timestamp in [from, to).
 func (s *Source) count(ctx context.Context, from, to time.Time, shard, shards int) (int64, error) {
 	q := "SELECT count() FROM " + s.db + "." + s.table +
-		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(?)) AND Timestamp < fromUnixTimestamp64Nano(toInt64(?))"
-	args := []any{from.UnixNano(), to.UnixNano()}
-	if shards > 1 {
-		q += " AND cityHash64(TraceId) % ? = ?"
-		args = append(args, uint64(shards), uint64(shard))
-	}
+		" WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(from.UnixNano(), 10) + "))" +
+		" AND Timestamp < fromUnixTimestamp64Nano(toInt64(" + strconv.FormatInt(to.UnixNano(), 10) + "))" + shardFilter(shard, shards)
 	var n uint64
-	if err := s.conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+	if err := s.conn.QueryRow(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("source: %s: counting its rows: %w", s.Name(), err)
 	}
 	return int64(n), nil

@@ -30,6 +30,11 @@ type engine struct {
 	resultLength  func(r unsafe.Pointer) uintptr                                                         // chdb_result_length
 	resultError   func(r unsafe.Pointer) *byte                                                           // chdb_result_error
 	destroyResult func(r unsafe.Pointer)                                                                 // chdb_destroy_query_result
+	// Streaming: chdb_stream_query_n starts a query, chdb_stream_fetch_result returns its output's next
+	// piece (empty at the end), chdb_stream_cancel_query stops it.
+	streamQueryN func(conn unsafe.Pointer, q *byte, qlen uintptr, f *byte, flen uintptr) unsafe.Pointer
+	streamFetch  func(conn unsafe.Pointer, r unsafe.Pointer) unsafe.Pointer
+	streamCancel func(conn unsafe.Pointer, r unsafe.Pointer)
 	// The result's figures: chdb_result_storage_rows_read, …_storage_bytes_read, …_rows_read (the
 	// result's rows), …_rows_written, …_bytes_written.
 	storageRowsRead, storageBytesRead, resultRows, rowsWritten, bytesWritten func(r unsafe.Pointer) uint64
@@ -51,6 +56,9 @@ func openEngine(lib, path string) (*engine, error) {
 		"chdb_result_length":             &e.resultLength,
 		"chdb_result_error":              &e.resultError,
 		"chdb_destroy_query_result":      &e.destroyResult,
+		"chdb_stream_query_n":            &e.streamQueryN,
+		"chdb_stream_fetch_result":       &e.streamFetch,
+		"chdb_stream_cancel_query":       &e.streamCancel,
 		"chdb_result_storage_rows_read":  &e.storageRowsRead,
 		"chdb_result_storage_bytes_read": &e.storageBytesRead,
 		"chdb_result_rows_read":          &e.resultRows,
@@ -126,10 +134,8 @@ func (e *engine) query(q []byte, format string) ([]byte, stats, error) {
 		return nil, stats{}, errors.New("chdb: no result")
 	}
 	defer e.destroyResult(r)
-	if p := e.resultError(r); p != nil {
-		if msg := cString(p); msg != "" {
-			return nil, stats{}, &errEngine{strings.TrimSpace(msg)}
-		}
+	if err := e.errorOf(r); err != nil {
+		return nil, stats{}, err
 	}
 	st := stats{readRows: e.storageRowsRead(r), readBytes: e.storageBytesRead(r), writtenRows: e.rowsWritten(r),
 		writtenBytes: e.bytesWritten(r), resultRows: e.resultRows(r)}
@@ -138,6 +144,63 @@ func (e *engine) query(q []byte, format string) ([]byte, stats, error) {
 		return nil, st, nil
 	}
 	return append([]byte(nil), unsafe.Slice(e.resultBuffer(r), n)...), st, nil
+}
+
+// stream runs one statement and hands its output to chunk a piece at a
+// time, as the engine produces it (each piece is valid during the call):
+// the engine answers the next piece while the caller sends this one, and
+// a result is never whole in memory. An error of chunk cancels the query
+// and is returned. The caller holds mu.
+func (e *engine) stream(q []byte, format string, chunk func([]byte) error) error {
+	if e.conn == nil {
+		return errors.New("chdb: closed")
+	}
+	if len(q) == 0 {
+		return &errEngine{"Code: 62. DB::Exception: Empty query. (SYNTAX_ERROR)"}
+	}
+	f := []byte(format + "\x00")
+	h := e.streamQueryN(e.conn, &q[0], uintptr(len(q)), &f[0], uintptr(len(format)))
+	runtime.KeepAlive(q)
+	runtime.KeepAlive(f)
+	if h == nil {
+		return errors.New("chdb: no result")
+	}
+	defer e.destroyResult(h)
+	if err := e.errorOf(h); err != nil {
+		return err
+	}
+	for {
+		r := e.streamFetch(e.conn, h)
+		if r == nil {
+			e.streamCancel(e.conn, h)
+			return errors.New("chdb: no result")
+		}
+		if err := e.errorOf(r); err != nil {
+			e.destroyResult(r)
+			return err
+		}
+		n := e.resultLength(r)
+		if n == 0 {
+			e.destroyResult(r)
+			return nil
+		}
+		err := chunk(unsafe.Slice(e.resultBuffer(r), n))
+		e.destroyResult(r)
+		if err != nil {
+			e.streamCancel(e.conn, h)
+			return err
+		}
+	}
+}
+
+// errorOf is the error result r holds, if any.
+func (e *engine) errorOf(r unsafe.Pointer) error {
+	if p := e.resultError(r); p != nil {
+		if msg := cString(p); msg != "" {
+			return &errEngine{strings.TrimSpace(msg)}
+		}
+	}
+	return nil
 }
 
 // cString copies the NUL-terminated string at p.

@@ -54,10 +54,14 @@ import (
 //
 // It refuses, by name, what it does not do: sessions (session_id), query
 // parameters (param_NAME), other Content-Encodings. Responses are never
-// HTTP-compressed (ClickHouse's enable_http_compression=0, its default),
-// and are whole before they are sent: an error is never in the middle of
-// a result (nor compressed: an error's body is plain text, as a server's
-// is when the error comes before any output).
+// HTTP-compressed (ClickHouse's enable_http_compression=0, its default). A
+// query's answer is streamed as the engine produces it (chdb's streaming
+// API), as a server streams it: memory is bounded by a piece of the
+// answer, and the client reads a piece while the engine makes the next;
+// an error after the first piece follows what was sent, in ClickHouse's
+// framing. Other statements (chdb streams SELECTs alone), inserts, the
+// hello and answers in ClickHouse's block compression (compress=1) are
+// answered whole, with X-ClickHouse-Summary.
 //
 // Some things differ from a server, because chdb is an engine embedded in
 // this process rather than a server with clients:
@@ -179,30 +183,84 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if req.isHello || req.data != nil || req.compress || !streamable.Match(req.query) {
+		s.whole(w, req, start)
+	} else {
+		s.streamed(w, req, start)
+	}
+}
+
+// streamable matches the queries chdb streams: SELECTs (its streaming API
+// refuses other statements).
+var streamable = regexp.MustCompile(`(?i)^\s*(SELECT|WITH)\s`)
+
+// whole answers req with its whole answer (inserts, the hello): its
+// figures in X-ClickHouse-Summary.
+func (s *server) whole(w http.ResponseWriter, req *request, start time.Time) {
 	out, st, err := s.run(req)
 	if err != nil {
 		s.log.Debug("query failed", "query", truncate(req.query), "err", err)
 		s.fail(w, err)
 		return
 	}
-	s.log.Debug("query", "query", truncate(req.query), "settings", req.settings, "compress", req.compress,
-		"bytes", len(out), "elapsed", time.Since(start))
-	h := w.Header()
-	h.Set("X-ClickHouse-Query-Id", req.queryID)
-	h.Set("X-ClickHouse-Format", req.format)
-	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
-	h.Set("X-ClickHouse-Summary", fmt.Sprintf(`{"read_rows":"%d","read_bytes":"%d","written_rows":"%d","written_bytes":"%d",`+
-		`"total_rows_to_read":"%d","result_rows":"%d","result_bytes":"%d","elapsed_ns":"%d"}`,
-		st.readRows, st.readBytes, st.writtenRows, st.writtenBytes, st.readRows, st.resultRows, len(out), time.Since(start).Nanoseconds()))
-	h.Set("Content-Type", contentType(req.format))
 	if req.compress {
 		if out, err = compressBlocks(out, req.method); err != nil {
 			s.fail(w, err)
 			return
 		}
 	}
+	s.log.Debug("query", "query", truncate(req.query), "settings", req.settings, "compress", req.compress,
+		"bytes", len(out), "elapsed", time.Since(start))
+	h := s.headers(w, req)
+	h.Set("X-ClickHouse-Summary", fmt.Sprintf(`{"read_rows":"%d","read_bytes":"%d","written_rows":"%d","written_bytes":"%d",`+
+		`"total_rows_to_read":"%d","result_rows":"%d","result_bytes":"%d","elapsed_ns":"%d"}`,
+		st.readRows, st.readBytes, st.writtenRows, st.writtenBytes, st.readRows, st.resultRows, len(out), time.Since(start).Nanoseconds()))
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.Write(out)
+}
+
+// streamed answers req as the engine produces the answer, as a server
+// does: an error before the first piece is answered as an error; after
+// it, the status is sent already, and the error's text follows what was
+// sent, framed as ClickHouse 25.8 frames it ("__exception__", CRLF, the
+// text), which clickhouse-go recognises.
+func (s *server) streamed(w http.ResponseWriter, req *request, start time.Time) {
+	sent := int64(-1)
+	err := s.stream(req, func(b []byte) error {
+		if sent < 0 {
+			s.headers(w, req)
+			w.WriteHeader(http.StatusOK)
+			sent = 0
+		}
+		n, err := w.Write(b)
+		sent += int64(n)
+		return err
+	})
+	switch {
+	case err != nil && sent < 0:
+		s.log.Debug("query failed", "query", truncate(req.query), "err", err)
+		s.fail(w, err)
+		return
+	case err != nil:
+		s.log.Debug("query failed while answering", "query", truncate(req.query), "bytes", sent, "err", err)
+		io.WriteString(w, "__exception__\r\n"+s.message(err)+"\r\n")
+		return
+	case sent < 0:
+		s.headers(w, req)
+		w.WriteHeader(http.StatusOK)
+		sent = 0
+	}
+	s.log.Debug("query", "query", truncate(req.query), "bytes", sent, "elapsed", time.Since(start))
+}
+
+// headers sets the headers of a successful answer to req.
+func (s *server) headers(w http.ResponseWriter, req *request) http.Header {
+	h := w.Header()
+	h.Set("X-ClickHouse-Query-Id", req.queryID)
+	h.Set("X-ClickHouse-Format", req.format)
+	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
+	h.Set("Content-Type", contentType(req.format))
+	return h
 }
 
 // request is what a request asks the engine.
@@ -403,9 +461,34 @@ func (s *server) externalTables(body []byte, boundary string, params url.Values,
 	}
 }
 
-// run runs req on the engine: its database, external tables and settings
-// set up, the query, then the settings and tables undone.
-func (s *server) run(req *request) (_ []byte, _ stats, err error) {
+// run runs req on the engine (session) and returns its whole answer.
+func (s *server) run(req *request) (out []byte, st stats, err error) {
+	err = s.session(req, func() error {
+		var err error
+		switch {
+		case req.isHello:
+			out, err = s.hello(req.hello)
+			st = stats{resultRows: 1}
+		case req.data != nil:
+			out, st, err = s.insert(req.query, req.data)
+		default:
+			out, st, err = s.e.query(req.query, req.format)
+		}
+		return err
+	})
+	return out, st, err
+}
+
+// stream runs req on the engine (session), handing its answer to chunk a
+// piece at a time as the engine produces it (engine.stream).
+func (s *server) stream(req *request, chunk func([]byte) error) error {
+	return s.session(req, func() error { return s.e.stream(req.query, req.format, chunk) })
+}
+
+// session runs do on the engine with req's database, external tables and
+// settings set up, and undoes them after it, holding the engine (one query
+// at a time).
+func (s *server) session(req *request, do func() error) (err error) {
 	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -414,7 +497,7 @@ func (s *server) run(req *request) (_ []byte, _ stats, err error) {
 		return err
 	}
 	if err := exec("USE `" + req.database + "`"); err != nil {
-		return nil, stats{}, err
+		return err
 	}
 	var made []string
 	defer func() {
@@ -426,14 +509,14 @@ func (s *server) run(req *request) (_ []byte, _ stats, err error) {
 	}()
 	for _, x := range req.external {
 		if err := exec("CREATE TEMPORARY TABLE `" + x.name + "` (" + x.structure + ")"); err != nil {
-			return nil, stats{}, err
+			return err
 		}
 		made = append(made, x.name)
 		if len(x.data) == 0 {
 			continue
 		}
 		if _, _, err := s.insert([]byte("INSERT INTO `"+x.name+"` FORMAT "+x.format), x.data); err != nil {
-			return nil, stats{}, err
+			return err
 		}
 	}
 	var set []string
@@ -450,18 +533,11 @@ func (s *server) run(req *request) (_ []byte, _ stats, err error) {
 	}()
 	for _, kv := range req.settings {
 		if err := exec("SET " + kv[0] + " = " + literal(kv[1])); err != nil {
-			return nil, stats{}, err
+			return err
 		}
 		set = append(set, kv[0])
 	}
-	switch {
-	case req.isHello:
-		out, err := s.hello(req.hello)
-		return out, stats{resultRows: 1}, err
-	case req.data != nil:
-		return s.insert(req.query, req.data)
-	}
-	return e.query(req.query, req.format)
+	return do()
 }
 
 // insertFormat matches an INSERT that ends with its FORMAT, its data to
@@ -510,6 +586,23 @@ func literal(v string) string {
 
 // fail answers err as ClickHouse answers an exception.
 func (s *server) fail(w http.ResponseWriter, err error) {
+	code, msg := s.exception(err)
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=UTF-8")
+	h.Set("X-ClickHouse-Exception-Code", strconv.Itoa(code))
+	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
+	w.WriteHeader(httpStatus(code))
+	io.WriteString(w, msg+"\n")
+}
+
+// message is err's text as ClickHouse words an exception.
+func (s *server) message(err error) string {
+	_, msg := s.exception(err)
+	return msg
+}
+
+// exception is err's code and text as ClickHouse words them.
+func (s *server) exception(err error) (int, string) {
 	var ce *chError
 	var ee *errEngine
 	code, msg := 1001, err.Error() // STD_EXCEPTION
@@ -524,13 +617,7 @@ func (s *server) fail(w http.ResponseWriter, err error) {
 	if !strings.HasPrefix(msg, "Code: ") {
 		msg = fmt.Sprintf("Code: %d. DB::Exception: %s", code, msg)
 	}
-	msg += " (version " + s.version + ")"
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=UTF-8")
-	h.Set("X-ClickHouse-Exception-Code", strconv.Itoa(code))
-	h.Set("X-ClickHouse-Server-Display-Name", "chdbhttp")
-	w.WriteHeader(httpStatus(code))
-	io.WriteString(w, msg+"\n")
+	return code, msg + " (version " + s.version + ")"
 }
 
 // httpStatus is the HTTP status ClickHouse answers an exception of code

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -204,5 +206,77 @@ func mustExec(t *testing.T, conn driver.Conn, q string) {
 	t.Helper()
 	if err := conn.Exec(context.Background(), q); err != nil {
 		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// A SELECT's answer is streamed (no Content-Length: the server does not
+// hold it whole) and complete: every row of a multi-block answer reads
+// back, through clickhouse-go and as raw Native.
+func TestStreamed(t *testing.T) {
+	conn := connect(t, "default", "")
+	const n = 1_000_000
+	var count, sum, length uint64
+	rows, err := conn.Query(context.Background(), fmt.Sprintf("SELECT number, toString(number) FROM numbers(%d)", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var x uint64
+		var s string
+		if err := rows.Scan(&x, &s); err != nil {
+			t.Fatal(err)
+		}
+		count, sum, length = count+1, sum+x, length+uint64(len(s))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// 10 numbers of 1 digit, 90 of 2, ... 900,000 of 6.
+	if count != n || sum != n*(n-1)/2 || length != 10+90*2+900*3+9000*4+90000*5+900000*6 {
+		t.Errorf("read %d rows, sum %d, %d digits", count, sum, length)
+	}
+	resp, err := http.Post(testURL+"/?default_format=Native", "text/plain", strings.NewReader(fmt.Sprintf("SELECT number FROM numbers(%d)", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.ContentLength != -1 {
+		t.Fatalf("%s, Content-Length %d, %v", resp.Status, resp.ContentLength, err)
+	}
+	// Native at revision 0: blocks of (columns, rows, "number", "UInt64", rows × 8 bytes).
+	got := 0
+	for b := body; len(b) > 0; {
+		cols, k := binary.Uvarint(b)
+		rowsN, k2 := binary.Uvarint(b[k:])
+		b = b[k+k2:]
+		head := "\x06number\x06UInt64"
+		if cols != 1 || !strings.HasPrefix(string(b), head) || len(b) < len(head)+8*int(rowsN) {
+			t.Fatalf("a bad block after %d rows", got)
+		}
+		b = b[len(head)+8*int(rowsN):]
+		got += int(rowsN)
+	}
+	if got != n {
+		t.Errorf("%d rows in the raw answer, want %d", got, n)
+	}
+}
+
+// A query that fails after the first blocks were sent: the error follows
+// them, as ClickHouse frames it, and clickhouse-go reports it.
+func TestErrorWhileAnswering(t *testing.T) {
+	conn := connect(t, "default", "?max_block_size=1000")
+	rows, err := conn.Query(context.Background(), "SELECT throwIf(number = 500000, 'boom at half a million') FROM numbers(1000000)")
+	if err != nil {
+		t.Fatalf("the query failed before answering: %v", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	err = rows.Err()
+	var ex *ch.Exception
+	if !errors.As(err, &ex) || ex.Code != 395 || !strings.Contains(ex.Message, "boom at half a million") || n == 0 || n > 500000 {
+		t.Errorf("after %d rows: %v; want exception 395 with its message after some rows", n, err)
 	}
 }
