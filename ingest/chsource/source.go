@@ -62,6 +62,10 @@ type Source struct {
 	// rowsOnly makes Read scan rows over HTTP too (tests compare the two).
 	http     *httpClient
 	rowsOnly bool
+	// jsonAttrs: the attribute columns are of the JSON type (the
+	// exporter's json: true tables): read as JSON text and flattened here
+	// (jsonattrs.go), through readRows.
+	jsonAttrs bool
 	// answer holds the columns of Read's answer, reused from block to
 	// block and Read to Read.
 	answer  []*column
@@ -205,14 +209,23 @@ func (s *Source) check() error {
 			wrong = append(wrong, fmt.Sprintf("%s is %s, want %s", c.name, t, strings.Join(c.types, " or ")))
 		}
 	}
+	jsons := 0
 	for name, types := range optional {
 		if t, ok := s.cols[name]; ok && !slices.Contains(types, baseType(t)) {
-			if baseType(t) == "JSON" || baseType(t) == "Object" {
-				wrong = append(wrong, fmt.Sprintf("%s is %s: the exporter's json: true tables are not read yet (their attributes are JSON, not Map(String, String))", name, t))
+			if strings.HasSuffix(name, "Attributes") && baseType(t) == "JSON" {
+				jsons++
 				continue
 			}
 			wrong = append(wrong, fmt.Sprintf("%s is %s, want %s(String, String)", name, t, types[0]))
 		}
+	}
+	_, span := s.cols["SpanAttributes"]
+	_, res := s.cols["ResourceAttributes"]
+	switch {
+	case jsons > 0 && jsons != btoi(span)+btoi(res):
+		wrong = append(wrong, "SpanAttributes and ResourceAttributes are one of each: Map and JSON (the exporter writes both alike)")
+	case jsons > 0:
+		s.jsonAttrs = true
 	}
 	switch {
 	case len(missing) == len(required):
@@ -276,10 +289,10 @@ func (s *Source) Read(ctx context.Context, from, to time.Time, dec *ingest.Decod
 func (s *Source) read(ctx context.Context, from, to time.Time, shard, shards int, dec *ingest.Decoder,
 	emit func([]graph.Span) error) (Stats, error) {
 	ra := dec.RowAttributes()
-	sk := sink{s: s, dec: dec, emit: emit, res: ra.Resource}
+	sk := sink{s: s, dec: dec, emit: emit, res: ra.Resource, filter: newAttrFilter(ra)}
 	q := s.query(ra, from, to) + shardFilter(shard, shards)
 	var err error
-	if s.http != nil && !s.rowsOnly {
+	if s.http != nil && !s.rowsOnly && !s.jsonAttrs {
 		err = s.readNative(ctx, q, &sk)
 	} else {
 		err = s.readRows(ctx, q, &sk)
@@ -300,6 +313,9 @@ type sink struct {
 	st    Stats
 	// res are the resource attributes the query asked for, in order.
 	res []string
+	// filter keeps the span attributes the decoder reads (json: true
+	// tables, whose attributes are filtered here).
+	filter attrFilter
 }
 
 // add appends the span of the row in k.r, emitting a full batch.
@@ -389,6 +405,9 @@ func (s *Source) query(ra ingest.RowAttributes, from, to time.Time) string {
 		if m := s.mapColumn("ResourceAttributes"); m != "" {
 			res[i] = "if(mapContains(" + m + ", " + quote(k) + "), concat('+', " + m + "[" + quote(k) + "]), '')"
 		}
+	}
+	if s.jsonAttrs { // flattened here (jsonattrs.go)
+		attrs, res = "toJSONString(SpanAttributes)", []string{"toJSONString(ResourceAttributes)"}
 	}
 	sel := []string{
 		str("TraceId") + " AS sr_trace",
@@ -545,9 +564,13 @@ func (s *Source) readRows(ctx context.Context, q string, k *sink) error {
 		duration                              int64
 		attrs                                 pairs
 		res                                   []string
+		attrsJSON                             string
 	)
 	r := &k.r
 	dest := []any{&trace, &span, &parent, &r.TraceState, &r.Name, &kindName, &r.Service, &r.Start, &duration, &status, &attrs, &res}
+	if s.jsonAttrs {
+		dest[10] = &attrsJSON
+	}
 	for rows.Next() {
 		attrs.keys, attrs.vals = r.AttrKeys[:0], r.AttrValues[:0]
 		if err := rows.Scan(dest...); err != nil {
@@ -562,9 +585,15 @@ func (s *Source) readRows(ctx context.Context, q string, k *sink) error {
 		r.End = r.Start + duration
 		r.AttrKeys, r.AttrValues = attrs.keys, attrs.vals
 		r.ResKeys, r.ResValues = r.ResKeys[:0], r.ResValues[:0]
-		for j, v := range res[:min(len(res), len(k.res))] {
-			if v != "" {
-				r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j]), append(r.ResValues, v[1:])
+		if s.jsonAttrs {
+			if err := k.jsonAttrs(attrsJSON, res); err != nil {
+				return fmt.Errorf("source: %s: span %s of trace %s: %w", s.Name(), span, trace, err)
+			}
+		} else {
+			for j, v := range res[:min(len(res), len(k.res))] {
+				if v != "" {
+					r.ResKeys, r.ResValues = append(r.ResKeys, k.res[j]), append(r.ResValues, v[1:])
+				}
 			}
 		}
 		if err := k.add(); err != nil {
@@ -635,4 +664,26 @@ func (s *Source) count(ctx context.Context, from, to time.Time, shard, shards in
 		return 0, fmt.Errorf("source: %s: counting its rows: %w", s.Name(), err)
 	}
 	return int64(n), nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// jsonAttrs sets k's row's attributes from a json: true table's JSON
+// text: the span's (attrs) and the resource's (res, one element).
+func (k *sink) jsonAttrs(attrs string, res []string) error {
+	r := &k.r
+	var err error
+	if r.AttrKeys, r.AttrValues, err = flattenJSON(attrs, k.filter.keep, r.AttrKeys[:0], r.AttrValues[:0]); err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	r.ResKeys, r.ResValues, err = flattenJSON(res[0], func(key string) bool { return slices.Contains(k.res, key) }, r.ResKeys, r.ResValues)
+	return err
 }
