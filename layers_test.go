@@ -31,26 +31,27 @@ var layers = map[string]int{
 	"deploy":                   0, // checks of the deployable artefacts against the binaries
 
 	// The model and the analyses (pure: no I/O).
-	"graph":             1,
-	"graph/graphtest":   2,
-	"attribution":       2,
-	"radius":            2,
-	"ingest":            2, // OTLP decoding into graph.Span
-	"analysis":          3,
-	"store":             4, // the storage contract
-	"pipeline":          5, // the stream
-	"offline":           5, // the file engine
-	"store/internal/*":  5,
-	"store/sqlite":      6,
-	"store/clickhouse":  6,
-	"store/storetest":   6,
-	"ingest/otlp":       6, // receivers hand spans to the stream
-	"ingest/kafka":      6,
-	"ingest/chsource":   6, // the clickhouseexporter's table as a source
-	"query":             7, // the read side
-	"internal/storeurl": 7,
-	"internal/fixture":  7,
-	"web":               8,
+	"graph":                     1,
+	"graph/graphtest":           2,
+	"attribution":               2,
+	"radius":                    2,
+	"ingest":                    2, // OTLP decoding into graph.Span
+	"analysis":                  3,
+	"store":                     4, // the storage contract
+	"pipeline":                  5, // the stream
+	"offline":                   5, // the file engine
+	"store/internal/*":          5,
+	"store/sqlite":              6,
+	"store/clickhouse":          6,
+	"store/storetest":           6,
+	"ingest/otlp":               6, // receivers hand spans to the stream
+	"ingest/kafka":              6,
+	"ingest/chsource":           6, // the clickhouseexporter's table as a source
+	"ingest/chsource/oteltable": 0, // the exporter's table as a test fixture
+	"query":                     7, // the read side
+	"internal/storeurl":         7,
+	"internal/fixture":          7,
+	"web":                       8,
 
 	// Wiring.
 	"internal/app":  9,
