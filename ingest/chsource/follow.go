@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,8 +89,9 @@ type follower struct {
 	pos     store.SourcePositions
 	consume func(context.Context, []graph.Span) error
 	dec     *ingest.Decoder
-	at      time.Time // the position
-	failing string    // the failure said, "" when none
+	at      time.Time    // the position
+	atNanos atomic.Int64 // at, for the metric (read by the scrape's goroutine)
+	failing string       // the failure said, "" when none
 	m       followMetrics
 	// read are the steps read in this run, to be counted again once
 	// another lag has passed: rows inserted since were late.
@@ -148,7 +150,7 @@ func (s *Source) newFollower(ctx context.Context, cfg FollowConfig, pos store.So
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stormradius_source_position_seconds",
 			Help: "How far the source table was read and stored (unix seconds of its rows' Timestamp).", ConstLabels: labels},
-			func() float64 { return float64(f.at.UnixNano()) / 1e9 }))
+			func() float64 { return float64(f.atNanos.Load()) / 1e9 }))
 	}
 	v, ok, err := pos.SourcePosition(ctx)
 	switch {
@@ -161,6 +163,7 @@ func (s *Source) newFollower(ctx context.Context, cfg FollowConfig, pos store.So
 	default:
 		f.at = cfg.Now().Add(-cfg.Lag)
 	}
+	f.atNanos.Store(f.at.UnixNano())
 	cfg.Logger.Info("source: following", "table", s.Name(), "from", f.at.UTC(), "resumed", ok, "lag", cfg.Lag,
 		"shard", cfg.Shard, "shards", max(cfg.Shards, 1))
 	return f, nil
@@ -219,6 +222,7 @@ func (f *follower) catchUp(ctx context.Context) error {
 		}
 		f.read = append(f.read, step{from: f.at, to: to, readAt: f.cfg.Now(), rows: st.Rows})
 		f.at = to
+		f.atNanos.Store(to.UnixNano())
 	}
 }
 
