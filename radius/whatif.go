@@ -46,7 +46,28 @@ type Model struct {
 	Nodes []string
 	Edges []ModelEdge
 	Root  int
+	// Service maps each node to its service, an index into Speaks and
+	// Scenario.Adopted: the unit that adopts error ownership. Read only
+	// by a per-service scenario (Scenario.Adopted set); nil there means
+	// every node is a service of its own.
+	Service []int
+	// Speaks is what each service does with the claim protocol today
+	// (learned from its spans); nil means none speaks it.
+	Speaks []Speaks
 }
+
+// Speaks is what a service does with the claim protocol.
+type Speaks struct {
+	// Claims: it answers a failure it only propagates as unclaimed (and
+	// one it originates as claimed or with no claim).
+	Claims bool `json:"claims"`
+	// Honours: it does not retry an unclaimed answer.
+	Honours bool `json:"honours"`
+}
+
+// Owned reports whether the service speaks the protocol both ways: as
+// the ownership middleware does, so its retries keep within the budget.
+func (s Speaks) Owned() bool { return s.Claims && s.Honours }
 
 // ModelEdge is a dependency in a Model.
 type ModelEdge struct {
@@ -80,6 +101,30 @@ type Scenario struct {
 	// 0 and 1 (checked under every policy, used by budget and ownership).
 	Budget float64
 	Policy Policy
+	// Adopted, when not nil, makes the scenario per service (Policy is
+	// then not read): by service (Model.Service), whether the service
+	// adopts error ownership. An adopted service claims and honours
+	// claims; every other one does what Model.Speaks says it does today.
+	// See Factor for what an edge then does.
+	Adopted []bool
+}
+
+// Factor is the per-service what-if rule (docs/PLANNER.md): the factor by
+// which an edge multiplies the requests it carries to a callee that fails,
+// with r the edge's retries. The caller retries r times, or min(r, b)
+// when it speaks the protocol both ways (the middleware's budget) — unless
+// the callee only propagates the failure (origin false), answers it
+// unclaimed and the caller honours that: then it does not retry. The edge
+// into the node where the failure starts always retries: its answer is
+// claimed, or carries no claim.
+func Factor(r, b float64, origin bool, caller, callee Speaks) float64 {
+	if !origin && callee.Claims && caller.Honours {
+		return 1
+	}
+	if caller.Owned() {
+		r = min(r, b)
+	}
+	return 1 + r
 }
 
 // ErrOverflow is the error Requests wraps when a node would serve more
@@ -114,6 +159,10 @@ func (m *Model) Requests(s Scenario) ([]float64, error) {
 	if !(s.Budget >= 0 && s.Budget <= 1) { // NaN fails both
 		return nil, fmt.Errorf("retry budget B = %v: want a fraction between 0 and 1", s.Budget)
 	}
+	speaks, err := m.speaks(s)
+	if err != nil {
+		return nil, err
+	}
 	order, dag := m.topo(out)
 	fails := make([]bool, n)
 	for k := len(order) - 1; k >= 0; k-- {
@@ -138,7 +187,15 @@ func (m *Model) Requests(s Scenario) ([]float64, error) {
 			if calls == 0 {
 				calls = 1
 			}
-			req[e.To] += req[v] * calls * m.multiplier(e, s, fails)
+			f := 1.0
+			if speaks != nil {
+				if fails[e.To] {
+					f = Factor(m.retries(e, s), s.Budget, s.Failing[e.To], speaks[m.service(e.From)], speaks[m.service(e.To)])
+				}
+			} else {
+				f = m.multiplier(e, s, fails)
+			}
+			req[e.To] += req[v] * calls * f
 		}
 	}
 	for _, v := range order {
@@ -200,11 +257,61 @@ func (m *Model) Kept() ([]bool, error) {
 	return kept, nil
 }
 
-func (m *Model) multiplier(e ModelEdge, s Scenario, fails []bool) float64 {
-	r := e.Retries
-	if r < 0 {
-		r = s.Retries
+// retries returns the edge's R: its own, or the scenario's.
+func (m *Model) retries(e ModelEdge, s Scenario) float64 {
+	if e.Retries < 0 {
+		return s.Retries
 	}
+	return e.Retries
+}
+
+// service returns node v's service (Model.Service; v itself without).
+func (m *Model) service(v int) int {
+	if m.Service == nil {
+		return v
+	}
+	return m.Service[v]
+}
+
+// speaks returns, for a per-service scenario, what every service does in
+// it (adopted ones claim and honour), or nil for a whole-graph policy.
+func (m *Model) speaks(s Scenario) ([]Speaks, error) {
+	if s.Adopted == nil {
+		return nil, nil
+	}
+	n := len(m.Nodes)
+	services := n
+	if m.Service != nil {
+		if len(m.Service) != n {
+			return nil, fmt.Errorf("%d node services for %d nodes", len(m.Service), n)
+		}
+		services = 0
+		for i, x := range m.Service {
+			if x < 0 {
+				return nil, fmt.Errorf("node %q: service %d out of range", m.Nodes[i], x)
+			}
+			services = max(services, x+1)
+		}
+	}
+	if len(s.Adopted) < services {
+		return nil, fmt.Errorf("%d adoption flags for %d services", len(s.Adopted), services)
+	}
+	if m.Speaks != nil && len(m.Speaks) < services {
+		return nil, fmt.Errorf("%d service behaviours for %d services", len(m.Speaks), services)
+	}
+	out := make([]Speaks, len(s.Adopted))
+	for i, a := range s.Adopted {
+		if a {
+			out[i] = Speaks{Claims: true, Honours: true}
+		} else if i < len(m.Speaks) {
+			out[i] = m.Speaks[i]
+		}
+	}
+	return out, nil
+}
+
+func (m *Model) multiplier(e ModelEdge, s Scenario, fails []bool) float64 {
+	r := m.retries(e, s)
 	switch s.Policy {
 	case Naive:
 		if fails[e.To] {
