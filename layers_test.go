@@ -37,6 +37,7 @@ var layers = map[string]int{
 	"radius":                    2,
 	"ingest":                    2, // OTLP decoding into graph.Span
 	"analysis":                  3,
+	"analysis/plan":             4, // the adoption planner, pure
 	"store":                     4, // the storage contract
 	"pipeline":                  5, // the stream
 	"offline":                   5, // the file engine
