@@ -343,7 +343,9 @@ func TestDeterministic(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	svc, idx := services("A", "B")
-	good := func() *Mesh { return &Mesh{Services: svc, APIs: []API{chainAPI("A GET /", []string{"A", "B"}, 1, idx)}} }
+	good := func() *Mesh {
+		return &Mesh{Services: svc, APIs: []API{chainAPI("A GET /", []string{"A", "B"}, 1, idx)}}
+	}
 	for _, tc := range []struct {
 		m    *Mesh
 		o    Options
