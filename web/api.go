@@ -141,6 +141,7 @@ func (s *server) routes() []route {
 		{"GET", "/traces/{traceID}", s.cachedBy("trace", s.traceKey, s.trace, false), opTrace},
 		{"GET", "/services", s.cached("services", s.figuresKey, s.figures(services)), opServices},
 		{"POST", "/whatif", s.cached("whatif", s.whatifKey, s.whatif), opWhatIf},
+		{"GET", "/plan", s.cached("plan", s.planKey, s.plan), opPlan},
 		{"GET", "/gate", s.cached("gate", s.gateKey, s.gate), opGate},
 		{"POST", "/gate", s.h(s.gate), opGateHook},
 		{"GET", "/openapi.json", http.HandlerFunc(s.openapi), opOpenAPI},
@@ -400,6 +401,40 @@ func (s *server) whatif(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.svc.WhatIfOver(r.Context(), req, q)
+}
+
+// planArgs reads an adoption plan's request: the range, api and fail
+// (repeatable), steps and budget.
+func (s *server) planArgs(r *http.Request) (query.PlanRequest, store.Query, error) {
+	q, err := s.rangeOf(r)
+	if err != nil {
+		return query.PlanRequest{}, q, err
+	}
+	v := r.URL.Query()
+	req := query.PlanRequest{APIs: v["api"], Fail: v["fail"]}
+	if x := v.Get("steps"); x != "" {
+		n, err := strconv.Atoi(x)
+		if err != nil || n < 0 || n > query.MaxPlanSteps {
+			return req, q, badParam("steps", "%q: want a whole number from 0 (every step that helps) to %d", x, query.MaxPlanSteps)
+		}
+		req.Steps = n
+	}
+	if x := v.Get("budget"); x != "" {
+		b, err := strconv.ParseFloat(x, 64)
+		if err != nil || !(b >= 0 && b <= 1) {
+			return req, q, badParam("budget", "%q: want a fraction of requests between 0 and 1 (0.1 is 10%%)", x)
+		}
+		req.Budget = &b
+	}
+	return req, q, req.Check()
+}
+
+func (s *server) plan(r *http.Request) (any, error) {
+	req, q, err := s.planArgs(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.svc.PlanOver(r.Context(), req, q)
 }
 
 func (s *server) incidents(r *http.Request) (any, error) {

@@ -200,6 +200,17 @@ func (s *server) whatifKey(r *http.Request) (string, []member, bool) {
 	return minutes(q) + " " + tagOf(b), nil, true
 }
 
+// planKey: a plan depends on its request, as parsed, and the windows of
+// its range's minutes.
+func (s *server) planKey(r *http.Request) (string, []member, bool) {
+	req, q, err := s.planArgs(r)
+	if err != nil {
+		return "", nil, false
+	}
+	b, err := json.Marshal(req)
+	return minutes(q) + " " + string(b), nil, err == nil
+}
+
 // gateKey: the decision's request as parsed, its windows to the
 // nanosecond (a decision names them), and how it is answered. A GET has no
 // canary to age: its answer depends on nothing else.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/analysis/plan"
 	"github.com/stormradius/stormradius/gate"
 	"github.com/stormradius/stormradius/query/timerange"
 )
@@ -79,6 +80,16 @@ var (
 	opWhatIf = operation{id: "whatIf", summary: "What-if: requests each service would see under a retry policy",
 		description: `Either a chain ({"chain": ["A","B","C"], "fail": ["C"]}) or a root API's learned call graph ({"api": "...", "fail": ["service operation"]}, over the range).`,
 		params:      []param{pFrom, pTo}, body: "WhatIfRequest", ok: "WhatIfAnswer", statuses: []int{413, 422}}
+	opPlan = operation{id: "plan", summary: "Adoption planner: which services to move to error ownership first (docs/PLANNER.md)",
+		description: "A greedy order of adoption steps over the root APIs' call graphs learned in the range: each step (a service, or a caller and callee that only help together) lowers the expected storm cost most — over every root API and every node that could fail, weighed by observed traffic and owned-failure rates — " +
+			"and says, per API it changes, max and mean radius, the load on the failing node and the spurious requests before and after, one line of why, and the storm path it changes most. An unknown api is a 404.",
+		params: []param{
+			{"api", "query", `only these root APIs ("service operation"; repeatable; default: every one with traces in the range)`, false, "string"},
+			{"steps", "query", "at most this many steps (default 0: every step that helps)", false, "integer"},
+			{"budget", "query", "the retry budget B of an adopted service, a fraction of its requests from 0 to 1 (default 0.1)", false, "number"},
+			{"fail", "query", "plan for these services or \"service operation\" nodes failing (repeatable; default: every node, weighed by its observed owned-failure rate)", false, "string"},
+			pFrom, pTo},
+		ok: "Plan", statuses: []int{404}}
 	opGate = operation{id: "gate", summary: "Rollout gate: pass, fail or undecided — 200 pass, 412 fail, undecided as undecided says (a Flagger webhook, an Argo Rollouts web metric)",
 		description: "Compares the candidate against absolute thresholds and, when given, a baseline: two windows (baseline=FROM/TO, candidate=FROM/TO, default candidate: from/to) or two service.versions of one service (service=S&baseline=V1&candidate=V2, looked for in from/to). " +
 			"decision is pass, fail, or undecided: a candidate whose effective sample size is below min_traces is undecided whatever its figures; a baseline below it leaves max_radius_increase undecided (docs/ANALYSIS.md, Rollout gate). " +
@@ -219,6 +230,7 @@ func components() map[string]any {
 				"budget": num, "error_rate": num, "policy": map[string]any{"type": "string", "enum": []string{"naive", "budget", "ownership"}}}, "fail"),
 			"WhatIfAnswer": obj("requests per service", map[string]any{"policy": str, "requests": map[string]any{"type": "object", "additionalProperties": num}}, "policy", "requests"),
 			"GateDecision": gateDecision(),
+			"Plan":         schemaOf(reflect.TypeFor[plan.Plan](), "an adoption plan (docs/PLANNER.md): the APIs' figures before any step, then the steps", "budget", "weights", "cost", "apis", "steps"),
 			"OpenAPI":      map[string]any{"type": "object"},
 			"FlaggerWebhook": obj("a Flagger webhook payload, or an Argo Rollouts web metric's jsonBody of the same shape; other top-level fields are let through", map[string]any{
 				"name": str, "namespace": str, "phase": str, "checksum": str,

@@ -89,10 +89,9 @@ func (e *engine) candidates(sc *scenario, dst [][2]int32) [][2]int32 {
 func (e *engine) refresh(sc *scenario) {
 	for _, c := range sc.contrib {
 		cd := e.cands[c.cand]
-		cd.gObs -= c.dObs
-		cd.gUni -= c.dUni
+		cd.g -= c.d
 		if cd.n--; cd.n == 0 {
-			cd.gObs, cd.gUni = 0, 0
+			cd.g = 0
 		}
 	}
 	sc.contrib = sc.contrib[:0]
@@ -111,7 +110,7 @@ func (e *engine) refresh(sc *scenario) {
 		i, ok := e.candIdx[x]
 		l, t := e.eval(sc, x)
 		d := c0 - (l + t)
-		if !(d > 1e-12*c0) {
+		if !(d > 1e-12*c0) || sc.p == 0 {
 			continue
 		}
 		if !ok {
@@ -120,10 +119,9 @@ func (e *engine) refresh(sc *scenario) {
 			e.cands = append(e.cands, &cand{a: x[0], b: x[1], name: e.candName(x)})
 		}
 		cd := e.cands[i]
-		cd.gObs += sc.pObs * d
-		cd.gUni += sc.pUni * d
+		cd.g += sc.p * d
 		cd.n++
-		sc.contrib = append(sc.contrib, contrib{cand: i, dObs: sc.pObs * d, dUni: sc.pUni * d})
+		sc.contrib = append(sc.contrib, contrib{cand: i, d: sc.p * d})
 	}
 }
 
@@ -135,19 +133,15 @@ func (e *engine) candName(x [2]int32) string {
 }
 
 // normalise sets the figure weights of a's scenarios: their cost weights
-// as shares of the API's total, observed ones first.
+// as shares of the API's total.
 func (e *engine) normalise(a *api) {
-	var obs, uni float64
+	var sum float64
 	for _, sc := range a.scs {
-		obs += sc.pObs
-		uni += sc.pUni
+		sum += sc.p
 	}
 	for _, sc := range a.scs {
-		switch {
-		case obs > 0:
-			sc.pn = sc.pObs / obs
-		case uni > 0:
-			sc.pn = sc.pUni / uni
+		if sum > 0 {
+			sc.pn = sc.p / sum
 		}
 	}
 }
@@ -175,11 +169,7 @@ func (e *engine) cost() float64 {
 	var c float64
 	for _, a := range e.apis {
 		for _, sc := range a.scs {
-			w := sc.pObs
-			if e.weights == WeightsUniform {
-				w = sc.pUni
-			}
-			c += w * (sc.l + sc.t - a.tBase)
+			c += sc.p * (sc.l + sc.t - a.tBase)
 		}
 	}
 	return round9(c)
@@ -191,16 +181,10 @@ func near(x, y float64) bool {
 }
 
 // better reports whether candidate c beats d: more gain per service
-// adopted (observed failures first, then every node equally), then the
-// name.
+// adopted, then the name.
 func better(c, d *cand) bool {
-	co, do := c.gObs/c.size(), d.gObs/d.size()
-	if !near(co, do) {
-		return co > do
-	}
-	cu, du := c.gUni/c.size(), d.gUni/d.size()
-	if !near(cu, du) {
-		return cu > du
+	if cg, dg := c.g/c.size(), d.g/d.size(); !near(cg, dg) {
+		return cg > dg
 	}
 	return c.name < d.name
 }
@@ -279,7 +263,7 @@ func (e *engine) adopt(c *cand, n int) Step {
 func (e *engine) whyScenario(c *cand) *scenario {
 	i := e.candIdx[[2]int32{c.a, c.b}]
 	var best *scenario
-	var bo, bu float64
+	var bd float64
 	for _, s := range []int32{c.a, c.b} {
 		if s < 0 {
 			continue
@@ -289,8 +273,8 @@ func (e *engine) whyScenario(c *cand) *scenario {
 				if ct.cand != i {
 					continue
 				}
-				if best == nil || ct.dObs > bo && !near(ct.dObs, bo) || near(ct.dObs, bo) && ct.dUni > bu && !near(ct.dUni, bu) {
-					best, bo, bu = sc, ct.dObs, ct.dUni
+				if best == nil || ct.d > bd && !near(ct.d, bd) {
+					best, bd = sc, ct.d
 				}
 			}
 		}

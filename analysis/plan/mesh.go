@@ -146,11 +146,12 @@ func FromState(st *analysis.State, owners map[string][]analysis.OwnerDoc, cfg an
 }
 
 // Learn returns what each named service does with the claim protocol, as
-// its spans in st show (docs/PLANNER.md):
+// its spans in st show (docs/PLANNER.md), from what stored window
+// summaries keep too (the API graphs and the dependencies' stats):
 //
-//   - it claims when it answers failures it propagates unclaimed at least
-//     as often as claimed; with no propagated failure seen, when any of
-//     its failed hops answered a valid claim;
+//   - it claims when its failed hops answered unclaimed (an error it
+//     propagated), or answered valid claims and never failed with a
+//     failing callee (so had nothing to unclaim);
 //   - it honours claims when it suppressed a retry (retry.suppressed), or
 //     when it claims: the middleware does both.
 func Learn(st *analysis.State, services []string) []radius.Speaks {
@@ -158,34 +159,28 @@ func Learn(st *analysis.State, services []string) []radius.Speaks {
 	for i, s := range services {
 		idx[s] = i
 	}
-	valid := make([]int64, len(services))
-	var prop [][4]int64 = make([][4]int64, len(services))
+	by := make([][4]int64, len(services))
+	propagated := make([]int64, len(services))
 	suppressed := make([]int64, len(services))
-	for n, ns := range st.Nodes {
-		if i, ok := idx[n.Service]; ok {
-			valid[i] += ns.ValidClaims()
-		}
-	}
-	for p, t := range st.Propagated {
-		if i, ok := idx[p.From.Service]; ok {
-			for c := range t {
-				prop[i][c] += t[c]
+	for _, g := range st.APIs {
+		for n, ns := range g.Nodes {
+			if i, ok := idx[n.Service]; ok {
+				for c := range ns.FailedBy {
+					by[i][c] += ns.FailedBy[c]
+				}
 			}
 		}
 	}
 	for e, es := range st.Edges {
 		if i, ok := idx[e.Caller]; ok {
 			suppressed[i] += es.Suppressed
+			propagated[i] += es.CallerFailed
 		}
 	}
 	out := make([]radius.Speaks, len(services))
 	for i := range services {
-		un, cl := prop[i][graph.ClaimUnclaimed], prop[i][graph.ClaimClaimed]
-		if un+cl > 0 {
-			out[i].Claims = un >= cl
-		} else {
-			out[i].Claims = valid[i] > 0
-		}
+		valid := by[i][graph.ClaimClaimed] + by[i][graph.ClaimUnclaimed]
+		out[i].Claims = by[i][graph.ClaimUnclaimed] > 0 || valid > 0 && propagated[i] == 0
 		out[i].Honours = suppressed[i] > 0 || out[i].Claims
 	}
 	return out

@@ -22,10 +22,12 @@ type Options struct {
 
 // Weights says how failing nodes were weighed.
 const (
-	// WeightsObserved: by observed owned-failure rate; nodes never seen
-	// failing only order the steps that observed failures leave tied.
+	// WeightsObserved: by observed owned-failure rate. In an API where
+	// none was seen, every node weighs the same: the mean node rate of
+	// the APIs where failures were seen.
 	WeightsObserved = "observed"
-	// WeightsUniform: no failure was seen: every node equally.
+	// WeightsUniform: no failure was seen anywhere: every node of an API
+	// equally, the API's nodes weighing 1 together.
 	WeightsUniform = "uniform"
 	// WeightsFail: the nodes Options.Fail names, equally.
 	WeightsFail = "fail"
@@ -121,7 +123,7 @@ func Make(m *Mesh, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Budget: o.Budget, Weights: e.weights, Fail: o.Fail, Services: len(m.Services), Speaking: []string{}, Steps: []Step{}}
+	p := &Plan{Budget: o.Budget, Weights: e.weights, Fail: o.Fail, Services: len(m.Services), Speaking: []string{}, APIs: []APIFigures{}, Steps: []Step{}}
 	for i, s := range e.speaks {
 		if s.Owned() {
 			p.Speaking = append(p.Speaking, m.Services[i])
@@ -168,32 +170,32 @@ type api struct {
 
 // scenario is one node of an API failing.
 type scenario struct {
-	api        *api
-	f          int32
-	pObs, pUni float64 // cost weights (the API's weight included)
-	pn         float64 // figure weight within the API
-	fails      []bool  // the nodes that fail while f does
-	hot        []int32 // retrying edges into failing nodes
-	level      []int32 // by hot edge: its level above f
-	touch      []int32 // the services of hot edges' ends
-	l, t       float64
-	radius     int32
-	contrib    []contrib
-	mark       int
+	api     *api
+	f       int32
+	p       float64 // cost weight (the API's weight included)
+	pn      float64 // figure weight within the API
+	fails   []bool  // the nodes that fail while f does
+	hot     []int32 // retrying edges into failing nodes
+	level   []int32 // by hot edge: its level above f
+	touch   []int32 // the services of hot edges' ends
+	l, t    float64
+	radius  int32
+	contrib []contrib
+	mark    int
 }
 
 type contrib struct {
-	cand       int32
-	dObs, dUni float64
+	cand int32
+	d    float64
 }
 
 // cand is a candidate step: one service, or a pair along an edge.
 type cand struct {
-	a, b       int32 // b < 0: a single service
-	name       string
-	gObs, gUni float64
-	n          int32 // scenarios where it helps
-	dead       bool
+	a, b int32 // b < 0: a single service
+	name string
+	g    float64
+	n    int32 // scenarios where it helps
+	dead bool
 }
 
 func (c *cand) size() float64 {
@@ -233,41 +235,28 @@ func newEngine(m *Mesh, o Options) (*engine, error) {
 			failSet[f] = true
 		}
 	}
-	seen := map[string]bool{}
-	anyObs := false
 	for i := range m.APIs {
-		a := e.newAPI(&m.APIs[i])
-		e.apis = append(e.apis, a)
-		for _, v := range a.order {
-			if failSet != nil {
-				name := a.nodes[v]
-				svc := m.Services[a.svc[v]]
+		e.apis = append(e.apis, e.newAPI(&m.APIs[i]))
+	}
+	if failSet != nil {
+		e.weights = WeightsFail
+		seen := map[string]bool{}
+		for _, a := range e.apis {
+			for _, v := range a.order {
+				name, svc := a.nodes[v], m.Services[a.svc[v]]
 				if failSet[name] || failSet[svc] {
 					seen[name], seen[svc] = true, true
-					e.addScenario(a, v, a.w, 0)
+					e.addScenario(a, v, a.w)
 				}
-				continue
 			}
-			p := 0.0
-			if m.APIs[i].Failures != nil {
-				p = m.APIs[i].Failures[v]
-			}
-			anyObs = anyObs || p > 0
-			e.addScenario(a, v, a.w*p, a.w/float64(len(a.order)))
 		}
-	}
-	switch {
-	case failSet != nil:
-		e.weights = WeightsFail
 		for _, f := range o.Fail {
 			if !seen[f] {
 				return nil, fmt.Errorf("plan: fail %q is not a service or node of the plan's APIs", f)
 			}
 		}
-	case anyObs:
-		e.weights = WeightsObserved
-	default:
-		e.weights = WeightsUniform
+	} else {
+		e.weighObserved()
 	}
 	for _, a := range e.apis {
 		e.normalise(a)
@@ -279,6 +268,53 @@ func newEngine(m *Mesh, o Options) (*engine, error) {
 		a.fig = e.figures(a)
 	}
 	return e, nil
+}
+
+// weighObserved adds every reached node of every API as a failing node,
+// weighed by the API's root requests × the node's observed owned-failure
+// rate. In an API where no failure was seen, every node fails at the
+// mean node rate of the APIs where failures were seen (1/nodes when none
+// was seen anywhere): the plan still orders the adoption there, after the
+// failures the fleet has.
+func (e *engine) weighObserved() {
+	rates := make([][]float64, len(e.apis))
+	var sum float64
+	var seen int
+	for i, a := range e.apis {
+		src := e.m.APIs[i].Failures
+		if src == nil {
+			continue
+		}
+		var s float64
+		for _, v := range a.order {
+			s += src[v]
+		}
+		if s > 0 {
+			rates[i] = src
+			sum += s / float64(len(a.order))
+			seen++
+		}
+	}
+	e.weights = WeightsObserved
+	if seen == 0 {
+		e.weights = WeightsUniform
+	}
+	for i, a := range e.apis {
+		for _, v := range a.order {
+			var p float64
+			switch {
+			case rates[i] != nil:
+				p = rates[i][v]
+			case seen > 0:
+				p = sum / float64(seen)
+			default:
+				p = 1 / float64(len(a.order))
+			}
+			if p > 0 {
+				e.addScenario(a, v, a.w*p)
+			}
+		}
+	}
 }
 
 // newAPI prepares an API's model: its kept edges, in and out lists, and
@@ -356,9 +392,9 @@ func topoOrder(a *api) []int32 {
 }
 
 // addScenario adds node f of API a failing, with its cost weights.
-func (e *engine) addScenario(a *api, f int32, pObs, pUni float64) {
+func (e *engine) addScenario(a *api, f int32, p float64) {
 	n := len(a.nodes)
-	sc := &scenario{api: a, f: f, pObs: pObs, pUni: pUni, fails: make([]bool, n)}
+	sc := &scenario{api: a, f: f, p: p, fails: make([]bool, n)}
 	// The nodes that fail with f: f, and the callers of failing nodes over
 	// fail-close edges. dist: the longest fail-close chain down to f.
 	dist := make([]int32, n)

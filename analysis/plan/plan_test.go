@@ -197,8 +197,10 @@ func TestLegacyFirst(t *testing.T) {
 }
 
 // Observed failure rates weigh: Z fails (rate 0.5) on X→Y→Z and nothing
-// was seen failing on P→Q→R: the steps for Z come first, then those of
-// P→Q→R, ordered as if every node could fail.
+// was seen failing on P→Q→R, whose nodes then fail at X→Y→Z's mean node
+// rate, 0.5/3. B = 1: X+Y stops X's retries of Y while Z fails (cost 0.5 ×
+// (4 + 4) → 0.5 × (2 + 1): 1.25 per service); P+Q stops P's of Q while R
+// fails (0.5/3 × (8 − 3): 0.42 per service).
 func TestObservedFirst(t *testing.T) {
 	svc, idx := services("P", "Q", "R", "X", "Y", "Z")
 	m := &Mesh{Services: svc, APIs: []API{

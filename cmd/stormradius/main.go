@@ -4,6 +4,7 @@
 //	stormradius analyze [--format json|table] FILE...
 //	stormradius whatif --chain A,B,C --fail C --retries 1 --budget 0.1 --policy naive
 //	stormradius whatif --traces FILE... --api "svc op" --fail SERVICE
+//	stormradius plan [--format table|json] FILE... | --data DIR | --store URL
 package main
 
 import (
@@ -32,6 +33,7 @@ var commands = []command{
 	{"demo", "run a mesh through an incident, naive retries then error ownership, and show the difference", runDemo},
 	{"analyze", "analyse OTLP trace files and print the storm radius report", runAnalyze},
 	{"whatif", "requests each node serves under a retry policy while a node fails", runWhatIf},
+	{"plan", "order the services to move to error ownership first, from trace files or the store", runPlan},
 	{"serve", "receive OTLP (gRPC, HTTP, Kafka), store, analyse continuously, serve the results", runServe},
 	{"report", "print the storm radius report of stored traces (from rollups)", runReport},
 	{"gate", "decide whether a rollout may proceed on its storm radius (exit 0 pass, 1 fail, 2 undecided or error)", runGate},
