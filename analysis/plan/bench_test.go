@@ -98,3 +98,26 @@ func BenchmarkPlanFleetLarge(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWhatIfSweep is the reference: one per-service what-if
+// (radius.Model.Requests) for every API and every node of the fleet
+// failing — what a planner without incremental evaluation would repeat
+// for every candidate at every step.
+func BenchmarkWhatIfSweep(b *testing.B) {
+	m := fleet(1, 1000, 100, 60)
+	adopted := make([]bool, len(m.Services))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, a := range m.APIs {
+			a.Model.Speaks = m.Speaks
+			failing := make([]bool, len(a.Model.Nodes))
+			for f := range failing {
+				failing[f] = true
+				if _, err := a.Model.Requests(radius.Scenario{Failing: failing, Budget: 0.1, Adopted: adopted}); err != nil {
+					b.Fatal(err)
+				}
+				failing[f] = false
+			}
+		}
+	}
+}
