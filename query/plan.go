@@ -59,12 +59,16 @@ func Plan(r PlanRequest, state *analysis.State, doc *analysis.Document, cfg anal
 		}
 	}
 	owners := map[string][]analysis.OwnerDoc{}
+	virtual := map[string]bool{}
 	if doc != nil {
 		for _, a := range doc.APIs {
 			owners[a.API] = a.Owners
 		}
+		for _, s := range doc.Services {
+			virtual[s.Service] = s.Virtual
+		}
 	}
-	mesh, err := plan.FromState(state, owners, cfg, r.APIs)
+	mesh, err := plan.FromState(state, owners, virtual, cfg, r.APIs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}

@@ -68,7 +68,7 @@ func (e *engine) radiusOf(sc *scenario, x [2]int32) int32 {
 // and whose callee does not send them (only both together stop it).
 func (e *engine) candidates(sc *scenario, dst [][2]int32) [][2]int32 {
 	for _, s := range sc.touch {
-		if !e.adopted[s] {
+		if !e.adopted[s] && !e.virtual(s) {
 			dst = append(dst, [2]int32{s, -1})
 		}
 	}
@@ -76,13 +76,16 @@ func (e *engine) candidates(sc *scenario, dst [][2]int32) [][2]int32 {
 	for _, k := range sc.hot {
 		ed := &a.edges[k]
 		u, v := a.svc[ed.from], a.svc[ed.to]
-		if ed.to == sc.f || u == v || e.adopted[u] || e.adopted[v] || e.speaks[u].Honours || e.speaks[v].Claims {
+		if ed.to == sc.f || u == v || e.adopted[u] || e.adopted[v] || e.speaks[u].Honours || e.speaks[v].Claims || e.virtual(u) || e.virtual(v) {
 			continue
 		}
 		dst = append(dst, [2]int32{min(u, v), max(u, v)})
 	}
 	return dst
 }
+
+// virtual reports whether service s is an uninstrumented callee.
+func (e *engine) virtual(s int32) bool { return e.m.Virtual != nil && e.m.Virtual[s] }
 
 // refresh evaluates sc again under the plan so far, and what every
 // candidate would gain in it.

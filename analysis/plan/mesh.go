@@ -23,7 +23,10 @@ type Mesh struct {
 	Services []string
 	// Speaks is what each service does today (nil: none speaks it).
 	Speaks []radius.Speaks
-	APIs   []API
+	// Virtual marks, by service, the uninstrumented callees (databases,
+	// caches): they cannot adopt anything (nil: none).
+	Virtual []bool
+	APIs    []API
 }
 
 // API is one root API of a Mesh.
@@ -43,6 +46,9 @@ type API struct {
 func (m *Mesh) check() error {
 	if m.Speaks != nil && len(m.Speaks) != len(m.Services) {
 		return fmt.Errorf("plan: %d service behaviours for %d services", len(m.Speaks), len(m.Services))
+	}
+	if m.Virtual != nil && len(m.Virtual) != len(m.Services) {
+		return fmt.Errorf("plan: %d virtual flags for %d services", len(m.Virtual), len(m.Services))
 	}
 	for i := range m.APIs {
 		a := &m.APIs[i]
@@ -86,8 +92,9 @@ func (m *Mesh) check() error {
 // per request, R per edge, fail-open edges), its traces as its weight,
 // the owned-failure rate of each node (owners' failure events, from the
 // API's document row, over the node's hops in the API), and what each
-// service does with the claim protocol (Learn).
-func FromState(st *analysis.State, owners map[string][]analysis.OwnerDoc, cfg analysis.Config, apis []string) (*Mesh, error) {
+// service does with the claim protocol (Learn). virtual names the
+// uninstrumented callees (a document's services marked virtual).
+func FromState(st *analysis.State, owners map[string][]analysis.OwnerDoc, virtual map[string]bool, cfg analysis.Config, apis []string) (*Mesh, error) {
 	if len(apis) == 0 {
 		for api := range st.APIs {
 			apis = append(apis, api)
@@ -142,6 +149,10 @@ func FromState(st *analysis.State, owners map[string][]analysis.OwnerDoc, cfg an
 	}
 	m.Services = order
 	m.Speaks = Learn(st, order)
+	m.Virtual = make([]bool, len(order))
+	for i, name := range order {
+		m.Virtual[i] = virtual[name]
+	}
 	return m, nil
 }
 

@@ -367,3 +367,18 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// An uninstrumented callee (a database) cannot adopt: on A→B→C with C
+// virtual (B = 1, every node failing in turn: none was seen), B's retries
+// of C stay whatever happens (the edge into the failing node), and A+B,
+// stopping A's retries of B while C fails, is the only step.
+func TestVirtualNeverAdopts(t *testing.T) {
+	svc, idx := services("A", "B", "C")
+	m := &Mesh{Services: svc, Virtual: []bool{false, false, true}, APIs: []API{chainAPI("A GET /", []string{"A", "B", "C"}, 1, idx)}}
+	p := mustMake(t, m, Options{Budget: 1})
+	steps, load, _ := stepsOf(p, "A GET /")
+	check(t, "steps", steps, []string{"A+B"})
+	// Loads while A, B, C fail: 1, 2, 4 before; 1, 2 (A→B is the edge
+	// into B), 2 after.
+	check(t, "load", load, []float64{round9(7.0 / 3), round9(5.0 / 3)})
+}
