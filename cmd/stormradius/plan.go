@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 
@@ -166,13 +167,13 @@ func writePlanTable(w io.Writer, p *plan.Plan) error {
 		last = p.Steps[n-1].Cost
 	}
 	fmt.Fprintf(tw, "adoption plan: %d steps over %d root APIs, %d services (failing nodes weighed: %s; B=%s); expected storm cost %s -> %s\n",
-		len(p.Steps), len(p.APIs), p.Services, p.Weights, formatNumber(p.Budget), formatNumber(p.Cost), formatNumber(last))
+		len(p.Steps), len(p.APIs), p.Services, p.Weights, fig(p.Budget), fig(p.Cost), fig(last))
 	if len(p.Speaking) > 0 {
 		fmt.Fprintf(tw, "already speaking the claim protocol: %s\n", analysis.Printable(strings.Join(p.Speaking, ", ")))
 	}
 	fmt.Fprintln(tw, "\nAPI\tMAX RADIUS\tMEAN RADIUS\tLOAD AT FAILING NODE\tSPURIOUS")
 	for _, a := range p.APIs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", analysis.Printable(a.API), a.MaxRadius, formatNumber(a.MeanRadius), formatNumber(a.Load), formatNumber(a.Spurious))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", analysis.Printable(a.API), a.MaxRadius, fig(a.MeanRadius), fig(a.Load), fig(a.Spurious))
 	}
 	for _, s := range p.Steps {
 		together := ""
@@ -180,13 +181,16 @@ func writePlanTable(w io.Writer, p *plan.Plan) error {
 			together = " (together: neither helps alone)"
 		}
 		fmt.Fprintf(tw, "\nstep %d: adopt %s%s; cost %s\n  why: %s\n", s.Step, analysis.Printable(strings.Join(s.Services, " + ")), together,
-			formatNumber(s.Cost), analysis.Printable(s.Why))
+			fig(s.Cost), analysis.Printable(s.Why))
 		fmt.Fprintln(tw, "  API\tMAX RADIUS\tMEAN RADIUS\tLOAD AT FAILING NODE\tSPURIOUS")
 		for _, a := range s.APIs {
 			fmt.Fprintf(tw, "  %s\t%d -> %d\t%s -> %s\t%s -> %s\t%s -> %s\n", analysis.Printable(a.API), a.Before.MaxRadius, a.After.MaxRadius,
-				formatNumber(a.Before.MeanRadius), formatNumber(a.After.MeanRadius), formatNumber(a.Before.Load), formatNumber(a.After.Load),
-				formatNumber(a.Before.Spurious), formatNumber(a.After.Spurious))
+				fig(a.Before.MeanRadius), fig(a.After.MeanRadius), fig(a.Before.Load), fig(a.After.Load),
+				fig(a.Before.Spurious), fig(a.After.Spurious))
 		}
 	}
 	return tw.Flush()
 }
+
+// fig formats a plan's figure for a table: three decimals at most.
+func fig(x float64) string { return formatNumber(math.Round(x*1000) / 1000) }
