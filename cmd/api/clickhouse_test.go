@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/stormradius/stormradius/analysis"
+	"github.com/stormradius/stormradius/analysis/plan"
 	"github.com/stormradius/stormradius/internal/certs/certstest"
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
@@ -123,7 +124,11 @@ func TestProductionClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	exports := res.Exports(5, 4, 20)
-	want, _ := storetest.AnalyzeBatches(exports, window)
+	want, windows := storetest.AnalyzeBatches(exports, window)
+	wantPlan, err := query.Plan(query.PlanRequest{}, windows.Merged(), want, analysis.Config{Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// cmd/ingest over TLS as the writer.
 	otlpAddr, httpAddr := freeAddr(t), freeAddr(t)
@@ -182,7 +187,7 @@ func TestProductionClickHouse(t *testing.T) {
 	}()
 	base := "http://" + apiAddr
 	waitReady(t, base, apiDone, &apiLog)
-	checkAPI(t, base, want, res)
+	checkAPI(t, base, want, wantPlan, res)
 	checkUI(t, base)
 }
 
@@ -224,7 +229,7 @@ const rangeQ = "from=2026-03-01T09:00:00Z&to=2026-03-01T11:00:00Z"
 // simulated traffic's range, and checks each answers 200 with what analyze
 // says (want), or for the routes analyze has no figure of, the traffic's
 // own: the trace's spans, the root API's name.
-func checkAPI(t *testing.T, base string, want *analysis.Document, res *sim.Result) {
+func checkAPI(t *testing.T, base string, want *analysis.Document, wantPlan *plan.Plan, res *sim.Result) {
 	t.Helper()
 	var doc struct{ Paths map[string]map[string]any }
 	if err := json.Unmarshal(fetch(t, "GET", base+"/api/v1/openapi.json", ""), &doc); err != nil {
@@ -314,6 +319,15 @@ func checkAPI(t *testing.T, base string, want *analysis.Document, res *sim.Resul
 		// sends twice what it is sent.
 		{"POST", "/whatif", rangeQ, `{"chain": ["a", "b", "c"], "fail": ["c"]}`,
 			func(b []byte) string { return has(b, `"requests":{"a":1,"b":2,"c":4}`) }},
+		// The adoption plan of the stored traces is the plan of the same
+		// spans analysed in memory.
+		{"GET", "/plan", rangeQ, "", func(b []byte) string {
+			w, _ := json.Marshal(wantPlan)
+			if canon(json.RawMessage(b)) != canon(json.RawMessage(w)) {
+				return fmt.Sprintf("plan differs from the in-memory one:\n got %s\nwant %s", b, w)
+			}
+			return ""
+		}},
 		{"GET", "/gate", apiQ + "&max_radius=1000&always_200=true", "", func(b []byte) string { return has(b, `"decision"`) }},
 		{"POST", "/gate", rangeQ + "&always_200=true", `{"metadata": {"api": ` + quote(api) + `, "max_radius": "1000"}}`,
 			func(b []byte) string { return has(b, `"decision"`) }},
