@@ -129,35 +129,75 @@ func GateThresholds() gate.Thresholds {
 // still serving (done returns when the demo should stop), then shuts down.
 func Run(ctx context.Context, cfg Config, done func(context.Context, *Result) error) error {
 	cfg.defaults()
-	ready := make(chan app.Addrs, 1)
-	actx, stop := context.WithCancel(ctx)
-	defer stop()
-	acfg := app.Config{
-		Store: storeurl.Options{Data: cfg.Data, Window: cfg.Window, Logger: cfg.Logger},
-		Pipeline: pipeline.Config{TraceIdle: time.Second, MaxTraceAge: 30 * time.Second, MaxInflightSpans: 1_000_000,
-			Retention: -1, Analysis: analysis.Config{Window: cfg.Window}},
-		OTLP:     otlp.Config{HTTPAddr: "127.0.0.1:0", DisableGRPC: true},
-		HTTPAddr: cfg.HTTPAddr,
-		Logger:   cfg.Logger,
-		Ready:    func(a app.Addrs) { ready <- a },
+	in, err := startInstance(ctx, appConfig(cfg.Data, cfg.Window, cfg.HTTPAddr, cfg.Logger))
+	if err != nil {
+		return err
 	}
-	if cfg.HTTPAddr != "" {
-		acfg.Web = &web.Config{Logger: cfg.Logger}
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- app.Run(actx, acfg) }()
-	var addrs app.Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-runErr:
-		return fmt.Errorf("start stormradius: %w", err)
-	}
-	res, err := run(ctx, cfg, addrs)
+	res, err := run(ctx, cfg, in.addrs)
 	if err == nil && done != nil {
 		err = done(ctx, res)
 	}
-	stop()
-	return errors.Join(err, <-runErr)
+	return errors.Join(err, in.close())
+}
+
+// appConfig is the stormradius the demo runs: the embedded store in data,
+// OTLP/HTTP on a loopback port, the REST API and UI on httpAddr ("" for
+// none).
+func appConfig(data string, window time.Duration, httpAddr string, logger *slog.Logger) app.Config {
+	acfg := app.Config{
+		Store: storeurl.Options{Data: data, Window: window, Logger: logger},
+		Pipeline: pipeline.Config{TraceIdle: time.Second, MaxTraceAge: 30 * time.Second, MaxInflightSpans: 1_000_000,
+			Retention: -1, Analysis: analysis.Config{Window: window}},
+		OTLP:     otlp.Config{HTTPAddr: "127.0.0.1:0", DisableGRPC: true},
+		HTTPAddr: httpAddr,
+		Logger:   logger,
+	}
+	if httpAddr != "" {
+		acfg.Web = &web.Config{Logger: logger}
+	}
+	return acfg
+}
+
+// instance is a running stormradius.
+type instance struct {
+	addrs app.Addrs
+	stop  context.CancelFunc
+	done  chan error // app.Run's result
+}
+
+// startInstance runs stormradius until close, and returns once it accepts
+// data.
+func startInstance(ctx context.Context, acfg app.Config) (*instance, error) {
+	ready := make(chan app.Addrs, 1)
+	acfg.Ready = func(a app.Addrs) { ready <- a }
+	actx, stop := context.WithCancel(ctx)
+	in := &instance{stop: stop, done: make(chan error, 1)}
+	go func() { in.done <- app.Run(actx, acfg) }()
+	select {
+	case in.addrs = <-ready:
+		return in, nil
+	case err := <-in.done:
+		stop()
+		return nil, fmt.Errorf("start stormradius: %w", err)
+	}
+}
+
+// close shuts the service down (it analyses what is pending and closes the
+// store) and waits for it.
+func (in *instance) close() error {
+	in.stop()
+	return <-in.done
+}
+
+// flush analyses every pending trace: once it returns, the store answers
+// for every span acknowledged before.
+func flush(ctx context.Context, p *pipeline.Pipeline) error {
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		return fmt.Errorf("analyse: %w", err)
+	}
+	return nil
 }
 
 // run runs both phases and reads their results back.
@@ -185,10 +225,8 @@ func run(ctx context.Context, cfg Config, addrs app.Addrs) (*Result, error) {
 		fmt.Fprintf(cfg.Progress, "%sanalysing the last traces…%s", lineStart(cfg.Terminal), lineEnd(cfg.Terminal))
 	}
 	// Every span was acknowledged once stored; analyse what is pending.
-	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := addrs.Pipeline.Flush(fctx); err != nil {
-		return nil, fmt.Errorf("analyse: %w", err)
+	if err := flush(ctx, addrs.Pipeline); err != nil {
+		return nil, err
 	}
 	if cfg.Progress != nil && cfg.Terminal {
 		fmt.Fprint(cfg.Progress, "\r\033[K")
@@ -286,25 +324,37 @@ loop:
 // the store.
 func readPhase(ctx context.Context, svc *query.Service, p *Phase) error {
 	q := store.Query{From: p.From.UnixNano(), To: p.To.UnixNano()}
-	doc, err := svc.Document(ctx, q)
+	doc, load, err := readRange(ctx, svc, q)
 	if err != nil {
 		return fmt.Errorf("read the %s phase: %w", p.Policy.Name, err)
 	}
-	p.Report, p.Load = doc, map[string]float64{}
+	p.Report, p.Load = doc, load
+	return nil
+}
+
+// readRange reads the report of q's traces and, per root API, the requests
+// the failing service served per root request (from the API's stored call
+// graph; absent when the API does not reach it).
+func readRange(ctx context.Context, svc *query.Service, q store.Query) (*analysis.Document, map[string]float64, error) {
+	doc, err := svc.Document(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	load := map[string]float64{}
 	for _, a := range doc.APIs {
 		g, err := svc.Graph(ctx, a.API, q)
 		if errors.Is(err, query.ErrNotFound) {
 			continue
 		} else if err != nil {
-			return fmt.Errorf("read the %s phase's graph of %s: %w", p.Policy.Name, a.API, err)
+			return nil, nil, fmt.Errorf("the graph of %s: %w", a.API, err)
 		}
 		for _, n := range g.Nodes {
 			if n.Service == FailingService && a.Traces > 0 {
-				p.Load[a.API] += float64(n.Requests) / float64(a.Traces)
+				load[a.API] += float64(n.Requests) / float64(a.Traces)
 			}
 		}
 	}
-	return nil
+	return doc, load, nil
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {

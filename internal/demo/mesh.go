@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -119,21 +120,49 @@ var mesh = []service{
 
 // Policy is how a phase's services retry.
 type Policy struct {
-	Name    string // "naive" or "ownership"
-	Version string // the service.version every service reports
-	// Ownership: services speak the claim protocol (callers retry only
-	// claimed or missing-claim errors); otherwise they retry every
-	// failure and send no claims, as retry clients do today.
+	Name string // "naive", "ownership", or "mixed" for some services adopted
+	// Version is the service.version every service reports under a
+	// uniform policy (Adopted empty). Under a mixed one each reports its
+	// mode: Ownership.Version when adopted, else Naive.Version.
+	Version string
+	// Ownership: every service but the legacy one (reviews) adopts the
+	// claim protocol. An adopted service answers claims (claimed for its
+	// own errors, unclaimed for a downstream failure already retried) and
+	// its client retries only claimed or missing-claim errors; the others
+	// retry every failure and send no claims, as retry clients do today.
 	Ownership bool
+	// Adopted, when Ownership is false, names the services that adopt the
+	// protocol (the others run as under Naive); legacy services never do.
+	Adopted []string
+}
+
+// adopts reports whether the service named name runs the claim protocol
+// under p (its legacy flag aside).
+func (p Policy) adopts(name string) bool {
+	return p.Ownership || slices.Contains(p.Adopted, name)
+}
+
+// versionOf is the service.version service s reports under p.
+func (p Policy) versionOf(s service) string {
+	switch {
+	case p.Ownership || len(p.Adopted) == 0:
+		return p.Version
+	case !s.legacy && p.adopts(s.name):
+		return Ownership.Version
+	}
+	return Naive.Version
 }
 
 // meshConfig is what a running mesh needs.
 type meshConfig struct {
-	policy   Policy
-	otlpURL  string // the OTLP/HTTP traces endpoint, http://host:port/v1/traces
-	retries  int
-	failing  *atomic.Uint64 // the failing service's error rate, as math.Float64bits
-	exporter func(ctx context.Context) (sdktrace.SpanExporter, error)
+	policy  Policy
+	retries int
+	failing *atomic.Uint64 // the failing service's error rate, as math.Float64bits
+	// exporter makes a service's span exporter, sending through client.
+	exporter func(ctx context.Context, client *http.Client) (sdktrace.SpanExporter, error)
+	// quiet: no endpoint fails on its own (no background error rates),
+	// only the failing service: every figure then follows from its fault.
+	quiet bool
 }
 
 // running is a started mesh.
@@ -143,12 +172,19 @@ type running struct {
 	urls    map[string]string
 	wg      sync.WaitGroup
 	idle    *http.Transport
+	// export carries the exporters' requests: the mesh's own, so that
+	// closing it leaves no connection to the receiver behind (the OTLP
+	// exporter's default transport is a global one).
+	export *http.Transport
 }
 
 // startMesh starts every service of the mesh on loopback.
 func startMesh(ctx context.Context, cfg meshConfig) (*running, error) {
 	m := &running{urls: map[string]string{}}
 	m.idle = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	m.export = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	exportClient := &http.Client{Transport: m.export, Timeout: 30 * time.Second}
 	lns := make([]net.Listener, len(mesh))
 	for i, s := range mesh {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -163,7 +199,7 @@ func startMesh(ctx context.Context, cfg meshConfig) (*running, error) {
 	}
 	prop := propagation.TraceContext{}
 	for i, s := range mesh {
-		exp, err := cfg.exporter(ctx)
+		exp, err := cfg.exporter(ctx, exportClient)
 		if err != nil {
 			m.close(context.Background())
 			for _, l := range lns[i:] {
@@ -176,7 +212,7 @@ func startMesh(ctx context.Context, cfg meshConfig) (*running, error) {
 				sdktrace.WithMaxQueueSize(1<<16), sdktrace.WithMaxExportBatchSize(2048)),
 			sdktrace.WithResource(resource.NewSchemaless(
 				attribute.String("service.name", s.name),
-				attribute.String("service.version", cfg.policy.Version))),
+				attribute.String("service.version", cfg.policy.versionOf(s)))),
 		)
 		m.tps = append(m.tps, tp)
 		h := m.handler(s, cfg, tp, prop)
@@ -196,6 +232,7 @@ func startMesh(ctx context.Context, cfg meshConfig) (*running, error) {
 // through the matching clients.
 func (m *running) handler(s service, cfg meshConfig, tp *sdktrace.TracerProvider, prop propagation.TextMapPropagator) http.Handler {
 	var client, failOpen *http.Client
+	adopted := !s.legacy && cfg.policy.adopts(s.name)
 	if s.legacy {
 		t := otelhttp.NewTransport(m.idle, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(prop))
 		client = &http.Client{Transport: t}
@@ -206,7 +243,7 @@ func (m *running) handler(s service, cfg meshConfig, tp *sdktrace.TracerProvider
 			ownership.WithMaxRetries(cfg.retries), ownership.WithBackoff(2*time.Millisecond, 20*time.Millisecond),
 			ownership.WithBudget(0, 0), // the same retries in both phases: only the protocol differs
 		}
-		if !cfg.policy.Ownership {
+		if !adopted {
 			opts = append(opts, ownership.WithPolicy(ownership.Naive))
 		}
 		client = &http.Client{Transport: ownership.Transport(m.idle, opts...)}
@@ -221,7 +258,7 @@ func (m *running) handler(s service, cfg meshConfig, tp *sdktrace.TracerProvider
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 	}
 	opts := []ownership.Option{ownership.WithTracerProvider(tp), ownership.WithPropagator(prop)}
-	if !cfg.policy.Ownership {
+	if !adopted {
 		opts = append(opts, ownership.WithoutClaims())
 	}
 	return ownership.Handler(mux, opts...)
@@ -232,6 +269,9 @@ func (m *running) handler(s service, cfg meshConfig, tp *sdktrace.TracerProvider
 // fail-open call is ignored.
 func (m *running) endpointFunc(s service, e endpoint, cfg meshConfig, client, failOpen *http.Client) http.HandlerFunc {
 	failing := s.name == FailingService
+	if cfg.quiet {
+		e.errorRate = 0
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<16))
 		time.Sleep(e.work)
@@ -355,12 +395,14 @@ func (m *running) close(ctx context.Context) error {
 		cancel()
 	}
 	m.idle.CloseIdleConnections()
+	m.export.CloseIdleConnections()
 	return errors.Join(errs...)
 }
 
-// otlpExporter exports to the demo's own OTLP/HTTP receiver.
-func otlpExporter(endpoint string) func(ctx context.Context) (sdktrace.SpanExporter, error) {
-	return func(ctx context.Context) (sdktrace.SpanExporter, error) {
-		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithTimeout(30*time.Second))
+// otlpExporter exports to the demo's own OTLP/HTTP receiver (the client's
+// Timeout bounds each export).
+func otlpExporter(endpoint string) func(ctx context.Context, client *http.Client) (sdktrace.SpanExporter, error) {
+	return func(ctx context.Context, client *http.Client) (sdktrace.SpanExporter, error) {
+		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithHTTPClient(client))
 	}
 }
