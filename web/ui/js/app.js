@@ -3,7 +3,7 @@
 // form and keyboard shortcuts.
 
 import { h, parseHash, range, link, getToken, setToken, time, DEFAULT_FROM, DEFAULT_TO } from './lib.js';
-import { fleetPage, apiPage, incidentsPage, incidentPage, servicesPage, whatifPage } from './pages.js';
+import { fleetPage, apiPage, incidentsPage, incidentPage, servicesPage, whatifPage, planPage } from './pages.js';
 import { tracePage } from './trace.js';
 
 const routes = [
@@ -14,6 +14,7 @@ const routes = [
   { re: /^\/traces\/([^/]+)$/, page: 'trace', nav: '', title: 'Trace', fn: tracePage },
   { re: /^\/services$/, page: 'services', nav: 'services', title: 'Services', fn: servicesPage },
   { re: /^\/whatif$/, page: 'whatif', nav: 'whatif', title: 'What-if', fn: whatifPage, noAutoRefresh: true },
+  { re: /^\/plan$/, page: 'plan', nav: 'plan', title: 'Plan', fn: planPage, noAutoRefresh: true },
 ];
 
 const PRESETS = [['15m', 'now-15m'], ['1h', 'now-1h'], ['6h', 'now-6h'], ['24h', 'now-24h'], ['7d', 'now-168h']];

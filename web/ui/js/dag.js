@@ -334,3 +334,38 @@ export function renderDAG(g, opts = {}) {
     h('span', null, 'req: requests served · att: attempts into it · ×: amplification (attempts / calls)'));
   return { el: h('div', null, legend, h('div', { class: 'dag panel', dataset: { nodes: nodes.length, owner: ownerName } }, svg)), owner: ownerName, path };
 }
+
+// perRoot formats requests per root request (up to three decimals, as the
+// what-if table does).
+const perRoot = (x) => (typeof x === 'number' ? x.toLocaleString('en-US', { maximumFractionDigits: 3 }) : '—');
+
+// renderStormPath draws a storm path of the adoption plan (its API, the
+// failing node, and the hops from the root down to it, before and after a
+// step) as two rows of hops: each hop with the requests it serves per root
+// request, each call into a hop marked "↻ retried" (the storm colour, as
+// on the call graph) or "→ not retried". A hop whose requests the step
+// changes says what it served before. Everything is text.
+export function renderStormPath(path, opts = {}) {
+  const row = (when, label, hops, other) => h('div', { class: 'path-row', dataset: { when } },
+    h('span', { class: 'path-when', 'aria-hidden': 'true' }, label),
+    h('ol', { class: 'storm-path', 'aria-label': label + ': the storm path from ' + path.api + ' to ' + path.failing },
+      (hops || []).map((hp, i) => {
+        const failing = hp.node === path.failing;
+        const o = other && other[i] && other[i].node === hp.node ? other[i] : null;
+        return h('li', { class: ['hop', i > 0 && hp.retried && 'retried', i === 0 && 'root', failing && 'failing'], dataset: { node: hp.node, requests: hp.requests, retried: String(!!hp.retried) } },
+          i > 0 ? h('span', { class: ['call', hp.retried ? 'retried' : 'plain'], title: hp.retried ? 'the call into ' + hp.node + ' is retried' : 'the call into ' + hp.node + ' is not retried' },
+            hp.retried ? '↻ retried' : '→ not retried') : null,
+          h('span', { class: 'hop-box' },
+            h('span', { class: 'hop-node' }, hp.node),
+            h('span', { class: 'hop-req' }, perRoot(hp.requests) + ' req',
+              o && o.requests !== hp.requests ? h('span', { class: 'hop-was' }, ' (was ' + perRoot(o.requests) + ')') : null),
+            i === 0 || failing ? h('span', { class: 'hop-tag' }, [i === 0 ? 'ROOT' : null, failing ? 'FAILING' : null].filter(Boolean).join(' · ')) : null));
+      })));
+  return h('div', { class: 'plan-path panel', dataset: { api: path.api, failing: path.failing } },
+    row('before', opts.before || 'Before', path.before, null),
+    row('after', opts.after || 'After', path.after, path.before),
+    h('div', { class: 'legend' },
+      h('span', null, h('span', { class: 'key k-storm' }), '↻ retried: the call into the hop is retried'),
+      h('span', null, h('span', { class: 'key k-failing' }), 'the failing node'),
+      h('span', null, 'req: requests the hop serves per root request while the failing node fails')));
+}

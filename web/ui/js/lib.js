@@ -74,14 +74,16 @@ export class HTTPError extends Error {
   }
 }
 
-// api calls the REST API: params become the query string (encoded), body
-// is sent as JSON. It answers the decoded JSON or throws an HTTPError with
-// the API's message.
+// api calls the REST API: params become the query string (encoded; an
+// array repeats its parameter), body is sent as JSON. It answers the
+// decoded JSON or throws an HTTPError with the API's message.
 export async function api(path, params, opts = {}) {
   const u = new URL('/api/v1' + path, location.origin);
   if (params) {
     for (const [k, v] of Object.entries(params)) {
-      if (v !== undefined && v !== null && v !== '') u.searchParams.set(k, String(v));
+      if (Array.isArray(v)) {
+        for (const x of v) if (x !== undefined && x !== null && x !== '') u.searchParams.append(k, String(x));
+      } else if (v !== undefined && v !== null && v !== '') u.searchParams.set(k, String(v));
     }
   }
   const headers = { Accept: 'application/json' };

@@ -1,10 +1,10 @@
-// The pages: fleet, API, incidents, incident, services, what-if. Each
+// The pages: fleet, API, incidents, incident, services, what-if, plan. Each
 // returns its content; app.js routes and handles loading, errors and
 // tokens.
 
 import { h, fill, api, seg, link, num, pct, amp, time, card, table, filterBox, empty, nodeName } from './lib.js';
 import { sparkline, timeChart, incidentTimeline } from './charts.js';
-import { renderDAG } from './dag.js';
+import { renderDAG, renderStormPath } from './dag.js';
 
 // settle waits for every request, rethrowing a 401 (the token form) and
 // giving the others' answers or errors.
@@ -554,4 +554,176 @@ export async function whatifPage(ctx) {
     form,
     result,
   ];
+}
+
+// ---- adoption plan (docs/PLANNER.md) ----
+
+const PLAN_NONE = 'No step lowers the expected storm cost: every service on the storm paths already speaks the protocol, or nothing retries.';
+
+// PLAN_OPEN steps show their changes and storm path at once; the details
+// of later ones are built when opened (a fleet's plan may have hundreds).
+const PLAN_OPEN = 10;
+
+// failList reads the failing services of a query: fail= repeated, each
+// also split at commas (the form's field is comma separated).
+function failList(p) {
+  return p.getAll('fail').flatMap((v) => v.split(',')).map((x) => x.trim()).filter(Boolean);
+}
+
+// planWeights says how the plan weighed the failing nodes.
+function planWeights(pl) {
+  if (pl.weights === 'fail') return 'planned for ' + (pl.fail || []).join(', ') + ' failing, each in turn';
+  if (pl.weights === 'uniform') return 'no failure seen: every node of an API weighs the same';
+  return 'failing nodes weighed by their observed owned-failure rate';
+}
+
+// beforeAfter shows a figure a step changes: "3 → 2".
+function beforeAfter(a, b, fmt) {
+  return h('span', { class: ['change', b < a && 'lower', b > a && 'higher'], dataset: { before: a, after: b } }, fmt(a) + ' \u2192 ' + fmt(b));
+}
+
+function stepServices(st) {
+  return h('span', { class: 'step-services' }, h('span', { class: 'svc-names' }, st.services.join(' + ')),
+    st.together ? [' ', h('span', { class: 'badge warn', title: 'neither helps alone: adopt them in one step' }, 'only together')] : null);
+}
+
+// stepDetail is what a step changes: the root APIs' figures, before and
+// after, and its storm path.
+function stepDetail(st, prevCost) {
+  const changes = table([
+    { key: 'api', label: 'Root API', cls: () => 'name', cell: (c) => h('a', { href: link('/api', { name: c.api }) }, c.api) },
+    { key: 'max_radius', label: 'Max radius', num: true, raw: (c) => c.after.max_radius, cell: (c) => beforeAfter(c.before.max_radius, c.after.max_radius, num) },
+    { key: 'mean_radius', label: 'Mean radius', num: true, raw: (c) => c.after.mean_radius, cell: (c) => beforeAfter(c.before.mean_radius, c.after.mean_radius, num) },
+    { key: 'load', label: 'Load at the failing node', num: true, raw: (c) => c.after.load, cell: (c) => beforeAfter(c.before.load, c.after.load, fmtReq),
+      title: 'requests the failing node serves per root request' },
+    { key: 'spurious', label: 'Spurious requests', num: true, raw: (c) => c.after.spurious, cell: (c) => beforeAfter(c.before.spurious, c.after.spurious, fmtReq),
+      title: 'requests retries add per root request' },
+  ], st.apis || [], { id: 'plan-step-' + st.step + '-apis', sortable: false, caption: 'The root APIs step ' + st.step + ' changes: before \u2192 after', rowAttrs: (c) => ({ dataset: { api: c.api } }) });
+  const pa = st.path;
+  return [
+    h('p', { class: 'why', dataset: { field: 'why' } }, st.why),
+    h('p', { class: 'sub' }, 'Expected storm cost ', h('span', { dataset: { field: 'cost' } }, fmtReq(prevCost) + ' \u2192 ' + fmtReq(st.cost)),
+      ' (lowered by ', fmtReq(st.gain), ').'),
+    (st.apis || []).length ? changes : empty('No root API changes.'),
+    pa ? [h('h4', null, 'Storm path: ', h('span', { class: 'path-api' }, pa.api), ', while ', h('span', { class: 'path-failing' }, pa.failing), ' fails'),
+      renderStormPath(pa, { before: 'Before', after: 'After step ' + st.step })] : null,
+  ];
+}
+
+export async function planPage(ctx) {
+  const p = ctx.params;
+  const apisQ = p.getAll('api').filter(Boolean);
+  const failQ = failList(p);
+  const budgetQ = (p.get('budget') || '').trim();
+  const stepsQ = (p.get('steps') || '').trim();
+  const [list, res] = await settle([
+    api('/apis', ctx.range, ctx),
+    api('/plan', { ...ctx.range, api: apisQ, fail: failQ, budget: budgetQ, steps: stepsQ }, ctx),
+  ]);
+  if (list.ok) ctx.shown(list.ok.from, list.ok.to);
+
+  // The question: every field is in the URL, so that a link shares it.
+  const names = [...new Set([...(list.ok ? (list.ok.apis || []).map((a) => a.api) : []), ...apisQ])];
+  const budget = h('input', { id: 'plan-budget', type: 'number', name: 'budget', min: 0, max: 1, step: 'any', value: budgetQ, placeholder: '0.1' });
+  const steps = h('input', { id: 'plan-limit', type: 'number', name: 'steps', min: 0, step: 1, value: stepsQ, placeholder: 'all' });
+  const fail = h('input', { id: 'plan-fail', type: 'text', name: 'fail', value: failQ.join(', '), spellcheck: 'false', autocomplete: 'off', placeholder: 'as observed' });
+  const apis = h('select', { id: 'plan-api', name: 'api', multiple: true, size: Math.min(4, Math.max(2, names.length)) },
+    names.map((n) => h('option', { value: n, selected: apisQ.includes(n) }, n)));
+  const submit = (ev) => {
+    ev.preventDefault();
+    const sp = new URLSearchParams();
+    for (const k of ['from', 'to']) if (p.get(k)) sp.set(k, p.get(k));
+    if (budget.value.trim() !== '') sp.set('budget', budget.value.trim());
+    if (steps.value.trim() !== '') sp.set('steps', steps.value.trim());
+    for (const f of fail.value.split(',').map((x) => x.trim()).filter(Boolean)) sp.append('fail', f);
+    for (const o of apis.selectedOptions) sp.append('api', o.value);
+    location.hash = '#/plan' + (sp.toString() ? '?' + sp.toString() : '');
+  };
+  const field = (id, label, input, hint) => {
+    input.setAttribute('aria-describedby', id + '-hint');
+    return h('div', { class: 'field' }, h('label', { for: id }, label), input, h('span', { class: 'hint', id: id + '-hint' }, hint));
+  };
+  const form = h('form', { class: 'plan panel', id: 'plan-form', novalidate: true, onsubmit: submit },
+    field('plan-budget', 'Retry budget (B)', budget, 'of an adopted service, a fraction of requests: 0.1 (10%) by default'),
+    field('plan-limit', 'Steps', steps, 'the most steps to plan: empty or 0 for every step that helps'),
+    field('plan-fail', 'Failing', fail, 'services (or "service operation" nodes) to plan for, comma separated; empty: as observed'),
+    field('plan-api', 'Root APIs', apis, 'none selected: every root API; Ctrl- or \u2318-click selects several'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'plan-submit' }, 'Plan'),
+      h('a', { href: link('/plan'), id: 'plan-reset' }, 'Reset')));
+
+  const out = [
+    h('h1', null, 'Adoption plan'),
+    h('p', { class: 'sub' }, list.ok ? [rangeText(list.ok.from, list.ok.to), ' · '] : null,
+      'Which services to move to error ownership first, predicted from the call graphs in the range (docs/PLANNER.md): each step adopts the service, ',
+      'or the pair that helps only together, that lowers the expected storm cost most. The cost sums, over every root API and failing node, ',
+      'the root requests \u00d7 the failure\u2019s weight \u00d7 (the requests reaching the failing node + the spurious requests retries add), per root request.'),
+    form,
+  ];
+  if (res.err) {
+    const e = res.err;
+    const box = errorBox('Plan', e);
+    box.id = 'plan-error';
+    box.dataset.status = String(e.status);
+    out.push(box);
+    return out;
+  }
+  const pl = res.ok;
+  const plan = pl.steps || [];
+  const apiFigs = pl.apis || [];
+  const speaking = pl.speaking || [];
+  const last = plan.length ? plan[plan.length - 1] : null;
+  const f = (field, value, text) => h('strong', { dataset: { field, value } }, text);
+  out.push(h('p', { id: 'plan-summary', class: 'summary' },
+    f('steps', plan.length, num(plan.length)), plan.length === 1 ? ' step' : ' steps', ' over ',
+    f('apis', apiFigs.length, num(apiFigs.length)), apiFigs.length === 1 ? ' root API' : ' root APIs', ' and ',
+    f('services', pl.services, num(pl.services)), pl.services === 1 ? ' service' : ' services', ' · ',
+    h('span', { dataset: { field: 'weights', value: pl.weights } }, planWeights(pl)), ' · budget B = ', f('budget', pl.budget, fmtReq(pl.budget)),
+    ' · expected storm cost ', f('cost', pl.cost, fmtReq(pl.cost)),
+    last ? [' \u2192 ', f('cost_after', last.cost, fmtReq(last.cost)), ' after step ' + last.step,
+      pl.cost > 0 ? ' (' + pct((last.cost - pl.cost) / pl.cost).replace('-', '\u2212') + ')' : null] : ', no step lowers it', '.'));
+
+  out.push(h('h2', null, 'Already speaking the protocol'));
+  out.push(speaking.length
+    ? [h('p', { class: 'sub' }, num(speaking.length) + ' of ' + num(pl.services) + ' services claim their errors and honour claims: they are never a step.'),
+      h('ul', { id: 'plan-speaking', class: 'names' }, speaking.map((sv) => h('li', { dataset: { service: sv } }, sv)))]
+    : h('p', { id: 'plan-speaking', class: 'empty' }, 'None of the ' + num(pl.services) + (pl.services === 1 ? ' service' : ' services') + ' speaks the protocol yet.'));
+
+  out.push(h('h2', null, 'Root APIs before any step'));
+  out.push(apiFigs.length ? table([
+    { key: 'api', label: 'Root API', value: (a) => a.api, cls: () => 'name', cell: (a) => h('a', { href: link('/api', { name: a.api }) }, a.api) },
+    { key: 'weight', label: 'Root requests', num: true, value: (a) => a.weight, raw: (a) => a.weight, cell: (a) => fmtReq(a.weight), title: 'the API\u2019s weight in the cost: its root requests in the range' },
+    { key: 'max_radius', label: 'Max radius', num: true, value: (a) => a.max_radius, raw: (a) => a.max_radius, cls: (a) => (a.max_radius > 1 ? 'alarm' : '') },
+    { key: 'mean_radius', label: 'Mean radius', num: true, value: (a) => a.mean_radius, raw: (a) => a.mean_radius, title: 'over its failing nodes, each weighed by its share of the failures' },
+    { key: 'load', label: 'Load at the failing node', num: true, value: (a) => a.load, raw: (a) => a.load, cell: (a) => fmtReq(a.load), title: 'requests the failing node serves per root request' },
+    { key: 'spurious', label: 'Spurious requests', num: true, value: (a) => a.spurious, raw: (a) => a.spurious, cell: (a) => fmtReq(a.spurious), title: 'requests retries add per root request' },
+  ], apiFigs, { id: 'plan-apis', sort: 'max_radius', caption: 'Each root API\u2019s storm figures while its nodes fail, before any step: load and spurious requests per root request',
+    rowAttrs: (a) => ({ dataset: { api: a.api } }) }) : empty('No root API with a failing node to plan for in this range.'));
+
+  out.push(h('h2', null, 'Steps'));
+  if (!plan.length) {
+    out.push(h('p', { class: 'empty', id: 'plan-none' }, PLAN_NONE));
+    return out;
+  }
+  out.push(table([
+    { key: 'step', label: 'Step', num: true, raw: (st) => st.step, cell: (st) => num(st.step) },
+    { key: 'services', label: 'Adopt', cls: () => 'name', cell: stepServices },
+    { key: 'why', label: 'Why', cls: () => 'why', cell: (st) => st.why },
+    { key: 'gain', label: 'Lowers the cost by', num: true, raw: (st) => st.gain, cell: (st) => fmtReq(st.gain) },
+    { key: 'cost', label: 'Cost after', num: true, raw: (st) => st.cost, cell: (st) => fmtReq(st.cost) },
+  ], plan, { id: 'plan-steps', sortable: false, caption: 'The steps in order: the services each adopts, why, and the expected storm cost after it',
+    rowAttrs: (st) => ({ dataset: { step: st.step, together: String(!!st.together) } }) }));
+  plan.forEach((st, i) => {
+    const prev = i ? plan[i - 1].cost : pl.cost;
+    const id = 'plan-step-' + st.step;
+    const head = h('h3', { id: id + '-title' }, 'Step ' + st.step + ': adopt ', stepServices(st));
+    if (i < PLAN_OPEN) {
+      out.push(h('section', { class: 'plan-step', id, 'aria-labelledby': id + '-title', dataset: { step: st.step } }, head, stepDetail(st, prev)));
+      return;
+    }
+    const body = h('div');
+    const d = h('details', { class: 'plan-step', id, dataset: { step: st.step } }, h('summary', null, head), body);
+    d.addEventListener('toggle', () => { if (d.open && !body.childElementCount) fill(body, stepDetail(st, prev)); });
+    out.push(d);
+  });
+  return out;
 }
