@@ -54,6 +54,11 @@ type TraceResult struct {
 	// Versions lists the service.version of every instrumented service of
 	// the trace that reported one, sorted.
 	Versions []ServiceVersion
+	// VersionClaims counts, per service.version of Versions whose hops
+	// failed or received unclaimed answers, how they answered claims and
+	// honoured the claims they received (what the rollout gate's claim
+	// checks compare); sorted, only versions with a count.
+	VersionClaims []VersionClaims
 	// Nodes counts, per node of the trace, its hops and the failure events
 	// it owns, sorted by node: incidents are detected from their
 	// per-minute sums (docs/SPEC.md §4.8: the owned-failure rate of an owner).
@@ -202,6 +207,36 @@ func (v ServiceVersion) Compare(o ServiceVersion) int {
 	return cmp.Or(cmp.Compare(v.Service, o.Service), cmp.Compare(v.Version, o.Version))
 }
 
+// VersionClaims is how the hops of one service.version in one trace
+// answered claims and honoured the claims they received: what the
+// rollout gate's claim checks compare between versions (docs/ANALYSIS.md,
+// "Rollout gate").
+type VersionClaims struct {
+	ServiceVersion
+	// FailedHops counts the version's failed hops that answer a caller
+	// (audited: not virtual nodes, not CLIENT-span roots); ClaimedHops
+	// those of them seen answering a valid claim, claimed or unclaimed
+	// (graph.NodeStats.ValidClaims).
+	FailedHops, ClaimedHops int64
+	// UnclaimedAnswers counts the failed attempts answered unclaimed on
+	// the retry-enabled calls the version's hops made (an edge's
+	// EdgeStats.FailedBy[unclaimed], counted per attempt);
+	// RetriedUnclaimed those of them that another attempt of the same
+	// call followed: retries the protocol says never to make.
+	UnclaimedAnswers, RetriedUnclaimed int64
+	// Suppressed counts the version's calls on retry-enabled edges that
+	// declined a retry of an unclaimed answer: an attempt carried
+	// retry.suppressed, or the call failed at its first unclaimed answer
+	// with fewer attempts than the edge's M_e (a call that gave up at M_e
+	// may only have run out of attempts).
+	Suppressed int64
+}
+
+// zero reports whether every count of v is zero.
+func (v *VersionClaims) zero() bool {
+	return v.FailedHops == 0 && v.ClaimedHops == 0 && v.UnclaimedAnswers == 0 && v.RetriedUnclaimed == 0 && v.Suppressed == 0
+}
+
 // Evaluator evaluates traces against a State. It reuses scratch memory and
 // is not safe for concurrent use; use one per goroutine.
 type Evaluator struct {
@@ -223,6 +258,9 @@ type Evaluator struct {
 	nodeIdx    pairIndex[graph.Node]
 	nodeSlots  []NodeCount
 	versionIdx pairIndex[ServiceVersion]
+	// vclaims are the claim counts of the trace's versions, by their
+	// index in its Versions.
+	vclaims []VersionClaims
 }
 
 // FrozenStates tells e that the states it is given no longer change (a
@@ -314,6 +352,7 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	}
 	e.services(t, &r)
 	r.Versions = e.versions(t)
+	r.VersionClaims = e.versionClaims(t, r.Versions)
 	r.Nodes = e.nodes(t, &r)
 	return r
 }
@@ -369,6 +408,90 @@ func (e *Evaluator) versions(t *graph.Trace) []ServiceVersion {
 	out := make([]ServiceVersion, len(touched))
 	for k, i := range touched {
 		out[k] = x.keys[i]
+	}
+	return out
+}
+
+// versionClaims counts how the hops of each of t's versions answered
+// claims and honoured the claims they received (VersionClaims), against
+// the calls' classes in e.calls; only the versions with a count, in the
+// order of versions.
+func (e *Evaluator) versionClaims(t *graph.Trace, versions []ServiceVersion) []VersionClaims {
+	if len(versions) == 0 {
+		return nil
+	}
+	e.vclaims = grow(e.vclaims, len(versions))
+	clear(e.vclaims)
+	of := func(h *graph.Hop) *VersionClaims {
+		i, ok := slices.BinarySearchFunc(versions, ServiceVersion{Service: h.Service, Version: h.Version}, ServiceVersion.Compare)
+		if !ok {
+			return nil
+		}
+		return &e.vclaims[i]
+	}
+	found := false
+	for i := range t.Hops {
+		h := &t.Hops[i]
+		if !h.Failed || !h.Audited() || h.Version == "" {
+			continue
+		}
+		if v := of(h); v != nil {
+			v.FailedHops++
+			if t.ObservedClaim(int32(i)).Valid() {
+				v.ClaimedHops++
+			}
+			found = true
+		}
+	}
+	for i := range t.Calls {
+		c := &t.Calls[i]
+		h := &t.Hops[c.Caller]
+		if !e.calls[i].RetryEnabled || h.Version == "" || h.Virtual {
+			continue
+		}
+		var unclaimed, retried int64
+		first := int32(-1) // the first attempt answered unclaimed
+		for a := c.AttemptStart; a < c.AttemptEnd; a++ {
+			if att := &t.Attempts[a]; att.Failed && att.Claim == graph.ClaimUnclaimed {
+				unclaimed++
+				if a < c.Last() {
+					retried++
+				}
+				if first < 0 {
+					first = a
+				}
+			}
+		}
+		// e.calls[i].MaxAttempts is the larger of the call's attempts and
+		// the edge's M_e: fewer attempts than it is fewer than M_e.
+		suppressed := c.Suppressed || (c.Failed && first == c.Last() && int32(c.Attempts()) < e.calls[i].MaxAttempts)
+		if unclaimed == 0 && !suppressed {
+			continue
+		}
+		if v := of(h); v != nil {
+			v.UnclaimedAnswers += unclaimed
+			v.RetriedUnclaimed += retried
+			if suppressed {
+				v.Suppressed++
+			}
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	n := 0
+	for i := range versions {
+		if !e.vclaims[i].zero() {
+			n++
+		}
+	}
+	out := make([]VersionClaims, 0, n)
+	for i := range versions {
+		if v := e.vclaims[i]; !v.zero() {
+			v.ServiceVersion = versions[i]
+			out = append(out, v)
+		}
 	}
 	return out
 }

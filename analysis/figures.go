@@ -187,6 +187,18 @@ var Figures = []Figure{
 		Count: func(a Agg) *int64 { return &a.Version.Excess }},
 	{Name: "ver_var", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "var"}, Stat: 87,
 		Count: func(a Agg) *int64 { return &a.Version.Var }},
+	// How the version's hops answered claims and honoured those they
+	// received (the rollout gate's claim checks).
+	{Name: "ver_failed_hops", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "failed_hops"}, Stat: 100,
+		Count: func(a Agg) *int64 { return &a.Version.FailedHops }},
+	{Name: "ver_claimed_hops", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "claimed_hops"}, Stat: 101,
+		Count: func(a Agg) *int64 { return &a.Version.ClaimedHops }},
+	{Name: "ver_unclaimed_answers", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "unclaimed_answers"}, Stat: 102,
+		Count: func(a Agg) *int64 { return &a.Version.UnclaimedAnswers }},
+	{Name: "ver_retried_unclaimed", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "retried_unclaimed"}, Stat: 103,
+		Count: func(a Agg) *int64 { return &a.Version.RetriedUnclaimed }},
+	{Name: "ver_suppressed", Type: TypeCount, Scope: ScopeVersion, Merge: MergeSum, SQLite: Column{"rollup_version", "suppressed"}, Stat: 104,
+		Count: func(a Agg) *int64 { return &a.Version.Suppressed }},
 	{Name: "ver_radius", Type: TypeIntHist, Scope: ScopeVersionHist, Merge: MergeHistogram, SQLite: Column{"rollup_version_radius", "radius"}, Stat: 84,
 		Hist: func(a Agg) Hist { return Hist{Ints: a.Version.Radius} }},
 	{Name: "ver_amp", Type: TypeFloatHist, Scope: ScopeVersionHist, Merge: MergeHistogram, SQLite: Column{"rollup_version_amp", "amp"}, Stat: 85,

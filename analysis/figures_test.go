@@ -85,6 +85,13 @@ var pinned = map[string]struct {
 	"api_tail_clean":     {ScopeAPI, "rollup_api", "tail_clean", 92},
 	"api_tail_failed_2":  {ScopeAPI, "rollup_api", "tail_failed_2", 93},
 	"api_tail_failed":    {ScopeAPI, "rollup_api", "tail_failed", 94},
+	// schema/sqlite/results/0012 and schema/clickhouse/0017 (the rollout
+	// gate's claim checks):
+	"ver_failed_hops":       {ScopeVersion, "rollup_version", "failed_hops", 100},
+	"ver_claimed_hops":      {ScopeVersion, "rollup_version", "claimed_hops", 101},
+	"ver_unclaimed_answers": {ScopeVersion, "rollup_version", "unclaimed_answers", 102},
+	"ver_retried_unclaimed": {ScopeVersion, "rollup_version", "retried_unclaimed", 103},
+	"ver_suppressed":        {ScopeVersion, "rollup_version", "suppressed", 104},
 }
 
 func TestFiguresPinned(t *testing.T) {

@@ -140,6 +140,13 @@ type VersionAgg struct {
 	Excess, Var   int64
 	Radius        map[int]int64
 	Amplification map[float64]int64
+	// How the version's hops answered claims and honoured those they
+	// received, summed over its traces (VersionClaims): failed hops and
+	// those that answered a valid claim; unclaimed answers received on
+	// retry-enabled calls and those retried; calls that declined a retry
+	// of an unclaimed answer. The rollout gate's claim checks compare
+	// them (docs/ANALYSIS.md, "Rollout gate").
+	FailedHops, ClaimedHops, UnclaimedAnswers, RetriedUnclaimed, Suppressed int64
 }
 
 // NewReport returns an empty Report.
@@ -334,6 +341,15 @@ func (r *Report) addVersions(tr *TraceResult, sign, w, c int64) {
 			va.Radius[tr.Radius] += w
 			va.Amplification[tr.MaxAmplification()] += w
 		}
+	}
+	for i := range tr.VersionClaims {
+		vc := &tr.VersionClaims[i]
+		va := r.Version(VersionKey{API: tr.API, Service: vc.Service, Version: vc.Version})
+		va.FailedHops += w * vc.FailedHops
+		va.ClaimedHops += w * vc.ClaimedHops
+		va.UnclaimedAnswers += w * vc.UnclaimedAnswers
+		va.RetriedUnclaimed += w * vc.RetriedUnclaimed
+		va.Suppressed += w * vc.Suppressed
 	}
 }
 

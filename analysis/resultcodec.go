@@ -14,10 +14,21 @@ import (
 // resultCodecVersion is the first byte of an encoded TraceResult; the
 // result of a sampled trace (a weight above 1, or sampling flags) is
 // written as resultCodecSampled, its weight and flags after its flags,
-// so that unsampled results stay as they always were.
+// so that unsampled results stay as they always were. Likewise a result
+// with version claim counts (TraceResult.VersionClaims) sets flag
+// flagVersionClaims and has them after its nodes: a result without
+// them is written as before.
 const (
 	resultCodecVersion = 1
 	resultCodecSampled = 2
+)
+
+// The flags byte's bits.
+const (
+	flagRootFailed    = 1
+	flagRemoteParent  = 2
+	flagSplit         = 4
+	flagVersionClaims = 8
 )
 
 // ErrCorruptResult is returned (wrapped) by DecodeResult for data that is
@@ -58,13 +69,16 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 	b = uv(b, uint64(r.Fragments))
 	var flags byte
 	if r.RootFailed {
-		flags |= 1
+		flags |= flagRootFailed
 	}
 	if r.RemoteParent {
-		flags |= 2
+		flags |= flagRemoteParent
 	}
 	if r.Split {
-		flags |= 4
+		flags |= flagSplit
+	}
+	if len(r.VersionClaims) > 0 {
+		flags |= flagVersionClaims
 	}
 	b = append(b, flags)
 	if sampled {
@@ -119,6 +133,17 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 		b = v(b, n.Requests)
 		b = v(b, n.Owned)
 	}
+	if len(r.VersionClaims) > 0 {
+		b = uv(b, uint64(len(r.VersionClaims)))
+		for i := range r.VersionClaims {
+			x := &r.VersionClaims[i]
+			b = uv(b, e.names[x.Service])
+			b = uv(b, e.names[x.Version])
+			for _, n := range [...]int64{x.FailedHops, x.ClaimedHops, x.UnclaimedAnswers, x.RetriedUnclaimed, x.Suppressed} {
+				b = v(b, n)
+			}
+		}
+	}
 	return b
 }
 
@@ -141,6 +166,10 @@ func (e *ResultEncoder) nameTable(r *TraceResult) []string {
 	for _, v := range r.Versions {
 		name(v.Service)
 		name(v.Version)
+	}
+	for i := range r.VersionClaims {
+		name(r.VersionClaims[i].Service)
+		name(r.VersionClaims[i].Version)
 	}
 	for i := range r.Events {
 		name(r.Events[i].Owner.Service)
@@ -194,10 +223,12 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 	out.Window = r.Varint("window")
 	out.Spans = int(min(r.Uvarint("spans"), math.MaxInt32))
 	out.Fragments = int(min(r.Uvarint("fragments"), math.MaxInt32))
+	var flags byte
 	if len(r.B) == 0 {
 		r.Fail("flags")
 	} else {
-		out.RootFailed, out.RemoteParent, out.Split = r.B[0]&1 != 0, r.B[0]&2 != 0, r.B[0]&4 != 0
+		flags = r.B[0]
+		out.RootFailed, out.RemoteParent, out.Split = flags&flagRootFailed != 0, flags&flagRemoteParent != 0, flags&flagSplit != 0
 		r.B = r.B[1:]
 	}
 	if b[0] == resultCodecSampled {
@@ -253,6 +284,9 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 			nc.Requests, nc.Owned = r.Varint("node requests"), r.Varint("node owned")
 		}
 	}
+	if flags&flagVersionClaims != 0 {
+		out.VersionClaims = decodeVersionClaims(r, table)
+	}
 	if r.Err != nil {
 		return nil, r.Err
 	}
@@ -260,4 +294,23 @@ func DecodeResult(b []byte, intern func([]byte) string) (*TraceResult, error) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptResult, len(r.B))
 	}
 	return out, nil
+}
+
+// decodeVersionClaims reads the version claim counts Append writes after
+// the nodes (flagVersionClaims): at least one.
+func decodeVersionClaims(r *resultReader, table []string) []VersionClaims {
+	n := r.Count(7, "version claims")
+	if n == 0 {
+		r.Fail("version claims: none")
+		return nil
+	}
+	out := make([]VersionClaims, n)
+	for i := range out {
+		x := &out[i]
+		x.ServiceVersion = ServiceVersion{Service: r.Str(table, "version claims service"), Version: r.Str(table, "version claims version")}
+		for _, p := range [...]*int64{&x.FailedHops, &x.ClaimedHops, &x.UnclaimedAnswers, &x.RetriedUnclaimed, &x.Suppressed} {
+			*p = r.Varint("version claims counts")
+		}
+	}
+	return out
 }

@@ -27,6 +27,10 @@ func TestResultCodecRoundTrip(t *testing.T) {
 		}
 		r.Versions = []analysis.ServiceVersion{{Service: "front", Version: "v2"}}
 		r.Split = i%7 == 3 // set aside: a flag bit of its own
+		if i%5 == 1 {      // claim counts: a flag bit and a section of their own
+			r.VersionClaims = []analysis.VersionClaims{{ServiceVersion: r.Versions[0], FailedHops: 37, ClaimedHops: 1,
+				UnclaimedAnswers: 300, RetriedUnclaimed: 2, Suppressed: 1 << 40}}
+		}
 		b := enc.Append(nil, &r)
 		got, err := analysis.DecodeResult(b, nil)
 		if err != nil {
@@ -35,7 +39,7 @@ func TestResultCodecRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, &r) {
 			t.Fatalf("trace %d does not round-trip:\n got %+v\nwant %+v", i, got, r)
 		}
-		if i == 0 {
+		if i <= 1 {
 			for n := 0; n < len(b); n++ {
 				if _, err := analysis.DecodeResult(b[:n], nil); !errors.Is(err, analysis.ErrCorruptResult) {
 					t.Fatalf("truncated at %d: %v", n, err)

@@ -24,6 +24,15 @@ import (
 // MinTraces is not given: less says too little about a rollout to decide.
 const DefaultMinTraces = 10
 
+// MinClaimEvidence is what a candidate version needs before the claim
+// checks judge it: failed hops, for whether it stopped claiming errors;
+// unclaimed answers received on retry-enabled calls, for whether it
+// stopped honouring claims. Fewer is too little evidence of either, and
+// not a failure. (Estimated counts, as every count of Figures; a
+// candidate must also have MinTraces' effective sample size to be
+// judged at all.)
+const MinClaimEvidence = 5
+
 // The three decisions.
 const (
 	Pass      = "pass"
@@ -48,6 +57,32 @@ type Figures struct {
 	MaxRadius           int     `json:"max_radius"`
 	MeanRadius          float64 `json:"mean_radius"`
 	MaxAmplification    float64 `json:"max_amplification"`
+	// Claims, for a side that is a service.version, is how its hops
+	// answered claims and honoured the claims they received; nil for a
+	// window. The claim checks compare a candidate's with a baseline's.
+	Claims *ClaimFigures `json:"claims,omitempty"`
+}
+
+// ClaimFigures are how a service.version's hops spoke the claim protocol
+// (docs/SPEC.md §2, §4.2) over a side's traces: estimated counts, as
+// every count of Figures.
+type ClaimFigures struct {
+	// FailedHops counts the version's failed hops (those that answer a
+	// caller); ClaimedHops those of them seen answering a valid claim
+	// (claimed or unclaimed).
+	FailedHops  int64 `json:"failed_hops"`
+	ClaimedHops int64 `json:"claimed_hops"`
+	// UnclaimedAnswers counts the failed attempts answered unclaimed on
+	// the retry-enabled calls the version's hops made; RetriedUnclaimed
+	// those of them another attempt of the same call followed (retries
+	// the protocol says never to make).
+	UnclaimedAnswers int64 `json:"unclaimed_answers"`
+	RetriedUnclaimed int64 `json:"retried_unclaimed"`
+	// SuppressedRetries counts the version's calls on retry-enabled
+	// edges that declined a retry of an unclaimed answer: marked
+	// retry.suppressed, or failed at their first unclaimed answer with
+	// fewer attempts than the edge's most (M_e).
+	SuppressedRetries int64 `json:"suppressed_retries"`
 }
 
 // Thresholds are the gate's conditions; nil ones are not checked. At
@@ -114,6 +149,10 @@ func (t Thresholds) Check(haveBaseline bool) error {
 //     MaxRadiusIncrease is judged only when the baseline has enough
 //     evidence, and is undecided when it has not (the baseline is read by
 //     no other threshold);
+//   - when both sides are versions (their Claims are set), the claim
+//     checks (ClaimChecks) are reasons to Fail as thresholds exceeded
+//     are: a candidate that stopped claiming errors, or stopped honouring
+//     claims, where its baseline did;
 //   - Fail when a threshold judged was exceeded, else Undecided when one
 //     could not be judged, else Pass.
 func Decide(api string, candidate Figures, baseline *Figures, t Thresholds) Decision {
@@ -141,6 +180,9 @@ func Decide(api string, candidate Figures, baseline *Figures, t Thresholds) Deci
 				candidate.Label, candidate.MaxRadius, inc, baseline.Label, baseline.MaxRadius, *t.MaxRadiusIncrease))
 		}
 	}
+	if baseline != nil {
+		exceeded = append(exceeded, ClaimChecks(candidate, *baseline)...)
+	}
 	switch {
 	case !enough(candidate, min):
 		d.Decision = Undecided
@@ -161,6 +203,39 @@ func Decide(api string, candidate Figures, baseline *Figures, t Thresholds) Deci
 	return d
 }
 
+// ClaimChecks compares how a candidate version spoke the claim protocol
+// with how its baseline did, and returns a reason for each way it
+// stopped (none when either side is not a version: Claims nil):
+//
+//   - stopped claiming errors: the baseline's failed hops answered valid
+//     claims, and the candidate's — MinClaimEvidence of them at least —
+//     answered none;
+//   - stopped honouring claims: the baseline declined retries of
+//     unclaimed answers, and the candidate received MinClaimEvidence
+//     unclaimed answers at least on retry-enabled calls, retried some
+//     and declined none.
+//
+// A candidate with fewer failed hops or unclaimed answers has given too
+// little evidence for the check, which it then passes. Decide runs
+// these on every comparison of two versions.
+func ClaimChecks(candidate, baseline Figures) []string {
+	c, b := candidate.Claims, baseline.Claims
+	if c == nil || b == nil {
+		return nil
+	}
+	cand, base := roleLabel("candidate", candidate.Label), roleLabel("baseline", baseline.Label)
+	var out []string
+	if b.ClaimedHops > 0 && c.FailedHops >= MinClaimEvidence && c.ClaimedHops == 0 {
+		out = append(out, fmt.Sprintf("%s: stopped claiming errors: %d of %d failed hops answered a claim (%s: %d of %d)",
+			cand, c.ClaimedHops, c.FailedHops, base, b.ClaimedHops, b.FailedHops))
+	}
+	if b.SuppressedRetries > 0 && c.UnclaimedAnswers >= MinClaimEvidence && c.RetriedUnclaimed > 0 && c.SuppressedRetries == 0 {
+		out = append(out, fmt.Sprintf("%s: stopped honouring claims: retried %d unclaimed answers, suppressed %d (%s suppressed %d)",
+			cand, c.RetriedUnclaimed, c.SuppressedRetries, base, b.SuppressedRetries))
+	}
+	return out
+}
+
 // enough reports whether a side's evidence may be judged.
 func enough(f Figures, min int64) bool { return f.EffectiveSampleSize >= float64(min) }
 
@@ -168,11 +243,16 @@ func enough(f Figures, min int64) bool { return f.EffectiveSampleSize >= float64
 // "candidate route 1.5.0: effective sample size 3.2 below min_traces 10
 // (4 traces received)".
 func shortOf(role string, f Figures, min int64) string {
-	label := f.Label
-	if !strings.HasPrefix(label, role) {
-		label = strings.TrimSpace(role + " " + label)
-	}
 	// Rounded down to a tenth, so that it never reads as min_traces.
 	ess := strconv.FormatFloat(math.Floor(f.EffectiveSampleSize*10)/10, 'f', -1, 64)
-	return fmt.Sprintf("%s: effective sample size %s below min_traces %d (%d traces received)", label, ess, min, f.TracesReceived)
+	return fmt.Sprintf("%s: effective sample size %s below min_traces %d (%d traces received)", roleLabel(role, f.Label), ess, min, f.TracesReceived)
+}
+
+// roleLabel names a side by its role and label: "candidate route 1.5.0"
+// (a window's label already starts with its role).
+func roleLabel(role, label string) string {
+	if strings.HasPrefix(label, role) {
+		return label
+	}
+	return strings.TrimSpace(role + " " + label)
 }

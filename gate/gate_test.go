@@ -97,3 +97,82 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// The claim checks, on two versions of a service: a candidate that drops
+// the claim header, or stops declining retries of unclaimed answers,
+// fails with a reason naming it; too little evidence on its side is no
+// failure of either check.
+func TestDecideClaims(t *testing.T) {
+	// A version side: 100 traces, radius 1, and how it spoke the protocol.
+	ver := func(label string, c ClaimFigures) Figures {
+		f := fig(label, 100, 1, 2)
+		f.Claims = &c
+		return f
+	}
+	honest := ClaimFigures{FailedHops: 40, ClaimedHops: 35, UnclaimedAnswers: 30, RetriedUnclaimed: 0, SuppressedRetries: 30}
+	base := ver("route 1.1.0", honest)
+	th := Thresholds{MaxRadius: ptr(5)}
+	const (
+		claimReason  = "candidate route 1.2.0: stopped claiming errors: 0 of 37 failed hops answered a claim (baseline route 1.1.0: 35 of 40)"
+		honourReason = "candidate route 1.2.0: stopped honouring claims: retried 12 unclaimed answers, suppressed 0 (baseline route 1.1.0 suppressed 30)"
+	)
+	for _, tc := range []struct {
+		name     string
+		cand     Figures
+		base     *Figures
+		th       Thresholds
+		decision string
+		reasons  []string
+	}{
+		{"honest candidate", ver("route 1.2.0", honest), &base, th, Pass, nil},
+		{"drops the claim header", ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 30, SuppressedRetries: 28}), &base, th, Fail,
+			[]string{claimReason}},
+		{"stops suppressing", ver("route 1.2.0", ClaimFigures{FailedHops: 40, ClaimedHops: 40, UnclaimedAnswers: 18, RetriedUnclaimed: 12}), &base, th, Fail,
+			[]string{honourReason}},
+		{"both", ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 18, RetriedUnclaimed: 12}), &base, th, Fail,
+			[]string{claimReason, honourReason}},
+		{"both, beside a threshold exceeded", ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 18, RetriedUnclaimed: 12}), &base,
+			Thresholds{MaxRadius: ptr(0)}, Fail, []string{"route 1.2.0: max radius 1 exceeds 0", claimReason, honourReason}},
+		// Too little evidence on the candidate's side: no failure.
+		{"no failed hops", ver("route 1.2.0", ClaimFigures{}), &base, th, Pass, nil},
+		{"4 failed hops, no claim", ver("route 1.2.0", ClaimFigures{FailedHops: MinClaimEvidence - 1}), &base, th, Pass, nil},
+		{"4 unclaimed answers, all retried", ver("route 1.2.0", ClaimFigures{FailedHops: 40, ClaimedHops: 40, UnclaimedAnswers: MinClaimEvidence - 1, RetriedUnclaimed: 4}),
+			&base, th, Pass, nil},
+		{"5 failed hops, no claim", ver("route 1.2.0", ClaimFigures{FailedHops: MinClaimEvidence}), &base, th, Fail,
+			[]string{"candidate route 1.2.0: stopped claiming errors: 0 of 5 failed hops answered a claim (baseline route 1.1.0: 35 of 40)"}},
+		// Some suppressed, some retried: it still honours claims somewhere.
+		{"suppresses some", ver("route 1.2.0", ClaimFigures{FailedHops: 40, ClaimedHops: 1, UnclaimedAnswers: 30, RetriedUnclaimed: 12, SuppressedRetries: 1}),
+			&base, th, Pass, nil},
+		// Unclaimed answers not retried and not declined (out of attempts).
+		{"retries none", ver("route 1.2.0", ClaimFigures{FailedHops: 40, ClaimedHops: 40, UnclaimedAnswers: 30}), &base, th, Pass, nil},
+		// The baseline did not do it either: nothing stopped.
+		{"baseline never claimed", ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 18, RetriedUnclaimed: 12}),
+			ptr(ver("route 1.1.0", ClaimFigures{FailedHops: 40, UnclaimedAnswers: 30, RetriedUnclaimed: 20})), th, Pass, nil},
+		// Windows carry no claim figures: no claim check.
+		{"windows", fig("candidate 10:00–10:10", 100, 1, 2), ptr(fig("baseline 09:00–09:10", 100, 1, 2)), th, Pass, nil},
+		{"no baseline", ver("route 1.2.0", ClaimFigures{FailedHops: 37}), nil, th, Pass, nil},
+		// A candidate short of traces is undecided: what it showed is said,
+		// not judged.
+		{"too few candidate traces", func() Figures {
+			f := ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 18, RetriedUnclaimed: 12})
+			f.Traces, f.TracesReceived, f.EffectiveSampleSize = 4, 4, 4
+			return f
+		}(), &base, th, Undecided, []string{"candidate route 1.2.0: effective sample size 4 below min_traces 10 (4 traces received)",
+			"not judged on that evidence: " + claimReason, "not judged on that evidence: " + honourReason}},
+		// The baseline's evidence is its own counts: a short baseline that
+		// claimed is still one that claimed.
+		{"short baseline", ver("route 1.2.0", ClaimFigures{FailedHops: 37, UnclaimedAnswers: 30, SuppressedRetries: 28}), func() *Figures {
+			f := base
+			f.Traces, f.TracesReceived, f.EffectiveSampleSize = 3, 3, 3
+			return &f
+		}(), th, Fail, []string{claimReason}},
+	} {
+		d := Decide("api", tc.cand, tc.base, tc.th)
+		if d.Decision != tc.decision || d.Pass != (tc.decision == Pass) {
+			t.Errorf("%s: decision %q, want %q (%q)", tc.name, d.Decision, tc.decision, d.Reasons)
+		}
+		if strings.Join(d.Reasons, "\n") != strings.Join(tc.reasons, "\n") {
+			t.Errorf("%s: reasons\n%q\nwant\n%q", tc.name, d.Reasons, tc.reasons)
+		}
+	}
+}

@@ -115,12 +115,17 @@ func (s *Service) windowFigures(ctx context.Context, api string, q store.Query, 
 	return f, nil
 }
 
+// versionFigures are a version's figures, its claim figures included
+// (zero for a version without traces): the claim checks of gate.Decide
+// compare two versions'.
 func versionFigures(rep *analysis.Report, api, service, version string) Figures {
-	f := Figures{Label: service + " " + version}
+	f := Figures{Label: service + " " + version, Claims: &gate.ClaimFigures{}}
 	v := rep.Versions[analysis.VersionKey{API: api, Service: service, Version: version}]
 	if v == nil {
 		return f
 	}
+	*f.Claims = gate.ClaimFigures{FailedHops: v.FailedHops, ClaimedHops: v.ClaimedHops,
+		UnclaimedAnswers: v.UnclaimedAnswers, RetriedUnclaimed: v.RetriedUnclaimed, SuppressedRetries: v.Suppressed}
 	f.Traces, f.FailedTraces = v.Traces, v.Failed
 	f.TracesReceived, f.EffectiveSampleSize = evidence(v.Traces, v.Excess, v.Var)
 	f.MaxRadius, f.MaxAmplification = analysis.MaxOf(v.Radius), analysis.MaxOf(v.Amplification)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -93,6 +94,7 @@ var (
 	opGate = operation{id: "gate", summary: "Rollout gate: pass, fail or undecided — 200 pass, 412 fail, undecided as undecided says (a Flagger webhook, an Argo Rollouts web metric)",
 		description: "Compares the candidate against absolute thresholds and, when given, a baseline: two windows (baseline=FROM/TO, candidate=FROM/TO, default candidate: from/to) or two service.versions of one service (service=S&baseline=V1&candidate=V2, looked for in from/to). " +
 			"decision is pass, fail, or undecided: a candidate whose effective sample size is below min_traces is undecided whatever its figures; a baseline below it leaves max_radius_increase undecided (docs/ANALYSIS.md, Rollout gate). " +
+			"Comparing two versions, the claim checks apply too: a candidate that stopped claiming errors or stopped honouring claims where its baseline did fails, with a reason saying which (the counts in candidate.claims and baseline.claims). " +
 			"An unknown API is a 404; a parameter not listed here is a 400 naming it.",
 		params: gateParams, ok: "GateDecision", statuses: []int{404, 412}}
 	opGateHook = operation{id: "gateWebhook", summary: "Rollout gate as a Flagger webhook or an Argo Rollouts web metric (POST, jsonBody): the parameters in the payload's metadata",
@@ -245,7 +247,17 @@ func components() map[string]any {
 // decision's values.
 func gateDecision() map[string]any {
 	d := schemaOf(reflect.TypeFor[gate.Decision](), "the gate's decision: pass, fail or undecided (too little evidence), with the figures compared", "decision", "pass", "reasons", "api", "candidate")
-	d["properties"].(map[string]any)["decision"] = map[string]any{"type": "string", "enum": []string{gate.Pass, gate.Fail, gate.Undecided}}
+	props := d["properties"].(map[string]any)
+	props["decision"] = map[string]any{"type": "string", "enum": []string{gate.Pass, gate.Fail, gate.Undecided}}
+	for _, side := range []string{"candidate", "baseline"} {
+		claims := props[side].(map[string]any)["properties"].(map[string]any)["claims"].(map[string]any)
+		claims["description"] = "with service: how the version's hops spoke the claim protocol over its traces (estimated counts). " +
+			"failed_hops: its failed hops; claimed_hops: those that answered a valid claim (claimed or unclaimed); " +
+			"unclaimed_answers: failed attempts answered unclaimed on the retry-enabled calls its hops made; retried_unclaimed: those another attempt of the same call followed; " +
+			"suppressed_retries: its calls on retry-enabled edges that declined a retry of an unclaimed answer (marked retry.suppressed, or failed at their first unclaimed answer before the edge's most attempts). " +
+			fmt.Sprintf("Comparing two versions, a candidate with %d failed hops or more none of which answered a claim, where the baseline's did, fails (stopped claiming errors); ", gate.MinClaimEvidence) +
+			fmt.Sprintf("one with %d unclaimed answers or more that retried some and suppressed none, where the baseline suppressed some, fails (stopped honouring claims). Absent for a window.", gate.MinClaimEvidence)
+	}
 	return d
 }
 

@@ -191,6 +191,10 @@ func printDecision(w io.Writer, d *gate.Decision) {
 		}
 		fmt.Fprintf(w, "  %-40s traces %d%s, failed %d, max radius %d, mean radius %.2f, max amplification %.3g\n",
 			f.Label, f.Traces, evidence, f.FailedTraces, f.MaxRadius, f.MeanRadius, f.MaxAmplification)
+		if c := f.Claims; c != nil {
+			fmt.Fprintf(w, "  %-40s failed hops %d (%d answered a claim), unclaimed answers %d (%d retried), suppressed retries %d\n",
+				"", c.FailedHops, c.ClaimedHops, c.UnclaimedAnswers, c.RetriedUnclaimed, c.SuppressedRetries)
+		}
 	}
 	side(&d.Candidate)
 	if d.Baseline != nil {

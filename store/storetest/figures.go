@@ -41,8 +41,10 @@ func figureTraces() []*analysis.TraceResult {
 				NaiveMisattributed: 8, Eligible: 9, ContextDrops: 10, OwnedFailures: 11, Requests: 12, VirtualRequests: 13,
 				Counterfactual: 14, Spurious: 15},
 		},
-		Nodes:         []analysis.NodeCount{{Node: db, Requests: 6, Owned: 1}, {Node: front, Requests: 5}},
-		Versions:      []analysis.ServiceVersion{{Service: "db", Version: "1.2"}},
+		Nodes:    []analysis.NodeCount{{Node: db, Requests: 6, Owned: 1}, {Node: front, Requests: 5}},
+		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}},
+		VersionClaims: []analysis.VersionClaims{{ServiceVersion: analysis.ServiceVersion{Service: "db", Version: "1.2"},
+			FailedHops: 3, ClaimedHops: 2, UnclaimedAnswers: 5, RetriedUnclaimed: 4, Suppressed: 1}},
 		SamplingFlags: graph.SamplingConflict | graph.SamplingUnusable,
 	}
 	b := &analysis.TraceResult{
@@ -54,7 +56,11 @@ func figureTraces() []*analysis.TraceResult {
 			Misattributed: 1, NaiveMisattributed: 1, Eligible: 2, OwnedFailures: 1, Requests: 3, Counterfactual: 7, Spurious: 4}},
 		Nodes:    []analysis.NodeCount{{Node: db, Requests: 3, Owned: 1}},
 		Versions: []analysis.ServiceVersion{{Service: "db", Version: "1.2"}, {Service: "front", Version: "9"}},
-		Weight:   2,
+		VersionClaims: []analysis.VersionClaims{
+			{ServiceVersion: analysis.ServiceVersion{Service: "db", Version: "1.2"}, FailedHops: 1, ClaimedHops: 1, Suppressed: 2},
+			{ServiceVersion: analysis.ServiceVersion{Service: "front", Version: "9"}, FailedHops: 6, UnclaimedAnswers: 7, RetriedUnclaimed: 8},
+		},
+		Weight: 2,
 	}
 	c := &analysis.TraceResult{
 		TraceID: graph.TraceID{0xf1, 3}, Start: at(0, 40), Spans: 2, Fragments: 2,
@@ -312,6 +318,27 @@ var figureCases = map[string][]figureCase{
 	"ver_var": {
 		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Var }, int64(2)},
 		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Var }, int64(2)},
+	},
+	// The claim counts: db 1.2's in A and B, front 9's in B alone.
+	"ver_failed_hops": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").FailedHops }, int64(3 + 2*1)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").FailedHops }, int64(2 * 6)},
+	},
+	"ver_claimed_hops": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").ClaimedHops }, int64(2 + 2*1)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").ClaimedHops }, int64(0)},
+	},
+	"ver_unclaimed_answers": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").UnclaimedAnswers }, int64(5)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").UnclaimedAnswers }, int64(2 * 7)},
+	},
+	"ver_retried_unclaimed": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").RetriedUnclaimed }, int64(4)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").RetriedUnclaimed }, int64(2 * 8)},
+	},
+	"ver_suppressed": {
+		{func(r *analysis.Report) any { return versionOf(r, "db", "1.2").Suppressed }, int64(1 + 2*2)},
+		{func(r *analysis.Report) any { return versionOf(r, "front", "9").Suppressed }, int64(0)},
 	},
 }
 
