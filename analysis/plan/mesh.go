@@ -115,6 +115,9 @@ func FromState(st *analysis.State, owners map[string][]analysis.OwnerDoc, virtua
 		return i
 	}
 	for _, api := range apis {
+		if g := st.APIs[api]; g != nil && g.Traces <= 0 {
+			continue // nothing to weigh (a partition's part may hold negative counts)
+		}
 		model, nodes, err := st.WhatIfModel(api, cfg)
 		if err != nil {
 			return nil, err
