@@ -104,9 +104,11 @@ func TestArgoRolloutsTemplate(t *testing.T) {
 		value  string // in the measurement's value
 	}{
 		// 1.5.0 over 10:05–10:20: its naive retries, radius 2, against
-		// 1.4.2's 1.
+		// 1.4.2's 1; and it sends no claims, where 1.4.2 claimed: the
+		// gate's claim check says so second (its counts: web's gate tests).
 		{"the example at 10:20: 1.5.0 widens the radius", minute(20), metric, args, "Failed",
-			`"decision":"fail","pass":false,"reasons":["route 1.5.0: max radius 2 is 1 above route 1.4.2's 1 (allowed: 0)"]`},
+			`"decision":"fail","pass":false,"reasons":["route 1.5.0: max radius 2 is 1 above route 1.4.2's 1 (allowed: 0)",` +
+				`"candidate route 1.5.0: stopped claiming errors: 0 of `},
 		// 1.5.1 over 10:15–10:30, radius 1, against 1.5.0's 2 (its fault's
 		// last minute, 10:15, in the window).
 		{"1.5.1 against 1.5.0 at 10:30", minute(30), metric, later, "Successful", `"decision":"pass","pass":true,"reasons":[]`},
