@@ -196,7 +196,7 @@ func TestBrowserPlan(t *testing.T) {
 			}
 			words := "→ not retried"
 			if w.retried {
-				words = "↻ retried"
+				words = "↻ retried ×2" // B = 1: 1 + R attempts per call
 			}
 			if i == 0 {
 				words = "ROOT"

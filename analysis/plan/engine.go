@@ -343,7 +343,8 @@ func (e *engine) path(sc *scenario, x [2]int32) *StormPath {
 		for i := len(nodes) - 1; i >= 0; i-- {
 			h := PathHop{Node: a.nodes[nodes[i]], Requests: round9(e.f[nodes[i]])}
 			if k := into[i]; k >= 0 {
-				h.Retried = e.edgeFactor(sc, k, y) > 1
+				f := e.edgeFactor(sc, k, y)
+				h.Retried, h.Attempts = f > 1, round9(f)
 			}
 			hops = append(hops, h)
 		}

@@ -101,11 +101,13 @@ type StormPath struct {
 }
 
 // PathHop is a node of a storm path: the requests it serves per root
-// request, and whether the call into it is retried.
+// request, whether the call into it is retried, and its attempts per
+// call (1 + R, 1 + min(R, B), or 1; none for the root).
 type PathHop struct {
 	Node     string  `json:"node"`
 	Requests float64 `json:"requests"`
 	Retried  bool    `json:"retried"`
+	Attempts float64 `json:"attempts,omitempty"`
 }
 
 // Make plans the adoption of error ownership over mesh m.

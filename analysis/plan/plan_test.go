@@ -130,8 +130,8 @@ func TestChainOnlyPairsHelp(t *testing.T) {
 	if path == nil {
 		t.Fatal("no storm path")
 	}
-	check(t, "path before", path.Before, []PathHop{{"A", 1, false}, {"B", 2, true}, {"C", 4, true}, {"D", 8, true}})
-	check(t, "path after", path.After, []PathHop{{"A", 1, false}, {"B", 1, false}, {"C", 2, true}, {"D", 4, true}})
+	check(t, "path before", path.Before, []PathHop{{"A", 1, false, 0}, {"B", 2, true, 2}, {"C", 4, true, 2}, {"D", 8, true, 2}})
+	check(t, "path after", path.After, []PathHop{{"A", 1, false, 0}, {"B", 1, false, 1}, {"C", 2, true, 2}, {"D", 4, true, 2}})
 }
 
 // Fan-out: r calls x1, x2 and x3 (x3 fail-open: r answers without it,

@@ -339,12 +339,16 @@ export function renderDAG(g, opts = {}) {
 // what-if table does).
 const perRoot = (x) => (typeof x === 'number' ? x.toLocaleString('en-US', { maximumFractionDigits: 3 }) : '—');
 
+// attemptsText prints attempts per call: 2, 1.1 (two decimals at most).
+function attemptsText(x) { return String(Math.round((Number(x) || 1) * 100) / 100); }
+
 // renderStormPath draws a storm path of the adoption plan (its API, the
 // failing node, and the hops from the root down to it, before and after a
 // step) as two rows of hops: each hop with the requests it serves per root
-// request, each call into a hop marked "↻ retried" (the storm colour, as
-// on the call graph) or "→ not retried". A hop whose requests the step
-// changes says what it served before. Everything is text.
+// request, each call into a hop marked "↻ retried ×N" (N attempts per
+// call; the storm colour, as on the call graph) or "→ not retried". A hop
+// whose requests the step changes says what it served before. Everything
+// is text.
 export function renderStormPath(path, opts = {}) {
   const row = (when, label, hops, other) => h('div', { class: 'path-row', dataset: { when } },
     h('span', { class: 'path-when', 'aria-hidden': 'true' }, label),
@@ -353,8 +357,8 @@ export function renderStormPath(path, opts = {}) {
         const failing = hp.node === path.failing;
         const o = other && other[i] && other[i].node === hp.node ? other[i] : null;
         return h('li', { class: ['hop', i > 0 && hp.retried && 'retried', i === 0 && 'root', failing && 'failing'], dataset: { node: hp.node, requests: hp.requests, retried: String(!!hp.retried) } },
-          i > 0 ? h('span', { class: ['call', hp.retried ? 'retried' : 'plain'], title: hp.retried ? 'the call into ' + hp.node + ' is retried' : 'the call into ' + hp.node + ' is not retried' },
-            hp.retried ? '↻ retried' : '→ not retried') : null,
+          i > 0 ? h('span', { class: ['call', hp.retried ? 'retried' : 'plain'], title: hp.retried ? 'the call into ' + hp.node + ' is retried: ' + attemptsText(hp.attempts) + ' attempts per call' : 'the call into ' + hp.node + ' is not retried' },
+            hp.retried ? '↻ retried ×' + attemptsText(hp.attempts) : '→ not retried') : null,
           h('span', { class: 'hop-box' },
             h('span', { class: 'hop-node' }, hp.node),
             h('span', { class: 'hop-req' }, perRoot(hp.requests) + ' req',
