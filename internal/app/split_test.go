@@ -117,10 +117,32 @@ func TestSplitTraceAcrossInstances(t *testing.T) {
 	// Each instance that found trace 1 in the other's spans (one at
 	// least: the one that analysed it last) counts it, logs it and warns.
 	const id = "ab000000000000000000000000000001"
+	// The store holds the split record before an instance has counted it
+	// and set its warning: read both instances again until each says the
+	// same on /metrics and /readyz (both, or neither) and one at least
+	// counted it, for a few seconds at most.
+	type view struct {
+		metrics, ready string
+		code           int
+	}
+	var views [2]view
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		agree, some := true, false
+		for k := range views {
+			v := &views[k]
+			_, v.metrics = get(k, "/metrics")
+			v.code, v.ready = get(k, "/readyz")
+			counted := strings.Contains(v.metrics, "\nstormradius_traces_split_total 1\n")
+			agree = agree && counted == strings.Contains(v.ready, "warning: routing:")
+			some = some || counted
+		}
+		if agree && some || time.Now().After(deadline) {
+			break
+		}
+	}
 	found := 0
 	for k, other := range []string{"shard-1", "shard-0"} {
-		_, metrics := get(k, "/metrics")
-		code, ready := get(k, "/readyz")
+		metrics, ready, code := views[k].metrics, views[k].ready, views[k].code
 		if !strings.Contains(metrics, "\nstormradius_traces_split_total 1\n") {
 			if !strings.Contains(metrics, "\nstormradius_traces_split_total 0\n") || code != 200 || ready != "ready\n" {
 				t.Errorf("instance %d: /readyz %d %q, /metrics:\n%s", k, code, ready, grep(metrics, "split"))
