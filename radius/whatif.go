@@ -204,15 +204,15 @@ func (m *Model) Requests(s Scenario) ([]float64, error) {
 		}
 	}
 	for i := range req {
-		req[i] = round9(req[i])
+		req[i] = Round9(req[i])
 	}
 	return req, nil
 }
 
-// round9 rounds x to 9 decimal places. From 2^53/1e9 (about 9e6) up, a
+// Round9 rounds x to 9 decimal places, as Requests rounds its figures. From 2^53/1e9 (about 9e6) up, a
 // float64 holds nothing finer than that, and x·1e9 would only add rounding
 // error (or overflow), so x is returned as it is.
-func round9(x float64) float64 {
+func Round9(x float64) float64 {
 	if math.Abs(x) >= (1<<53)/1e9 {
 		return x
 	}
@@ -249,12 +249,20 @@ func (m *Model) check() ([][]int, error) {
 // count, for the caller, only the requests it serves as the root or
 // through kept edges.
 func (m *Model) Kept() ([]bool, error) {
+	_, kept, err := m.Order()
+	return kept, err
+}
+
+// Order returns the nodes the root reaches, every node after all its
+// callers over kept edges (the order Requests evaluates them in), and
+// which edges are kept (see Kept).
+func (m *Model) Order() (order []int, kept []bool, err error) {
 	out, err := m.check()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	_, kept := m.topo(out)
-	return kept, nil
+	order, kept = m.topo(out)
+	return order, kept, nil
 }
 
 // retries returns the edge's R: its own, or the scenario's.

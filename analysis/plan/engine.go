@@ -161,9 +161,9 @@ func (e *engine) figures(a *api) Figures {
 		f.Load += sc.pn * sc.l
 		f.Spurious += sc.pn * (sc.t - a.tBase)
 	}
-	f.MeanRadius = round9(f.MeanRadius)
-	f.Load = round9(f.Load)
-	f.Spurious = round9(max(f.Spurious, 0))
+	f.MeanRadius = radius.Round9(f.MeanRadius)
+	f.Load = radius.Round9(f.Load)
+	f.Spurious = radius.Round9(max(f.Spurious, 0))
 	return f
 }
 
@@ -175,7 +175,7 @@ func (e *engine) cost() float64 {
 			c += sc.p * (sc.l + sc.t - a.tBase)
 		}
 	}
-	return round9(c)
+	return radius.Round9(c)
 }
 
 // near reports whether x and y are equal but for rounding.
@@ -257,7 +257,7 @@ func (e *engine) adopt(c *cand, n int) Step {
 	}
 	sortChanges(st.APIs)
 	st.Cost = e.cost()
-	st.Gain = round9(before - st.Cost)
+	st.Gain = radius.Round9(before - st.Cost)
 	st.Path = path
 	return st
 }
@@ -310,7 +310,7 @@ func (e *engine) explain(sc *scenario, x [2]int32, together bool) string {
 		what += " (neither helps alone)"
 	}
 	return fmt.Sprintf("%s, while %s fails: %s; %s serves %s → %s requests per root request",
-		a.name, a.nodes[sc.f], what, a.nodes[sc.f], fmtNum(round9(l0)), fmtNum(round9(l1)))
+		a.name, a.nodes[sc.f], what, a.nodes[sc.f], fmtNum(radius.Round9(l0)), fmtNum(radius.Round9(l1)))
 }
 
 // path returns sc's heaviest path from the root to the failing node (at
@@ -341,10 +341,10 @@ func (e *engine) path(sc *scenario, x [2]int32) *StormPath {
 		e.eval(sc, y)
 		hops := make([]PathHop, 0, len(nodes))
 		for i := len(nodes) - 1; i >= 0; i-- {
-			h := PathHop{Node: a.nodes[nodes[i]], Requests: round9(e.f[nodes[i]])}
+			h := PathHop{Node: a.nodes[nodes[i]], Requests: radius.Round9(e.f[nodes[i]])}
 			if k := into[i]; k >= 0 {
 				f := e.edgeFactor(sc, k, y)
-				h.Retried, h.Attempts = f > 1, round9(f)
+				h.Retried, h.Attempts = f > 1, radius.Round9(f)
 			}
 			hops = append(hops, h)
 		}
@@ -373,11 +373,3 @@ func sortChanges(c []APIChange) {
 
 // fmtNum prints a figure with up to 4 significant digits.
 func fmtNum(x float64) string { return fmt.Sprintf("%.4g", x) }
-
-// round9 rounds x to 9 decimal places, as the what-if model does.
-func round9(x float64) float64 {
-	if math.Abs(x) >= (1<<53)/1e9 {
-		return x
-	}
-	return math.Round(x*1e9) / 1e9
-}

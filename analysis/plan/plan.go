@@ -323,7 +323,7 @@ func (e *engine) weighObserved() {
 // the order the root reaches its nodes in.
 func (e *engine) newAPI(src *API) *api {
 	m := src.Model
-	kept, _ := m.Kept() // checked
+	order, kept, _ := m.Order() // checked
 	n := len(m.Nodes)
 	a := &api{name: src.Name, w: src.Weight, nodes: m.Nodes, svc: make([]int32, n), root: int32(m.Root),
 		out: make([][]int32, n), in: make([][]int32, n)}
@@ -343,7 +343,10 @@ func (e *engine) newAPI(src *API) *api {
 		a.out[me.From] = append(a.out[me.From], k)
 		a.in[me.To] = append(a.in[me.To], k)
 	}
-	a.order = topoOrder(a)
+	a.order = make([]int32, len(order))
+	for i, v := range order {
+		a.order[i] = int32(v)
+	}
 	if len(e.f) < n {
 		e.f = make([]float64, n)
 	}
@@ -357,40 +360,6 @@ func (e *engine) newAPI(src *API) *api {
 		}
 	}
 	return a
-}
-
-// topoOrder returns the nodes the root reaches over kept edges, every
-// node after all its callers (kept edges form a DAG).
-func topoOrder(a *api) []int32 {
-	n := len(a.nodes)
-	reach := make([]bool, n)
-	reach[a.root] = true
-	stack := []int32{a.root}
-	for len(stack) > 0 {
-		v := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, k := range a.out[v] {
-			if to := a.edges[k].to; !reach[to] {
-				reach[to] = true
-				stack = append(stack, to)
-			}
-		}
-	}
-	indeg := make([]int32, n)
-	for _, ed := range a.edges {
-		indeg[ed.to]++
-	}
-	order := make([]int32, 0, n)
-	order = append(order, a.root)
-	for i := 0; i < len(order); i++ {
-		for _, k := range a.out[order[i]] {
-			to := a.edges[k].to
-			if indeg[to]--; indeg[to] == 0 && reach[to] {
-				order = append(order, to)
-			}
-		}
-	}
-	return order
 }
 
 // addScenario adds node f of API a failing, with its cost weights.

@@ -222,7 +222,7 @@ func TestObservedFirst(t *testing.T) {
 		case "X GET /":
 			check(t, "X figures", a.Figures, Figures{MaxRadius: 2, MeanRadius: 2, Load: 4, Spurious: 4})
 		case "P GET /":
-			check(t, "P figures", a.Figures, Figures{MaxRadius: 2, MeanRadius: 1, Load: round9(7.0 / 3), Spurious: 2})
+			check(t, "P figures", a.Figures, Figures{MaxRadius: 2, MeanRadius: 1, Load: radius.Round9(7.0 / 3), Spurious: 2})
 		}
 	}
 }
@@ -380,5 +380,5 @@ func TestVirtualNeverAdopts(t *testing.T) {
 	check(t, "steps", steps, []string{"A+B"})
 	// Loads while A, B, C fail: 1, 2, 4 before; 1, 2 (A→B is the edge
 	// into B), 2 after.
-	check(t, "load", load, []float64{round9(7.0 / 3), round9(5.0 / 3)})
+	check(t, "load", load, []float64{radius.Round9(7.0 / 3), radius.Round9(5.0 / 3)})
 }
