@@ -191,70 +191,27 @@ loop:
 				s.off += int64(n)
 				return true
 			}
-			i = j + 1
-			switch {
-			case key:
-				if i < n && b[i] == ':' {
-					i++
-					state = jsValue
-				} else {
-					state = jsColon
-				}
-			case depth == 0:
-				state = jsDone
-			default:
-				state = jsNext
-			}
+			i, state = afterString(b, j+1, key, depth)
 			continue
 		}
 		switch jsonClass[c] {
 		case cSpace:
 			i++
 		case cOpenObject, cOpenArray:
-			if state != jsValue && state != jsValueOrEnd {
-				fault = faultUnexpected
+			if state, arrays, fault = open(c, state, depth, arrays); fault != faultNone {
 				break loop
-			}
-			if depth == MaxJSONDepth {
-				fault = faultTooDeep
-				break loop
-			}
-			if c == '[' {
-				arrays |= 1 << depth
-				state = jsValueOrEnd
-			} else {
-				arrays &^= 1 << depth
-				state = jsKeyOrEnd
 			}
 			depth++
 			i++
 		case cCloseObject, cCloseArray:
-			if depth == 0 {
-				fault = faultUnexpected
-				break loop
-			}
-			inArray := arrays>>(depth-1)&1 == 1
-			if inArray != (c == ']') || state != jsNext && state != jsValueOrEnd && state != jsKeyOrEnd ||
-				state == jsValueOrEnd && !inArray || state == jsKeyOrEnd && inArray {
-				fault = faultUnexpected
+			if state, fault = closing(c, state, depth, arrays); fault != faultNone {
 				break loop
 			}
 			depth--
-			if depth == 0 {
-				state = jsDone
-			} else {
-				state = jsNext
-			}
 			i++
 		case cComma:
-			if state != jsNext {
-				fault = faultUnexpected
+			if state, fault = afterComma(state, depth, arrays); fault != faultNone {
 				break loop
-			}
-			if arrays>>(depth-1)&1 == 1 {
-				state = jsValue
-			} else {
-				state = jsKey
 			}
 			i++
 		case cColon:
@@ -270,27 +227,12 @@ loop:
 				break loop
 			}
 			s.state, s.depth, s.arrays = state, depth, arrays
-			if jsonClass[c] == cNumber {
-				s.tok = tokNumber
-			} else {
-				s.tok, s.litAt, s.litC = tokLiteral, s.off+int64(i), c
-				switch c {
-				case 't':
-					s.lit = "rue"
-				case 'f':
-					s.lit = "alse"
-				default:
-					s.lit = "ull"
-				}
-			}
-			s.off += int64(i + 1)
-			j := s.resume(b[i+1:])
-			s.off -= int64(i + 1)
+			j := s.scalar(b, i)
 			if j < 0 {
 				s.off += int64(n)
 				return s.fault == faultNone
 			}
-			i += 1 + j
+			i = j
 			state, depth, arrays = s.state, s.depth, s.arrays
 		default:
 			fault = faultUnexpected
@@ -306,6 +248,95 @@ loop:
 	}
 	s.off += int64(n)
 	return true
+}
+
+// afterString returns where scanning goes on after a string that ends
+// at b[i-1], and the state: a key's colon taken at once when it follows,
+// else what may come after a key or a value at depth.
+func afterString(b []byte, i int, key bool, depth int) (int, uint8) {
+	switch {
+	case key:
+		if i < len(b) && b[i] == ':' {
+			return i + 1, jsValue
+		}
+		return i, jsColon
+	case depth == 0:
+		return i, jsDone
+	default:
+		return i, jsNext
+	}
+}
+
+// afterComma checks that a comma may come in state, and returns the state
+// after it: a value in an array, else a key.
+func afterComma(state uint8, depth int, arrays uint64) (uint8, uint8) {
+	if state != jsNext {
+		return state, faultUnexpected
+	}
+	if arrays>>(depth-1)&1 == 1 {
+		return jsValue, faultNone
+	}
+	return jsKey, faultNone
+}
+
+// open checks that c ('{' or '[') may open a container at depth in state,
+// and returns the state after it and the containers' kinds with it.
+func open(c byte, state uint8, depth int, arrays uint64) (uint8, uint64, uint8) {
+	if state != jsValue && state != jsValueOrEnd {
+		return state, arrays, faultUnexpected
+	}
+	if depth == MaxJSONDepth {
+		return state, arrays, faultTooDeep
+	}
+	if c == '[' {
+		return jsValueOrEnd, arrays | 1<<depth, faultNone
+	}
+	return jsKeyOrEnd, arrays &^ (1 << depth), faultNone
+}
+
+// closing checks that c ('}' or ']') may close the container at depth in
+// state, and returns the state after it.
+func closing(c byte, state uint8, depth int, arrays uint64) (uint8, uint8) {
+	if depth == 0 {
+		return state, faultUnexpected
+	}
+	inArray := arrays>>(depth-1)&1 == 1
+	if inArray != (c == ']') || state != jsNext && state != jsValueOrEnd && state != jsKeyOrEnd ||
+		state == jsValueOrEnd && !inArray || state == jsKeyOrEnd && inArray {
+		return state, faultUnexpected
+	}
+	if depth == 1 {
+		return jsDone, faultNone
+	}
+	return jsNext, faultNone
+}
+
+// scalar reads the number or literal starting at b[i] (the scanner's
+// state saved, the value allowed there) and returns the index after it,
+// or -1 when b ends first (the token continues in the next chunk) or it
+// is invalid (s.fault says).
+func (s *jsonScanner) scalar(b []byte, i int) int {
+	c := b[i]
+	if jsonClass[c] == cNumber {
+		s.tok = tokNumber
+	} else {
+		s.tok, s.litAt, s.litC = tokLiteral, s.off+int64(i), c
+		switch c {
+		case 't':
+			s.lit = "rue"
+		case 'f':
+			s.lit = "alse"
+		default:
+			s.lit = "ull"
+		}
+	}
+	s.off += int64(i + 1)
+	j := s.resume(b[i+1:])
+	s.off -= int64(i + 1)
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
 }
 
 // stringEnd returns the index of the quote that ends the string whose
