@@ -17,8 +17,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/stormradius/stormradius/analysis"
-	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/sim"
@@ -227,17 +225,12 @@ func TestBrowserDAGEdgeLabelsClearOfNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
 	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: t.TempDir(), Window: fixture.Window})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	fixture.Load(t, st, graph.GroupTraces(spans))
+	fixture.Load(t, st, fixture.Traces(res))
 	srv := serve(t, st, uiConfig())
 
 	var g struct{ Edges []analysis.GraphEdge }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis/plan"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/sim"
 )
@@ -31,12 +30,7 @@ func uiPlanChain(t *testing.T) [][]graph.Span {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	return graph.GroupTraces(spans)
+	return fixture.Traces(res)
 }
 
 // uiPlanHop is a hop of a drawn storm path.
@@ -326,12 +320,7 @@ func TestBrowserPlanManySteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	srv := serve(t, loadedStore(t, graph.GroupTraces(spans)), uiConfig())
+	srv := serve(t, loadedStore(t, fixture.Traces(res)), uiConfig())
 	var want plan.Plan
 	uiGetJSON(t, srv, "/api/v1/plan?budget=0.1&"+uiRange(), &want)
 	var adopted []string

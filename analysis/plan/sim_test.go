@@ -7,7 +7,7 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
+	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -41,12 +41,7 @@ func simMesh(t *testing.T, adopted []string) (*analysis.Document, *analysis.Wind
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
-	doc, windows := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+	doc, windows := analysis.InMemory(graph.Lists(fixture.Traces(res)), analysis.Config{}, 1)
 	return doc, windows, res.Stats
 }
 

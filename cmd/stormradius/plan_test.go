@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/stormradius/stormradius/analysis/plan"
-	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/internal/fixture"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/sim"
@@ -36,17 +34,12 @@ func planChain(t *testing.T) (file, dir string) {
 	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	for _, tr := range res.Traces {
-		spans = dec.AppendTraces(spans, tr.Data)
-	}
 	dir = t.TempDir()
 	st, err := storeurl.Open(context.Background(), storeurl.Options{Data: dir, Window: fixture.Window})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture.Load(t, st, graph.GroupTraces(spans))
+	fixture.Load(t, st, fixture.Traces(res))
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
