@@ -14,6 +14,7 @@ import (
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
 	"github.com/stormradius/stormradius/ingest"
+	shapes "github.com/stormradius/stormradius/internal/corpus"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -225,5 +226,70 @@ func pdataProto(b *testing.B, data []byte) {
 			b.Fatal(err)
 		}
 		data = data[4+n:]
+	}
+}
+
+// shapeCorpus is one corpus of the family (internal/corpus), decoded and
+// grouped by trace.
+type shapeCorpus struct {
+	spans  int
+	traces [][]graph.Span
+}
+
+var (
+	shapesMu sync.Mutex
+	loaded   = map[string]*shapeCorpus{}
+)
+
+// loadShape decodes the shape's protobuf file with the receivers' decoder
+// and groups its spans by trace, once per process.
+func loadShape(b *testing.B, s shapes.Shape) *shapeCorpus {
+	shapesMu.Lock()
+	defer shapesMu.Unlock()
+	if c := loaded[s.Name]; c != nil {
+		return c
+	}
+	var buf bytes.Buffer
+	st, err := s.Write(&buf, sim.Proto)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	var spans []graph.Span
+	if _, err := dec.ReadFile(&buf, s.Name, func(s []graph.Span) error {
+		spans = append(spans, s...)
+		return nil
+	}, nil); err != nil {
+		b.Fatal(err)
+	}
+	c := &shapeCorpus{spans: st.Spans, traces: graph.GroupTraces(spans)}
+	loaded[s.Name] = c
+	return c
+}
+
+// BenchmarkInMemory is the analysis of already-decoded spans
+// (analysis.InMemory: assembly, window states, evaluation, incidents,
+// report) on one core, for every shape of the corpus family: the
+// issue-32 target is ≥ 2.5 M spans/s on every one.
+//
+//	go test -run XXX -bench InMemory -cpu 1 ./analysis/
+func BenchmarkInMemory(b *testing.B) {
+	for _, s := range shapes.Shapes(shapes.DefaultSpans) {
+		b.Run(s.Name, func(b *testing.B) {
+			c := loadShape(b, s)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				doc, _ := analysis.InMemory(graph.Lists(c.traces), analysis.Config{}, 1)
+				if doc.Fleet.APIs == 0 {
+					b.Fatal("no APIs")
+				}
+				if i == 0 {
+					b.ReportMetric(float64(len(doc.Incidents)), "incidents")
+				}
+			}
+			reportSpans(b, c.spans)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(c.spans)/float64(b.N), "ns/span")
+		})
 	}
 }

@@ -367,8 +367,11 @@ func (c *IncidentCollector) Add(r *TraceResult) {
 // MinuteResults sums results by the minute of their start — each
 // minute's report, and per owner of a failure event its best example
 // candidates — so that incident figures can be gathered without the
-// results themselves (AddTo). Memory grows with the minutes and what
-// their reports hold, not with the traces.
+// results themselves (AddTo). A result is added once: the whole report
+// is the merge of the minutes' (MergeInto: reports are integer sums,
+// merged exactly in any order), and the node counts incidents are
+// detected from are the minutes' reports' (Nodes). Memory grows with the
+// minutes and what their reports hold, not with the traces.
 type MinuteResults map[int64]*minuteResults
 
 type minuteResults struct {
@@ -387,13 +390,68 @@ func (m MinuteResults) Add(r *TraceResult) {
 	mr.rep.Add(r, 1)
 	for i := range r.Events {
 		o := r.Events[i].Owner
+		if ownerBefore(r, i) {
+			continue // its largest radius was kept at its first event
+		}
 		rad, _ := OwnerRadius(r, o)
 		mr.examples[o] = KeepExample(mr.examples[o], r.TraceID, rad)
 	}
 }
 
+// ownerBefore reports whether an event before the i-th has its owner.
+func ownerBefore(r *TraceResult, i int) bool {
+	for j := range i {
+		if r.Events[j].Owner == r.Events[i].Owner {
+			return true
+		}
+	}
+	return false
+}
+
 // Has reports whether results of minute k were added.
 func (m MinuteResults) Has(k int64) bool { return m[k] != nil }
+
+// Merge adds o's minutes (o is not to be used after).
+func (m MinuteResults) Merge(o MinuteResults) {
+	for k, src := range o {
+		dst := m[k]
+		if dst == nil {
+			m[k] = src
+			continue
+		}
+		dst.rep.Merge(src.rep, 1)
+		for n, ex := range src.examples {
+			for _, e := range ex {
+				dst.examples[n] = KeepExample(dst.examples[n], e.ID, e.Radius)
+			}
+		}
+	}
+}
+
+// MergeInto adds every minute's report to rep.
+func (m MinuteResults) MergeInto(rep *Report) {
+	for _, mr := range m {
+		rep.Merge(mr.rep, 1)
+	}
+}
+
+// Nodes adds the minutes' node counts to out, as MinuteNodes.Add of
+// every result would.
+func (m MinuteResults) Nodes(out MinuteNodes) {
+	for k, mr := range m {
+		for n, a := range mr.rep.Nodes {
+			nodes := out[k]
+			if nodes == nil {
+				nodes = map[graph.Node]NodeAgg{}
+				out[k] = nodes
+			}
+			b := nodes[n]
+			b.Requests += a.Requests
+			b.Owned += a.Owned
+			nodes[n] = b
+		}
+	}
+}
 
 // AddTo adds the minutes' sums to the incidents of c whose minutes hold
 // them, as c.Add of each of their results would.

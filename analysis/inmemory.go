@@ -37,62 +37,47 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	for _, t := range assembled {
 		adm.Fold(t)
 	}
-	parts := make([]*Windows, workers)
+	wparts := make([]*Windows, workers)
 	parallel(n, workers, func(w, lo, hi int) {
 		ws := NewWindows(cfg.Window)
 		for i := lo; i < hi; i++ {
 			ws.Add(assembled[i])
 		}
-		parts[w] = ws
+		wparts[w] = ws
 	})
 	windows := NewWindows(cfg.Window)
-	for _, ws := range parts {
+	for _, ws := range wparts {
 		if ws != nil {
 			windows.Merge(ws)
 		}
 	}
-	reports := make([]*Report, workers)
-	minutes := make([]MinuteNodes, workers)
+	// One evaluation per trace: each result is summed into its minute
+	// (MinuteResults), the whole report is the minutes' merged, and an
+	// incident's figures are the merge of its minutes'.
+	parts := make([]MinuteResults, workers)
 	parallel(len(assembled), workers, func(w, lo, hi int) {
 		ev := NewEvaluator(cfg)
-		rep, mn := NewReport(), MinuteNodes{}
+		mr := MinuteResults{}
 		for i := lo; i < hi; i++ {
 			t := assembled[i]
 			tr := ev.Evaluate(t, windows.State(windows.Of(t)))
-			rep.Add(&tr, 1)
-			mn.Add(&tr)
+			mr.Add(&tr)
 		}
-		reports[w], minutes[w] = rep, mn
+		parts[w] = mr
 	})
-	rep, mn := NewReport(), MinuteNodes{}
-	for w, r := range reports {
-		if r != nil {
-			rep.Merge(r, 1)
-			mn.Merge(minutes[w])
-		}
+	all := MinuteResults{}
+	for _, p := range parts {
+		all.Merge(p)
 	}
+	rep, mn := NewReport(), MinuteNodes{}
+	all.MergeInto(rep)
+	all.Nodes(mn)
 	sums := windows.Summaries(cfg)
 	doc := rep.Document(sums, cfg)
 	if spans := DetectIncidentsIn(mn, cfg.Incidents); len(spans) > 0 {
-		cols := make([]*IncidentCollector, workers)
-		parallel(len(assembled), workers, func(w, lo, hi int) {
-			ev := NewEvaluator(cfg)
-			c := NewIncidentCollector(spans)
-			for i := lo; i < hi; i++ {
-				if t := assembled[i]; c.Covers(t.Start()) {
-					tr := ev.Evaluate(t, windows.State(windows.Of(t)))
-					c.Add(&tr)
-				}
-			}
-			cols[w] = c
-		})
-		all := NewIncidentCollector(spans)
-		for _, c := range cols {
-			if c != nil {
-				all.Merge(c)
-			}
-		}
-		doc.Incidents = all.Docs(SummaryGraphs(sums, cfg.Window), cfg.Incidents)
+		c := NewIncidentCollector(spans)
+		all.AddTo(c)
+		doc.Incidents = c.Docs(SummaryGraphs(sums, cfg.Window), cfg.Incidents)
 	}
 	return doc, windows
 }

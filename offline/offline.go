@@ -227,10 +227,11 @@ func (e *engine) addToWindows(ctx context.Context) error {
 }
 
 // evaluate assembles every trace again and evaluates it against its
-// window's final state, on every core. What incidents will need of the
-// results (in range) is kept by each worker: per-minute sums for its
-// first maxMinuteResults minutes, the results themselves in a file of its
-// own beyond. When the per-minute counts show incidents, their figures
+// window's final state, on every core. Each result (in range) is added
+// once: to its minute's sums for a worker's first maxMinuteResults
+// minutes (the report and the per-minute counts are then the sums'),
+// beyond them to the worker's report and counts, and to a file of its
+// own for the incidents. When the per-minute counts show incidents, their figures
 // are gathered from both: only the filed results of their minutes are
 // decoded, and no trace is evaluated twice.
 func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
@@ -265,12 +266,12 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 		if !e.cfg.Range.Contains(r.Start) {
 			return nil
 		}
-		reports[w].Add(&r, 1)
-		minutes[w].Add(&r)
 		if len(sums[w]) < maxMinuteResults || sums[w].Has(analysis.MinuteOf(r.Start)) {
-			sums[w].Add(&r)
+			sums[w].Add(&r) // the report and the minute's counts are the sums' (below)
 			return nil
 		}
+		reports[w].Add(&r, 1)
+		minutes[w].Add(&r)
 		if results[w] == nil {
 			var err error
 			if results[w], err = openSpill(e.cfg.TempDir); err != nil {
@@ -286,6 +287,10 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for w := 1; w < workers; w++ {
 		rep.Merge(reports[w], 1)
 		minutes[0].Merge(minutes[w])
+	}
+	for w := range workers {
+		sums[w].MergeInto(rep)
+		sums[w].Nodes(minutes[0])
 	}
 	lo, hi := store.WindowRange(e.cfg.Range, e.cfg.Analysis.Window)
 	windows := e.windows.Summaries(e.cfg.Analysis)
