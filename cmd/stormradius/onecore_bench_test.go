@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -19,6 +20,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/stormradius/stormradius/internal/corpus"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -57,47 +59,60 @@ func TestMain(m *testing.M) {
 
 // pdataUnmarshal unmarshals every request of the file with pdata
 // (length-prefixed protobuf, or OTLP JSON lines when the first byte is
-// '{') and returns the spans.
+// '{'), reading it through a buffered reader, and returns the spans.
 func pdataUnmarshal(path string) (int, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	first, err := r.Peek(1)
 	if err != nil {
 		return 0, err
 	}
 	spans := 0
-	if len(data) > 0 && data[0] == '{' {
+	if first[0] == '{' {
 		var u ptrace.JSONUnmarshaler
-		for len(data) > 0 {
-			line := data
-			if i := bytes.IndexByte(data, '\n'); i >= 0 {
-				line, data = data[:i], data[i+1:]
-			} else {
-				data = nil
+		for {
+			line, err := r.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) > 0 {
+				td, uerr := u.UnmarshalTraces(line)
+				if uerr != nil {
+					return spans, uerr
+				}
+				spans += td.SpanCount()
 			}
-			if len(line) == 0 {
-				continue
+			if err == io.EOF {
+				return spans, nil
 			}
-			td, err := u.UnmarshalTraces(line)
 			if err != nil {
 				return spans, err
 			}
-			spans += td.SpanCount()
 		}
-		return spans, nil
 	}
 	var u ptrace.ProtoUnmarshaler
-	for len(data) >= 4 {
-		n := binary.BigEndian.Uint32(data)
-		if uint64(n) > uint64(len(data)-4) {
-			return spans, fmt.Errorf("%s: truncated message", path)
+	var hdr [4]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err == io.EOF {
+			return spans, nil
+		} else if err != nil {
+			return spans, err
 		}
-		td, err := u.UnmarshalTraces(data[4 : 4+n])
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return spans, fmt.Errorf("%s: truncated message: %w", path, err)
+		}
+		td, err := u.UnmarshalTraces(buf[:n])
 		if err != nil {
 			return spans, err
 		}
 		spans += td.SpanCount()
-		data = data[4+n:]
 	}
-	return spans, nil
 }
 
 // oneCoreScenario is the analysis corpus's mesh (analysis/bench_test.go)
@@ -194,15 +209,47 @@ func sampledCorpus(path string, sc sim.Scenario) (int, error) {
 	return st.KeptSpans, err
 }
 
-// oneCoreCorpus writes the one-core benchmarks' corpus of case name in
-// format f to a temporary directory and returns its path and span count:
-// for "proto-sampled", sampled traffic (what weighting costs: the same
+// oneCoreCase is one corpus of the one-core benchmarks: a shape of the
+// corpus family (internal/corpus) in a format, or (sampled) the mesh's
+// traffic sampled at 50 %.
+type oneCoreCase struct {
+	name    string
+	shape   corpus.Shape
+	f       sim.Format
+	sampled bool
+}
+
+// oneCoreCases are every shape as protobuf and as JSON lines, and the
+// sampled mesh ("mesh/proto-sampled": what weighting costs — the same
 // mesh, half its traces kept, each standing for two).
-func oneCoreCorpus(b *testing.B, name string, f sim.Format) (string, int) {
-	if name == "proto-sampled" {
+func oneCoreCases() []oneCoreCase {
+	var out []oneCoreCase
+	for _, s := range corpus.Shapes(corpus.DefaultSpans) {
+		out = append(out, oneCoreCase{s.Name + "/proto", s, sim.Proto, false}, oneCoreCase{s.Name + "/json", s, sim.JSONLines, false})
+	}
+	return append(out, oneCoreCase{name: "mesh/proto-sampled", f: sim.Proto, sampled: true})
+}
+
+// corpusFile writes the case's corpus to a temporary directory and
+// returns its path and span count.
+func (c oneCoreCase) corpusFile(b *testing.B) (string, int) {
+	b.Helper()
+	if c.sampled {
 		return writeSampledCorpus(b, b.TempDir())
 	}
-	return writeCorpus(b, b.TempDir(), oneCoreScenario(2400), f)
+	p := filepath.Join(b.TempDir(), "corpus")
+	out, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := c.shape.Write(out, c.f)
+	if err == nil {
+		err = out.Close()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, st.Spans
 }
 
 // run1 runs the command with GOMAXPROCS=1 and returns its wall time,
@@ -234,8 +281,11 @@ func runProcs(b *testing.B, cmd *exec.Cmd, procs string) (time.Duration, int64, 
 // BenchmarkAnalyzeOneCore is `stormradius analyze FILE` (output to
 // /dev/null) against pdata's bare unmarshal of every request of the same
 // file, each a whole process on one core (GOMAXPROCS=1), alternating in
-// every iteration: ~366,000 spans of the analysis corpus's mesh, as
-// length-prefixed protobuf and as OTLP JSON lines. The reference is this
+// every iteration, on every shape of the corpus family (internal/corpus:
+// ~366,000 spans each — the analysis corpus's mesh, short traces, deep
+// chains, wide fan-out, attribute-heavy spans, 1,056 services, many
+// incidents in a minute), as length-prefixed protobuf and as OTLP JSON
+// lines: BenchmarkAnalyzeOneCore/SHAPE/FORMAT. The reference is this
 // test binary re-executed (TestMain, refEnv). Metrics: the median of the
 // iterations' ratios (reference time / analyze time; ≥ 1 means analyze is
 // at least as fast), the same ratio in CPU time (user + system), the
@@ -252,12 +302,9 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		f    sim.Format
-	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
+	for _, tc := range oneCoreCases() {
 		b.Run(tc.name, func(b *testing.B) {
-			path, spans := oneCoreCorpus(b, tc.name, tc.f)
+			path, spans := tc.corpusFile(b)
 			// Once, untimed: analyze's document counts every span.
 			var doc bytes.Buffer
 			c := exec.Command(bin, "analyze", path)
@@ -342,17 +389,14 @@ func BenchmarkAnalyzeOneCore(b *testing.B) {
 	})
 }
 
-// BenchmarkAnalyzeInProcess is BenchmarkAnalyzeOneCore's `analyze` of the
-// protobuf corpus run in the test process, for profiles:
+// BenchmarkAnalyzeInProcess is BenchmarkAnalyzeOneCore's `analyze` of
+// each corpus run in the test process, for profiles:
 //
-//	go test -run XXX -bench AnalyzeInProcess -cpu 1 -cpuprofile cpu.out ./cmd/stormradius/
+//	go test -run XXX -bench AnalyzeInProcess/short/proto -cpu 1 -cpuprofile cpu.out ./cmd/stormradius/
 func BenchmarkAnalyzeInProcess(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		f    sim.Format
-	}{{"proto", sim.Proto}, {"json", sim.JSONLines}, {"proto-sampled", sim.Proto}} {
+	for _, tc := range oneCoreCases() {
 		b.Run(tc.name, func(b *testing.B) {
-			path, spans := oneCoreCorpus(b, tc.name, tc.f)
+			path, spans := tc.corpusFile(b)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
