@@ -40,6 +40,7 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	wparts := make([]*Windows, workers)
 	parallel(n, workers, func(w, lo, hi int) {
 		ws := NewWindows(cfg.Window)
+		ws.Growing() // traces are only added
 		for i := lo; i < hi; i++ {
 			ws.Add(assembled[i])
 		}
@@ -57,6 +58,7 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	parts := make([]MinuteResults, workers)
 	parallel(len(assembled), workers, func(w, lo, hi int) {
 		ev := NewEvaluator(cfg)
+		ev.FrozenStates() // every window's state is final
 		mr := MinuteResults{}
 		for i := lo; i < hi; i++ {
 			t := assembled[i]
@@ -69,6 +71,13 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	for _, p := range parts {
 		all.Merge(p)
 	}
+	return inMemoryDocument(all, windows, cfg), windows
+}
+
+// inMemoryDocument is the document of the results summed by minute: the
+// report is the minutes' merged, incidents are detected from their node
+// counts and their figures are the merge of their minutes'.
+func inMemoryDocument(all MinuteResults, windows *Windows, cfg Config) *Document {
 	rep, mn := NewReport(), MinuteNodes{}
 	all.MergeInto(rep)
 	all.Nodes(mn)
@@ -79,7 +88,7 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 		all.AddTo(c)
 		doc.Incidents = c.Docs(SummaryGraphs(sums, cfg.Window), cfg.Incidents)
 	}
-	return doc, windows
+	return doc
 }
 
 // parallel splits [0, n) into workers contiguous chunks and runs fn on each.

@@ -27,6 +27,12 @@ func (k *Addr) hash() uint64 {
 	return h >> 32
 }
 
+// equal compares word by word, inlined: == on the struct calls memequal.
+func (k *Addr) equal(o *Addr) bool {
+	return k.p[0] == o.p[0] && k.n[0] == o.n[0] && k.p[1] == o.p[1] && k.n[1] == o.n[1] &&
+		k.p[2] == o.p[2] && k.n[2] == o.n[2] && k.p[3] == o.p[3] && k.n[3] == o.n[3]
+}
+
 // Sizes of an AddrCache: it starts at minAddrSlots and grows (emptied) to
 // hold twice the entries of the map it stands before, up to maxAddrSlots.
 const (
@@ -51,7 +57,7 @@ type addrSlot[V any] struct {
 // Get returns the value cached for k.
 func (c *AddrCache[V]) Get(k *Addr) (V, bool) {
 	if len(c.slots) > 0 {
-		if s := &c.slots[k.hash()&uint64(len(c.slots)-1)]; s.ok && s.k == *k {
+		if s := &c.slots[k.hash()&uint64(len(c.slots)-1)]; s.ok && s.k.equal(k) {
 			return s.v, true
 		}
 	}

@@ -142,6 +142,7 @@ type engine struct {
 	windows  *analysis.Windows
 	adm      *analysis.Admissions // what each window admitted, in trace id order
 	stats    Stats
+	folded   bool // a name was folded in the first pass
 	workers  int
 	spans    spanStore
 	runs     []*spill // the spilled runs, each sorted by trace id
@@ -217,6 +218,7 @@ func (e *engine) addToWindows(ctx context.Context) error {
 	for w := range windows {
 		e.stats.Traces += traces[w]
 		e.stats.Folded.Merge(folded[w])
+		e.folded = e.folded || folded[w] != (analysis.FoldCounts{})
 		if w == 0 {
 			e.windows = windows[0]
 		} else {
@@ -260,8 +262,11 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	err := e.eachTrace(ctx, false, func(w int, spans []graph.Span) error {
 		t := asm[w].AssembleTransient(spans)
 		// The same names as the first time: a window's admitted names
-		// only grew since, and a name refused was refused for a full set.
-		e.adm.Fold(t)
+		// only grew since, and a name refused was refused for a full set
+		// (when none was refused, there is nothing to fold).
+		if e.folded {
+			e.adm.Fold(t)
+		}
 		r := evs[w].Evaluate(t, e.windows.State(e.windows.Of(t)))
 		if !e.cfg.Range.Contains(r.Start) {
 			return nil
