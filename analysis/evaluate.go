@@ -251,6 +251,15 @@ type Evaluator struct {
 	frozen  bool
 	classes []classSlot
 
+	// transient: see TransientResults; the results' slices are these
+	// then.
+	transient   bool
+	outServices []ServiceResult
+	outNodes    []NodeCount
+	outVersions []ServiceVersion
+	outClaims   []VersionClaims
+	outEvents   []Event
+
 	// Service index; the services' results by slot.
 	serviceIdx pairIndex[string]
 	slots      []ServiceResult
@@ -272,9 +281,24 @@ func (e *Evaluator) FrozenStates() {
 	e.classes = make([]classSlot, classCacheSize)
 }
 
+// TransientResults tells e that each result is done with before the next
+// Evaluate (added to a report, encoded): the slices of a result are then
+// e's own memory, reused by its next call, not allocated for each trace.
+func (e *Evaluator) TransientResults() { e.transient = true }
+
+// resultSlice returns a slice of n elements for a result (every one to be
+// written): new, or, when results are transient, *scratch grown.
+func resultSlice[T any](e *Evaluator, scratch *[]T, n int) []T {
+	if !e.transient {
+		return make([]T, n)
+	}
+	*scratch = grow(*scratch, n)
+	return *scratch
+}
+
 // classCacheSize is the size of an Evaluator's cache of edge classes (a
-// power of two).
-const classCacheSize = 1024
+// power of two: 4,096 edges, 256 KiB).
+const classCacheSize = 4096
 
 // classSlot is the class of an edge in a state, by where its names are.
 type classSlot struct {
@@ -345,7 +369,7 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	r.Owners = rr.Owners
 	r.Suppressed = rr.Suppressed
 	r.Hops, r.Counterfactual = rr.Hops, rr.Counterfactual
-	r.Events = make([]Event, len(rr.Events))
+	r.Events = resultSlice(e, &e.outEvents, len(rr.Events))
 	for i, ev := range rr.Events {
 		h := &t.Hops[ev.Owner]
 		r.Events[i] = Event{Owner: h.Key(), Hop: ev.Owner, Radius: int(ev.Radius), Chain: int(ev.Chain), Start: h.Start}
@@ -382,7 +406,7 @@ func (e *Evaluator) nodes(t *graph.Trace, r *TraceResult) []NodeCount {
 		find(ev.Owner).Owned++
 	}
 	touched := x.sorted(func(a, b graph.Node) int { return a.Compare(b) })
-	out := make([]NodeCount, len(touched))
+	out := resultSlice(e, &e.outNodes, len(touched))
 	for k, i := range touched {
 		out[k] = e.nodeSlots[i]
 	}
@@ -405,7 +429,7 @@ func (e *Evaluator) versions(t *graph.Trace) []ServiceVersion {
 	if len(touched) == 0 {
 		return nil
 	}
-	out := make([]ServiceVersion, len(touched))
+	out := resultSlice(e, &e.outVersions, len(touched))
 	for k, i := range touched {
 		out[k] = x.keys[i]
 	}
@@ -486,7 +510,7 @@ func (e *Evaluator) versionClaims(t *graph.Trace, versions []ServiceVersion) []V
 			n++
 		}
 	}
-	out := make([]VersionClaims, 0, n)
+	out := resultSlice(e, &e.outClaims, n)[:0]
 	for i := range versions {
 		if v := e.vclaims[i]; !v.zero() {
 			v.ServiceVersion = versions[i]
@@ -680,7 +704,7 @@ func (e *Evaluator) services(t *graph.Trace, r *TraceResult) {
 		svc(o.Node.Service).Spurious += o.Spurious
 	}
 	touched := x.sorted(strings.Compare)
-	r.Services = make([]ServiceResult, len(touched))
+	r.Services = resultSlice(e, &e.outServices, len(touched))
 	for k, i := range touched {
 		r.Services[k] = e.slots[i]
 	}

@@ -58,7 +58,8 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	parts := make([]MinuteResults, workers)
 	parallel(len(assembled), workers, func(w, lo, hi int) {
 		ev := NewEvaluator(cfg)
-		ev.FrozenStates() // every window's state is final
+		ev.FrozenStates()     // every window's state is final
+		ev.TransientResults() // each result is summed before the next
 		mr := MinuteResults{}
 		for i := lo; i < hi; i++ {
 			t := assembled[i]

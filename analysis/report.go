@@ -57,6 +57,7 @@ type Report struct {
 type reportCache struct {
 	services graph.AddrCache[*ServiceResult]
 	nodes    graph.AddrCache[*NodeAgg]
+	versions graph.AddrCache[*VersionAgg]
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -213,11 +214,19 @@ func (r *Report) Node(n graph.Node) *NodeAgg {
 
 // Version returns the aggregate of a version, created empty if needed.
 func (r *Report) Version(k VersionKey) *VersionAgg {
+	if r.cache == nil {
+		r.cache = &reportCache{}
+	}
+	a := graph.AddrOf(k.API, k.Service, k.Version, "")
+	if v, ok := r.cache.versions.Get(&a); ok {
+		return v
+	}
 	v := r.Versions[k]
 	if v == nil {
 		v = &VersionAgg{Radius: map[int]int64{}, Amplification: map[float64]int64{}}
 		r.Versions[k] = v
 	}
+	r.cache.versions.Put(&a, v, len(r.Versions))
 	return v
 }
 

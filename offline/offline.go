@@ -257,7 +257,8 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 	for w := range reports {
 		reports[w], minutes[w], sums[w] = analysis.NewReport(), analysis.MinuteNodes{}, analysis.MinuteResults{}
 		evs[w] = analysis.NewEvaluator(e.cfg.Analysis)
-		evs[w].FrozenStates() // every window's state is final now
+		evs[w].FrozenStates()     // every window's state is final now
+		evs[w].TransientResults() // each result is summed or filed before the next
 	}
 	err := e.eachTrace(ctx, false, func(w int, spans []graph.Span) error {
 		t := asm[w].AssembleTransient(spans)
