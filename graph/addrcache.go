@@ -7,15 +7,20 @@ import "unsafe"
 // bytes: an Addr that matches is the same names, and finding one costs no
 // hashing of their contents. A cache holding an Addr keeps its bytes
 // alive, so they are never reused for another string.
+//
+// An AddrCache slot (an Addr, a pointer and a flag) then takes 64 bytes:
+// one cache line, for the lengths are int32 (a name is at most
+// MaxNameLen bytes; a longer string's length is cut to its low 31 bits,
+// and the pointers still tell strings apart).
 type Addr struct {
 	p [4]*byte
-	n [4]int
+	n [4]int32
 }
 
 // AddrOf returns the Addr of a, b, c and d (unused ones empty).
 func AddrOf(a, b, c, d string) Addr {
 	return Addr{p: [4]*byte{unsafe.StringData(a), unsafe.StringData(b), unsafe.StringData(c), unsafe.StringData(d)},
-		n: [4]int{len(a), len(b), len(c), len(d)}}
+		n: [4]int32{int32(len(a) & 0x7fffffff), int32(len(b) & 0x7fffffff), int32(len(c) & 0x7fffffff), int32(len(d) & 0x7fffffff)}}
 }
 
 func (k *Addr) hash() uint64 {
