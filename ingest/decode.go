@@ -95,12 +95,13 @@ type Decoder struct {
 	tsPresent, tsOK bool
 
 	// ReadFile scratch.
-	spans []graph.Span
-	line  []byte
-	frame []byte
-	whole []byte
-	unz   []byte // a zstd-compressed message, decompressed
-	zmsg  *zstd.Decoder
+	spans    []graph.Span
+	line     []byte
+	longLine []byte // jsonLines: a line longer than the read buffer, read whole
+	frame    []byte
+	whole    []byte
+	unz      []byte // a zstd-compressed message, decompressed
+	zmsg     *zstd.Decoder
 
 	// skipped holds spans decoded only to be checked (appendProto), or
 	// kept aside until it is known whether they count (the deprecated

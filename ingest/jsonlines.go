@@ -40,7 +40,8 @@ func (r *jsonRequest) bytes() []byte {
 // line is read once.
 func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 	r := &jsonRequest{buf: fr.d.line[:0]}
-	defer func() { fr.d.line = r.buf[:0] }()
+	long := &longLine{b: fr.d.longLine[:0]}
+	defer func() { fr.d.line, fr.d.longLine = r.buf[:0], long.b[:0] }()
 	line := 1         // the line the next fragment belongs to
 	lineStart := true // the next fragment starts a line
 	lineLen := 0      // bytes of the current line before the next fragment
@@ -51,6 +52,25 @@ func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 			r.frag = nil
 		}
 		frag, err := src.ReadSlice('\n')
+		if fr.pool == nil && (long.on || err == bufio.ErrBufferFull && lineStart && !r.active && !r.skip) {
+			done, eerr := long.add(fr, frag, err)
+			if eerr != nil {
+				return eerr
+			}
+			switch done {
+			case longMore:
+				lineStart = false
+				continue
+			case longDecoded:
+				line++
+				lineStart, lineLen = true, 0
+				continue
+			}
+			// Not decoded: its fragments go the scanner's way, as they
+			// would have, then frag, the last, below.
+			lineLen = long.replay(fr, r, line)
+			lineStart = false
+		}
 		if err == nil && lineStart && !r.active && !r.skip && fr.pool == nil {
 			ok, eerr := fr.decodeLine(frag)
 			if eerr != nil {
@@ -101,6 +121,71 @@ func (fr *fileReader) jsonLines(src *bufio.Reader) error {
 			return fr.readErr(err, "after "+plural(line-1, "line"), "")
 		}
 	}
+}
+
+// longLine holds a line longer than the read buffer, when requests are
+// decoded on the reading goroutine, fragment by fragment as it is read,
+// without scanning it: the decoder checks as much (decodeLine). Once the
+// line ends it is decoded whole. A line the decoder does not accept, one
+// past longLineMax, or one cut by the end of the file or a read error is
+// fed to the scanner fragment by fragment as it would have been (replay):
+// what is reported of it, and of what follows, is the same, and a line
+// past longLineMax is then checked as it is read, as before, its bytes not
+// kept once it is found bad. A collector's file exporter writes a batch a
+// line (~550 bytes a span): batches of up to ~7,000 spans are read this
+// way.
+type longLine struct {
+	on   bool
+	b    []byte // the line's bytes so far
+	lens []int  // its fragments' lengths
+}
+
+// longLineMax bounds the bytes of a line held unscanned (longLine).
+const longLineMax = 4 << 20
+
+// What longLine.add did.
+const (
+	longMore    = iota // the line goes on
+	longDecoded        // it ended and was decoded
+	longReplay         // it is to be replayed (replay), then frag handled
+)
+
+// add adds the fragment read (with the error ReadSlice returned).
+func (l *longLine) add(fr *fileReader, frag []byte, err error) (int, error) {
+	if !l.on {
+		if cap(l.b) < longLineMax+readBufSize { // once: it never regrows
+			l.b = make([]byte, 0, longLineMax+readBufSize)
+		}
+		l.on, l.b, l.lens = true, l.b[:0], l.lens[:0]
+	}
+	l.b = append(l.b, frag...)
+	l.lens = append(l.lens, len(frag))
+	if err == bufio.ErrBufferFull && len(l.b) <= longLineMax {
+		return longMore, nil
+	}
+	l.on = false
+	if err == nil {
+		ok, eerr := fr.decodeLine(l.b)
+		if eerr != nil || ok {
+			return longDecoded, eerr
+		}
+	}
+	return longReplay, nil
+}
+
+// replay feeds the line's fragments but the last to the scanner, as
+// jsonLines would have, and returns the line's length before the last.
+func (l *longLine) replay(fr *fileReader, r *jsonRequest, line int) int {
+	off := 0
+	for _, n := range l.lens[:len(l.lens)-1] {
+		fr.feed(r, l.b[off:off+n], line, off)
+		if r.frag != nil { // it lies in l.b: copied, as the next read would
+			r.buf = append(r.buf[:0], r.frag...)
+			r.frag = nil
+		}
+		off += n
+	}
+	return off
 }
 
 // decodeLine decodes a whole line that starts no request in progress, when

@@ -3,8 +3,10 @@ package ingest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -343,4 +345,69 @@ func itoa(n int) string {
 		return string(rune('0' + n))
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// readLong reads data as a file with workers decoding goroutines (0: on
+// the reading goroutine) and returns the span names, the stats, what was
+// reported bad and the error.
+func readLong(t *testing.T, data []byte, workers int) ([]string, FileStats, []string, error) {
+	t.Helper()
+	var names, bad []string
+	d := NewDecoder(DecoderConfig{})
+	d.Workers = workers
+	st, err := d.ReadFile(bytes.NewReader(data), "long.jsonl", func(s []graph.Span) error {
+		for _, sp := range s {
+			names = append(names, sp.Name)
+		}
+		return nil
+	}, func(err error) { bad = append(bad, err.Error()) })
+	return names, st, bad, err
+}
+
+// TestReadFileLongLines: a line longer than the read buffer (a collector's
+// batch) is decoded whole when requests are decoded on the reading
+// goroutine, without the scanner; what is read and what is reported — of
+// a good line, a bad one, a file cut inside one — is what the scanner's
+// way (decoding goroutines) gives.
+func TestReadFileLongLines(t *testing.T) {
+	good1, good2 := jsonOf(t, request(t, "a", 2)), jsonOf(t, request(t, "b", 3))
+	long := jsonOf(t, request(t, "l", 5000))
+	if len(long) < 2*readBufSize || len(long) > longLineMax {
+		t.Fatalf("test premise: a line of %d bytes", len(long))
+	}
+	file := func(mid []byte) []byte {
+		return slices.Concat(good1, []byte("\n"), mid, []byte("\n"), good2, []byte("\n"))
+	}
+	names, st, bad, err := readLong(t, file(long), 0)
+	if err != nil || len(bad) != 0 || len(names) != 5005 || st.Requests != 3 || st.Spans != 5005 || names[2] != "l-0" || names[5004] != "b-2" {
+		t.Fatalf("%v %v: %d spans, stats %+v", err, bad, len(names), st)
+	}
+	names2, st2, _, _ := readLong(t, file(long), 3)
+	slices.Sort(names2) // emitted in no particular order
+	if sorted := slices.Sorted(slices.Values(names)); !slices.Equal(sorted, names2) || st != st2 {
+		t.Fatalf("the scanner's way read %d spans, stats %+v; %+v", len(names2), st2, st)
+	}
+
+	// A byte broken past the first fragment: the same report, its column
+	// counted from the line's start.
+	broken := slices.Clone(long)
+	p := bytes.Index(broken[300_000:], []byte(`"name":`)) + 300_000 + len(`"name"`)
+	broken[p] = '#'
+	names, st, bad, err = readLong(t, file(broken), 0)
+	_, st2, bad2, err2 := readLong(t, file(broken), 3)
+	if err != nil || err2 != nil || len(bad) != 1 || !slices.Equal(bad, bad2) || st != st2 || len(names) != 5 {
+		t.Fatalf("%v %v: %q, %d spans; the scanner's way: %q", err, err2, bad, len(names), bad2)
+	}
+	if want := "long.jsonl:2: invalid OTLP JSON: "; !strings.HasPrefix(bad[0], want) || !strings.HasSuffix(bad[0], fmt.Sprintf(" at column %d", p+1)) {
+		t.Fatalf("reported %q, want %s… at column %d", bad[0], want, p+1)
+	}
+
+	// The file cut inside the long line: what came before, and the same
+	// error.
+	cut := slices.Concat(good1, []byte("\n"), long[:len(long)/2])
+	names, _, _, err = readLong(t, cut, 0)
+	_, _, _, err2 = readLong(t, cut, 3)
+	if err == nil || err2 == nil || err.Error() != err2.Error() || !errors.Is(err, ErrTruncated) || len(names) != 2 {
+		t.Fatalf("cut: %v (%d spans); the scanner's way: %v", err, len(names), err2)
+	}
 }
