@@ -8,3 +8,10 @@ func SetMaxMinuteResults(n int) int {
 	maxMinuteResults = n
 	return old
 }
+
+// SetMinRunSpans sets minRunSpans and returns what it was.
+func SetMinRunSpans(n int) int {
+	old := minRunSpans
+	minRunSpans = n
+	return old
+}

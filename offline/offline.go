@@ -851,6 +851,9 @@ func (s *spanStore) group() {
 // twice its memory meanwhile; the caller checks it has the room. It
 // takes no more spans after.
 func (s *spanStore) sortSpans() {
+	if s.n >= minRunSpans*s.runs() {
+		return // the traces' spans mostly lie together already (a trace a request)
+	}
 	sorted := make([][]packedSpan, 0, len(s.chunks))
 	var cur []packedSpan
 	for r, t := range s.order {
@@ -875,6 +878,26 @@ func (s *spanStore) sortSpans() {
 		s.perm[i] = int32(i)
 	}
 	s.chunks, s.index, s.last = sorted, nil, -1
+}
+
+// minRunSpans is how many spans that lie together, on average, make
+// sortSpans not worth its copy: gathering them costs one scattered read
+// each time, then reads in order. A variable for tests.
+var minRunSpans = 16
+
+// runs counts the stretches of spans that lie one after the other in the
+// chunks in the order gather reads them (after group).
+func (s *spanStore) runs() int {
+	runs := 0
+	for r := range s.order {
+		idx := s.perm[s.off[r]:s.off[r+1]]
+		for i := range idx {
+			if i == 0 || idx[i] != idx[i-1]+1 {
+				runs++
+			}
+		}
+	}
+	return runs
 }
 
 // gather appends the spans of the trace of rank r (after group) to dst.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func TestAnalyzeEqualsInMemory(t *testing.T) {
 	for _, s := range c.Spans {
 		all = append(all, s...)
 	}
+	inOrder := slices.Clone(all) // each trace's spans together: the store is not sorted
 	rand.New(rand.NewPCG(4, 4)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	if !strings.Contains(want, `"incidents":[{`) {
 		t.Fatal("the corpus has no incident: the incidents' figures are not compared")
@@ -36,9 +38,18 @@ func TestAnalyzeEqualsInMemory(t *testing.T) {
 	for _, tc := range []struct {
 		pending, minutes, procs int
 		budget                  int64
-	}{{50, 360, 2, 0}, {1 << 20, 360, 2, 0}, {50, 1, 2, 0}, {1 << 20, 1, 2, 0},
-		{50, 360, 1, 0}, {1 << 20, 1, 1, 0}, {0, 360, 1, 1}, {0, 1, 2, 1}} {
+		inOrder                 bool
+	}{{50, 360, 2, 0, false}, {1 << 20, 360, 2, 0, false}, {50, 1, 2, 0, false}, {1 << 20, 1, 2, 0, false},
+		{50, 360, 1, 0, false}, {1 << 20, 1, 1, 0, false}, {0, 360, 1, 1, false}, {0, 1, 2, 1, false},
+		{1 << 20, 360, 1, 0, true}, {1 << 20, 1, 2, 0, true}} {
 		pending := tc.pending
+		all := all
+		if tc.inOrder {
+			// Every trace's spans in one stretch: the store is read in
+			// place, not copied into trace order first.
+			all = inOrder
+			defer offline.SetMinRunSpans(offline.SetMinRunSpans(1))
+		}
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 		defer offline.SetMaxMinuteResults(offline.SetMaxMinuteResults(tc.minutes))
 		read := func(emit func([]graph.Span) error) error {
