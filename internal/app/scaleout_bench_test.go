@@ -191,7 +191,13 @@ func clickHouseCPU() time.Duration {
 	if err != nil {
 		return 0
 	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+	return statCPU(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+}
+
+// statCPU returns the CPU time (user + system) of the process whose
+// /proc stat file is path, 0 when it cannot be read.
+func statCPU(path string) time.Duration {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
