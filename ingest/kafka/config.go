@@ -20,8 +20,13 @@ const (
 	DefaultTopic = "otlp_spans"
 	// DefaultGroupID is the consumer group the ingesters share.
 	DefaultGroupID = "stormradius"
-	// DefaultMaxBatchMessages bounds the records of one batch.
-	DefaultMaxBatchMessages = 1000
+	// DefaultMaxBatchMessages bounds the records of one batch. A batch is
+	// one span write (a ClickHouse part per table), and a record of an
+	// exporter fed by SDKs holds a service's spans of one trace (~3): at
+	// 1,000 a backlog was written in inserts of ~3,000 spans, ten times as
+	// many as the OTLP path's (docs/PERFORMANCE.md, "One Kafka consumer
+	// against the OTLP path").
+	DefaultMaxBatchMessages = 10000
 	// DefaultMaxBatchBytes bounds the record bytes of one batch (the
 	// exporter's records are up to 1 MB by default).
 	DefaultMaxBatchBytes = 16 << 20
