@@ -49,10 +49,10 @@ import (
 //
 // Records are keyed by trace id, as the collector's kafka exporter writes
 // them with partition_traces_by_id, in two sizes:
-//   - records=service: one record per service per trace (~3.4 spans), an
+//   - records=service: one record per service per trace (~3.2 spans), an
 //     exporter fed by SDKs without a batch processor (BenchmarkScaleOutKafka's);
 //   - records=trace: the collector-sized batches the OTLP path sends, each
-//     split per trace as the exporter splits a batch (~22 spans, a trace
+//     split per trace as the exporter splits a batch (~19 spans, a trace
 //     whole or nearly: its pieces fall in one batch).
 //
 // It reports spans/s for each path (otlp-spans/s, kafka-spans/s) and
