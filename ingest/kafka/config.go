@@ -20,11 +20,20 @@ const (
 	DefaultTopic = "otlp_spans"
 	// DefaultGroupID is the consumer group the ingesters share.
 	DefaultGroupID = "stormradius"
-	// DefaultMaxBatchMessages bounds the records of one batch.
-	DefaultMaxBatchMessages = 1000
+	// DefaultMaxBatchMessages bounds the records of one batch. A batch is
+	// one span write (a ClickHouse part per table), and a record of an
+	// exporter fed by SDKs holds a service's spans of one trace (~3): at
+	// 1,000 a backlog was written in inserts of ~3,000 spans, ten times as
+	// many as the OTLP path's (docs/PERFORMANCE.md, "One Kafka consumer
+	// against the OTLP path").
+	DefaultMaxBatchMessages = 10000
 	// DefaultMaxBatchBytes bounds the record bytes of one batch (the
 	// exporter's records are up to 1 MB by default).
 	DefaultMaxBatchBytes = 16 << 20
+	// DefaultMaxBatchSpans bounds the spans of one batch: a span write as
+	// large as the pipeline's largest (pipeline.Config.MaxWriteSpans's
+	// default), whatever the records hold.
+	DefaultMaxBatchSpans = 50000
 	// DefaultMaxBatchWait is how long a batch waits for more records after
 	// its first one.
 	DefaultMaxBatchWait = 250 * time.Millisecond
@@ -86,12 +95,13 @@ type Config struct {
 	// (ingest.SamplingConfig; docs/SPEC.md §2, "sampling").
 	Sampling ingest.SamplingConfig
 
-	// MaxBatchMessages, MaxBatchBytes and MaxBatchWait close a batch: at
-	// that many records, at that many record bytes, or that long after its
-	// first record, whichever comes first. One batch is one Consume call
-	// and one commit.
+	// MaxBatchMessages, MaxBatchBytes, MaxBatchSpans and MaxBatchWait
+	// close a batch: at that many records, at that many record bytes, at
+	// that many spans decoded, or that long after its first record,
+	// whichever comes first. One batch is one Consume call and one commit.
 	MaxBatchMessages int
 	MaxBatchBytes    int
+	MaxBatchSpans    int
 	MaxBatchWait     time.Duration
 	// FetchMaxWait and FetchMaxBytes tune the client's fetches (kafka-go's
 	// MaxWait and MaxBytes; defaults DefaultFetchMaxWait and
@@ -178,6 +188,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.MaxBatchMessages = cmp.Or(c.MaxBatchMessages, DefaultMaxBatchMessages)
 	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, DefaultMaxBatchBytes)
+	c.MaxBatchSpans = cmp.Or(c.MaxBatchSpans, DefaultMaxBatchSpans)
 	c.MaxBatchWait = cmp.Or(c.MaxBatchWait, DefaultMaxBatchWait)
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, DefaultFetchMaxBytes)
@@ -215,6 +226,7 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{"max batch messages", c.MaxBatchMessages < 0},
 		{"max batch bytes", c.MaxBatchBytes < 0},
+		{"max batch spans", c.MaxBatchSpans < 0},
 		{"max batch wait", c.MaxBatchWait < 0},
 		{"fetch max wait", c.FetchMaxWait < 0},
 		{"fetch max bytes", c.FetchMaxBytes < 0},

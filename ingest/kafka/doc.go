@@ -29,10 +29,10 @@
 // # Delivery
 //
 // A Receiver is one member of a consumer group. It fetches records into a
-// batch (up to MaxBatchMessages or MaxBatchBytes, or MaxBatchWait after the
-// batch's first record), decodes them all, calls Consume once with all their
-// spans, and commits the batch's offsets only after Consume returned nil:
-// only then are the spans durable. When the store refuses (backpressure,
+// batch (up to MaxBatchMessages, MaxBatchBytes or MaxBatchSpans, or
+// MaxBatchWait after the batch's first record), decodes them all, calls
+// Consume once with all their spans, and commits the batch's offsets only
+// after Consume returned nil: only then are the spans durable. When the store refuses (backpressure,
 // outage) the same batch is offered again with capped exponential backoff,
 // and nothing more is fetched meanwhile: consumption pauses and resumes by
 // itself. A record that does not decode is counted, logged and committed

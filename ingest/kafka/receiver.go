@@ -220,9 +220,10 @@ func (b *batch) offsets() string {
 	return s.String()
 }
 
-// fill fetches records into b until it is full or MaxBatchWait has passed
-// since its first record. It waits for the first record as long as it takes
-// (an idle topic is not an error) and returns an error only when ctx ends.
+// fill fetches records into b until it is full (records, bytes or spans)
+// or MaxBatchWait has passed since its first record. It waits for the first
+// record as long as it takes (an idle topic is not an error) and returns an
+// error only when ctx ends.
 func (w *worker) fill(ctx context.Context, rd source, b *batch) error {
 	r := w.r
 	m, err := w.fetchFirst(ctx, rd)
@@ -232,7 +233,7 @@ func (w *worker) fill(ctx context.Context, rd source, b *batch) error {
 	w.add(b, m)
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.MaxBatchWait)
 	defer cancel()
-	for b.n < r.cfg.MaxBatchMessages && b.bytes < r.cfg.MaxBatchBytes {
+	for b.n < r.cfg.MaxBatchMessages && b.bytes < r.cfg.MaxBatchBytes && len(b.spans) < r.cfg.MaxBatchSpans {
 		m, err := rd.FetchMessage(bctx)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -375,6 +375,35 @@ func TestConsumeProtoCommits(t *testing.T) {
 	}
 }
 
+// TestBatchClosesAtSpans: a batch closes at the record that brings its
+// spans to MaxBatchSpans, however many records it may still take.
+func TestBatchClosesAtSpans(t *testing.T) {
+	brokers := cluster(t, 1)
+	var recs []record
+	for i := range 10 {
+		recs = append(recs, traceRecord(t, 0, uint64(i), uint32(i), 3, false))
+	}
+	produce(t, brokers, recs)
+	cfg := testConfig(t, brokers)
+	cfg.MaxBatchSpans = 7 // closed by the third record of 3 spans: 9
+	rec := &recorder{}
+	_, stop := start(t, cfg, rec)
+	waitFor(t, 10*time.Second, "all spans", func() bool { return rec.numAccepted() >= 30 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, b := range rec.accepted {
+		if len(b) > 9 {
+			t.Errorf("batch %d holds %d spans, want at most 9", i, len(b))
+		}
+	}
+	if len(rec.accepted) < 4 {
+		t.Errorf("%d batches for 10 records of 3 spans, want at least 4", len(rec.accepted))
+	}
+}
+
 // TestConsumeJSON: the otlp_json encoding, and JSON records sniffed on a
 // topic configured as otlp_proto.
 func TestConsumeJSON(t *testing.T) {
@@ -847,6 +876,7 @@ func TestConfig(t *testing.T) {
 		{"read backoff above default max", Config{Brokers: []string{"k:9092"}, ReadBackoffMin: 2 * time.Second}, ""},
 		{"read backoff inverted", Config{Brokers: []string{"k:9092"}, ReadBackoffMin: time.Second, ReadBackoffMax: time.Millisecond}, "read backoff"},
 		{"batch", Config{Brokers: []string{"k:9092"}, MaxBatchMessages: -1}, "max batch messages"},
+		{"batch spans", Config{Brokers: []string{"k:9092"}, MaxBatchSpans: -1}, "max batch spans"},
 		{"sampling", Config{Brokers: []string{"k:9092"}, Sampling: ingest.SamplingConfig{Probability: 1.5}}, "kafka: config: sampling probability: 1.5: want 0 < p ≤ 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

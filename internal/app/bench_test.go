@@ -91,21 +91,31 @@ type benchDB struct{ name, dsn string }
 // benchDatabase returns the DSN of b's database (it skips b without a
 // server).
 func benchDatabase(b *testing.B) string {
+	return benchDatabaseFor(b, b.Name())
+}
+
+// benchDatabaseFor returns the DSN of the database named key (a benchmark
+// may use several).
+func benchDatabaseFor(b *testing.B, key string) string {
 	u := chtest.Server(b)
 	benchDBs.Lock()
 	defer benchDBs.Unlock()
-	if db, ok := benchDBs.dbs[b.Name()]; ok {
+	if db, ok := benchDBs.dbs[key]; ok {
 		return db.dsn
 	}
 	if benchDBs.dbs == nil {
 		benchDBs.dbs = map[string]benchDB{}
 	}
 	name, dsn := chtest.NewDatabase(u)
-	benchDBs.server, benchDBs.dbs[b.Name()] = u, benchDB{name, dsn}
+	benchDBs.server, benchDBs.dbs[key] = u, benchDB{name, dsn}
 	return dsn
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(brokerEnv) != "" {
+		// BenchmarkKafkaVsOTLP's broker, in a process of its own.
+		os.Exit(runBroker())
+	}
 	code := m.Run()
 	if os.Getenv("STORMRADIUS_BENCH_KEEP") != "" {
 		// Measuring run after run: a drop would slow the next run's

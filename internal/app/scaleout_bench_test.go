@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,14 +13,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/stormradius/stormradius/ingest/kafka"
 	"github.com/stormradius/stormradius/ingest/otlp"
 	"github.com/stormradius/stormradius/internal/app"
 	"github.com/stormradius/stormradius/internal/storeurl"
 	"github.com/stormradius/stormradius/pipeline"
-	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -118,23 +115,8 @@ func BenchmarkRebalancePause(b *testing.B) {
 // exporter writes them with partition_traces_by_id: one record per
 // service per trace (an SDK's export), keyed by the trace id in hex.
 func traceRecords(b *testing.B, n int, start time.Time) ([]*kgo.Record, int) {
-	sc := sim.Mesh(sim.MeshConfig{Seed: 3, APIs: 3, Depth: 6, Fanout: 2, GRPC: 0.3, FailOpen: 0.2, ErrorRate: 0.01,
-		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
-	sc.Traces, sc.Start, sc.Spacing = n, start, time.Millisecond
-	res, err := sim.Run(sc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var out []*kgo.Record
-	for _, td := range res.Exports(1, 1, 64) {
-		id := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
-		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, &kgo.Record{Key: []byte(hex.EncodeToString(id[:])), Value: body})
-	}
-	return out, res.Stats.Spans
+	res := benchSim(b, n, start)
+	return serviceRecords(b, res), res.Stats.Spans
 }
 
 // filledTopic starts a Kafka-protocol broker with a topic of four
@@ -191,7 +173,13 @@ func clickHouseCPU() time.Duration {
 	if err != nil {
 		return 0
 	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+	return statCPU(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+}
+
+// statCPU returns the CPU time (user + system) of the process whose
+// /proc stat file is path, 0 when it cannot be read.
+func statCPU(path string) time.Duration {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
