@@ -179,6 +179,7 @@ type part struct {
 	// gens is the current generation of every rollup bucket of the partition that has one (nil before the first Apply).
 	gens      map[bucketKey]uint64
 	enc       analysis.ResultEncoder // under applyMu
+	recBufs   [2][]byte              // a record block's results and facts, reused from batch to batch (under applyMu)
 	watermark uint64                 // the last checkpoint this store wrote (under applyMu)
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -76,9 +77,23 @@ func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64
 
 func (b *recordBlock) len() int { return len(b.id) }
 
-// finish sets the result and facts columns.
-func (b *recordBlock) finish() {
-	b.result, b.facts = substrings(b.buf, b.ends), substrings(b.factBuf, b.facEnd)
+// finish sets the result and facts columns: views of the block's buffers,
+// valid until they are reused, by the next Apply (the driver copies what
+// it is given before the insert returns).
+func (b *recordBlock) finish() { b.result, b.facts = views(b.buf, b.ends), views(b.factBuf, b.facEnd) }
+
+// views cuts buf at ends without copying it: the strings are valid while
+// buf is unchanged.
+func views(buf []byte, ends []int) []string {
+	out := make([]string, len(ends))
+	if len(buf) == 0 {
+		return out
+	}
+	all, lo := unsafe.String(&buf[0], len(buf)), 0
+	for i, e := range ends {
+		out[i], lo = all[lo:e], e
+	}
+	return out
 }
 
 // substrings cuts one copy of buf at ends: no allocation per row.
@@ -283,11 +298,15 @@ func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
 		return cmp.Or(cmp.Compare(a.r.Window, b.r.Window), cmp.Compare(a.minute, b.minute),
 			bytes.Compare(a.r.TraceID[:], b.r.TraceID[:]))
 	})
-	var recs recordBlock
+	// The buffers of the last batch's strings: its insert is done (applyMu).
+	recs := recordBlock{buf: s.recBufs[0][:0], factBuf: s.recBufs[1][:0]}
 	for _, r := range rows {
 		recs.add(&s.enc, r.r, r.v, r.deleted, s.name)
 	}
 	recs.finish()
+	if cap(recs.buf)+cap(recs.factBuf) <= 64<<20 {
+		s.recBufs = [2][]byte{recs.buf, recs.factBuf}
+	}
 	return &recs
 }
 
