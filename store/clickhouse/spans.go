@@ -26,7 +26,6 @@ var spanColumns = []string{"day", "trace_id", "seq", "data", "part"}
 type spanWriter struct {
 	enc    graph.TraceEncoder
 	groups spangroup.TraceGroups
-	group  []graph.Span
 	buf    []byte
 	order  []int
 }
@@ -99,8 +98,7 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	}
 	ends := append(make([]int, 0, 1+len(order)), len(buf))
 	for _, k := range order {
-		w.group = g.Trace(k, spans, w.group[:0])
-		buf = w.enc.AppendSpans(buf, w.group)
+		buf = w.enc.AppendSpansOf(buf, spans, g.Indexes(k))
 		ends = append(ends, len(buf))
 	}
 	// A copy: the buffer serves the next write while this one is in flight.
@@ -108,7 +106,6 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	if cap(buf) <= 16<<20 {
 		w.buf = buf[:0]
 	}
-	clear(w.group)
 	buckets := bucketsOf(ids[1:])
 	s.inserts.Add(1) // Close waits for it, then releases the lease
 	var once sync.Once
