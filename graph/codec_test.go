@@ -110,4 +110,10 @@ func TestSpansCodec(t *testing.T) {
 			t.Fatalf("truncated at %d decodes", n)
 		}
 	}
+	// AppendSpansOf: the spans an order picks, as AppendSpans of them.
+	order := []int32{int32(len(b.Spans) - 1), 0}
+	picked := []graph.Span{b.Spans[len(b.Spans)-1], b.Spans[0]}
+	if of, want := e.AppendSpansOf(nil, b.Spans, order), e.AppendSpans(nil, picked); string(of) != string(want) {
+		t.Fatalf("AppendSpansOf %x, want %x", of, want)
+	}
 }

@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,9 +51,12 @@ func benchRequests(b *testing.B, n int, start time.Time, scale int) (bodies [][]
 // its trace analysed (its record and rollups stored). Every iteration sends
 // new traces. It reports spans/s (stored and analysed), stored-spans/s
 // (acknowledged), lag-s (from the last acknowledgement to the last trace
-// analysed), and pdata's own unmarshal of the same bodies (measured in the
-// same run) as ref-spans/s and the ratio. Clients retry a 503 after 20 ms
-// (harder than a collector, which waits Retry-After).
+// analysed), pdata's own unmarshal of the same bodies (measured in the
+// same run) as ref-spans/s and the ratio, and the CPU time this process
+// and the ClickHouse server on this machine took per million spans
+// (measured part only; the process's includes the benchmark's clients).
+// Clients retry a 503 after 20 ms (harder than a collector, which waits
+// Retry-After).
 //
 // Requests are of two sizes: ~600 spans, as SDKs export (batches of up to
 // 512 spans), and ~8,000, as a collector's batch processor sends them
@@ -168,7 +174,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	// A database kept from the benchmark's previous run holds its spans.
 	sent := storedSpans(b, rd)
 	var total int
-	var elapsed, refElapsed, storedElapsed, lag time.Duration
+	var elapsed, refElapsed, storedElapsed, lag, cpu, srv time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		bodies, n := benchRequests(b, traces, time.Now().Add(time.Duration(i)*time.Hour), scale)
@@ -185,6 +191,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		}
 		refElapsed += time.Since(t0)
 		b.StartTimer()
+		cpu0, srv0 := processCPU(), serverCPU()
 		t1 := time.Now()
 		work := make(chan []byte)
 		var wg sync.WaitGroup
@@ -221,6 +228,8 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		sent += n
 		waitAnalysed(b, rd, sent)
 		elapsed += time.Since(t1)
+		cpu += processCPU() - cpu0
+		srv += serverCPU() - srv0
 		storedElapsed += stored
 		lag += time.Since(t1) - stored
 		total += n
@@ -230,6 +239,49 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	b.ReportMetric(float64(total)/refElapsed.Seconds(), "ref-spans/s")
 	b.ReportMetric(refElapsed.Seconds()/elapsed.Seconds(), "ratio")
 	b.ReportMetric(lag.Seconds()/float64(b.N), "lag-s")
+	b.ReportMetric(cpu.Seconds()/float64(total)*1e6, "cpu-s/Mspans")
+	if srv > 0 {
+		b.ReportMetric(srv.Seconds()/float64(total)*1e6, "server-cpu-s/Mspans")
+	}
+}
+
+// processCPU returns the CPU time (user and system) this process used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU returns the CPU time (user and system) the ClickHouse server
+// on this machine used, from /proc (0 when there is none): the process
+// STORMRADIUS_BENCH_SERVER_PID names, else the one called
+// clickhouse-server.
+func serverCPU() time.Duration {
+	pid := os.Getenv("STORMRADIUS_BENCH_SERVER_PID")
+	if pid == "" {
+		procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+		for _, c := range procs {
+			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), "clickhouse-serv") {
+				pid = filepath.Base(filepath.Dir(c))
+				break
+			}
+		}
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if pid == "" || err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and
+	// stime are the 12th and 13th, in clock ticks (100 a second).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // storedSpans returns the spans the stored rollups count.

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -179,6 +180,7 @@ type part struct {
 	// gens is the current generation of every rollup bucket of the partition that has one (nil before the first Apply).
 	gens      map[bucketKey]uint64
 	enc       analysis.ResultEncoder // under applyMu
+	recBufs   [2][]byte              // a record block's results and facts, reused from batch to batch (under applyMu)
 	watermark uint64                 // the last checkpoint this store wrote (under applyMu)
 }
 
@@ -638,10 +640,25 @@ func (s *Store) insert(ctx context.Context, what, table string, cols []string, c
 	if err != nil {
 		return s.fail(ctx, what, err)
 	}
-	for i, c := range columns {
-		if err := b.Column(i).Append(c); err != nil {
-			b.Abort()
-			return fmt.Errorf("clickhouse: %s: column %s: %w", what, cols[i], err)
+	rows, chunk := s.chunkRows(columns)
+	for lo := 0; lo < rows || lo == 0; lo += chunk {
+		hi := min(lo+chunk, rows)
+		if lo > 0 {
+			// The block so far goes; the server makes one part of the
+			// insert's blocks (it squashes them), and the driver's
+			// column buffers serve the next.
+			if err := b.Flush(); err != nil {
+				return s.fail(ctx, what, err)
+			}
+		}
+		for i, c := range columns {
+			if hi-lo < rows {
+				c = reflect.ValueOf(c).Slice(lo, hi).Interface()
+			}
+			if err := b.Column(i).Append(c); err != nil {
+				b.Abort()
+				return fmt.Errorf("clickhouse: %s: column %s: %w", what, cols[i], err)
+			}
 		}
 	}
 	if err := b.Send(); err != nil {
@@ -649,6 +666,37 @@ func (s *Store) insert(ctx context.Context, what, table string, cols []string, c
 	}
 	s.connOK()
 	return nil
+}
+
+// insertChunk is about how many bytes of strings a block of an insert
+// holds: the driver copies a String column into a buffer grown as it
+// goes (to ~5 × the column's size in all, allocated and copied), so an
+// insert of several megabytes is sent as blocks of about this size, each
+// reusing the last one's buffers.
+const insertChunk = 1 << 20
+
+// chunkRows returns the rows of columns (an insert's, equal lengths) and
+// how many to send in each block: all of them, but on one server over
+// the native protocol when their String columns hold over insertChunk
+// bytes (over HTTP the blocks would be one request anyway; on a cluster,
+// each a separate insert into the shards).
+func (s *Store) chunkRows(columns []any) (rows, chunk int) {
+	if len(columns) == 0 {
+		return 0, 1
+	}
+	rows = reflect.ValueOf(columns[0]).Len()
+	size := 0
+	for _, c := range columns {
+		if ss, ok := c.([]string); ok {
+			for _, x := range ss {
+				size += len(x)
+			}
+		}
+	}
+	if s.core == nil || s.http || s.cluster != "" || size <= insertChunk || rows < 2 {
+		return rows, max(rows, 1)
+	}
+	return rows, max(1, rows/(size/insertChunk+1))
 }
 
 // fail wraps a database error with what was being done: as store.ErrUnavailable when it passes

@@ -65,6 +65,7 @@ func TestCurrentEngine(t *testing.T) {
 		{"LastMinuteHint", TestLastMinuteHint},
 		{"HoldExpires", TestHoldExpires},
 		{"TrimChanges", TestTrimChanges},
+		{"ChunkedInsertOnePart", TestChunkedInsertOnePart},
 	} {
 		t.Run(tc.name, tc.test)
 	}

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -35,8 +37,10 @@ type recordBlock struct {
 	result, facts []string
 	edges         [][]uint64
 	part          []string
-	buf           []byte // encoded results, one string per block
-	ends          []int
+	// The results and facts of the rows, one string each per block
+	// (finish): no allocation per row.
+	buf, factBuf []byte
+	ends, facEnd []int
 }
 
 func (b *recordBlock) columns() []any {
@@ -56,15 +60,16 @@ func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64
 	b.start = append(b.start, r.Start)
 	if deleted {
 		b.deleted = append(b.deleted, 1)
-		b.api, b.seq, b.facts = append(b.api, ""), append(b.seq, 0), append(b.facts, "")
+		b.api, b.seq = append(b.api, ""), append(b.seq, 0)
 		b.edges = append(b.edges, nil)
-		b.ends = append(b.ends, len(b.buf))
+		b.ends, b.facEnd = append(b.ends, len(b.buf)), append(b.facEnd, len(b.factBuf))
 		return
 	}
 	b.deleted = append(b.deleted, 0)
 	b.api = append(b.api, r.API)
 	b.seq = append(b.seq, r.Seq)
-	b.facts = append(b.facts, string(r.Facts))
+	b.factBuf = append(b.factBuf, r.Facts...)
+	b.facEnd = append(b.facEnd, len(b.factBuf))
 	b.edges = append(b.edges, r.Edges)
 	b.buf = enc.Append(b.buf, r.Result)
 	b.ends = append(b.ends, len(b.buf))
@@ -72,8 +77,24 @@ func (b *recordBlock) add(enc *analysis.ResultEncoder, r *store.Record, v uint64
 
 func (b *recordBlock) len() int { return len(b.id) }
 
-// finish sets the result column.
-func (b *recordBlock) finish() { b.result = substrings(b.buf, b.ends) }
+// finish sets the result and facts columns: views of the block's buffers,
+// valid until they are reused, by the next Apply (the driver copies what
+// it is given before the insert returns).
+func (b *recordBlock) finish() { b.result, b.facts = views(b.buf, b.ends), views(b.factBuf, b.facEnd) }
+
+// views cuts buf at ends without copying it: the strings are valid while
+// buf is unchanged.
+func views(buf []byte, ends []int) []string {
+	out := make([]string, len(ends))
+	if len(buf) == 0 {
+		return out
+	}
+	all, lo := unsafe.String(&buf[0], len(buf)), 0
+	for i, e := range ends {
+		out[i], lo = all[lo:e], e
+	}
+	return out
+}
 
 // substrings cuts one copy of buf at ends: no allocation per row.
 func substrings(buf []byte, ends []int) []string {
@@ -253,19 +274,39 @@ func extent(a, b map[int64]struct{}) (lo, hi int64) {
 }
 
 // encodeRecords encodes a batch's records, the ith change at version
-// v0+1+i, with a tombstone where the new record does not take the old's key.
+// v0+1+i, with a tombstone where the new record does not take the old's
+// key. The rows are in the table's key order (win, minute, trace_id; a
+// stable sort): the server stores the block without sorting it.
 func (s *Store) encodeRecords(changes []store.Change, v0 uint64) *recordBlock {
-	var recs recordBlock
+	type row struct {
+		r       *store.Record
+		minute  int64
+		v       uint64
+		deleted bool
+	}
+	rows := make([]row, 0, len(changes))
 	for i, c := range changes {
 		v := v0 + 1 + uint64(i)
 		if o := c.Old; o != nil && (c.New == nil || c.New.Window != o.Window || c.New.Minute() != o.Minute()) {
-			recs.add(&s.enc, o, v, true, s.name)
+			rows = append(rows, row{o, o.Minute(), v, true})
 		}
 		if c.New != nil {
-			recs.add(&s.enc, c.New, v, false, s.name)
+			rows = append(rows, row{c.New, c.New.Minute(), v, false})
 		}
 	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.r.Window, b.r.Window), cmp.Compare(a.minute, b.minute),
+			bytes.Compare(a.r.TraceID[:], b.r.TraceID[:]))
+	})
+	// The buffers of the last batch's strings: its insert is done (applyMu).
+	recs := recordBlock{buf: s.recBufs[0][:0], factBuf: s.recBufs[1][:0]}
+	for _, r := range rows {
+		recs.add(&s.enc, r.r, r.v, r.deleted, s.name)
+	}
 	recs.finish()
+	if cap(recs.buf)+cap(recs.factBuf) <= 64<<20 {
+		s.recBufs = [2][]byte{recs.buf, recs.factBuf}
+	}
 	return &recs
 }
 

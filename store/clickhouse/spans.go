@@ -26,8 +26,23 @@ var spanColumns = []string{"day", "trace_id", "seq", "data", "part"}
 type spanWriter struct {
 	enc    graph.TraceEncoder
 	groups spangroup.TraceGroups
-	group  []graph.Span
 	buf    []byte
+	order  []int
+}
+
+// byTraceID returns the groups of the write (w.groups, of spans) in the
+// order of their trace ids: a block in the table's key order, which the
+// server stores without sorting it (the log row's zero id comes first).
+func (w *spanWriter) byTraceID(spans []graph.Span) []int {
+	g := &w.groups
+	w.order = w.order[:0]
+	for k := range g.Ends {
+		w.order = append(w.order, k)
+	}
+	slices.SortFunc(w.order, func(a, b int) int {
+		return bytes.Compare(spans[g.First(a)].TraceID[:], spans[g.First(b)].TraceID[:])
+	})
+	return w.order
 }
 
 // Every write stores, beside its traces' rows, a log row under logID (no
@@ -52,7 +67,8 @@ func (s *Store) WriteSpans(ctx context.Context, spans []graph.Span) (uint64, err
 
 // StartSpans (store.SpanWriteStarter) takes the partition's next sequence
 // and encodes spans as one insert in the write's day partition: a row per
-// trace (graph.TraceEncoder.AppendSpans) and the write's log row.
+// trace (graph.TraceEncoder.AppendSpans) and the write's log row, in
+// trace id order.
 func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, func(context.Context) error, error) {
 	if err := s.checkWrite("write spans"); err != nil {
 		return 0, nil, fence.Retryable(err)
@@ -72,17 +88,17 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	w := &s.spanW
 	g := &w.groups
 	g.Group(spans)
-	ids := append(make([][]byte, 0, 1+len(g.Ends)), logID[:])
+	order := w.byTraceID(spans)
+	ids := append(make([][]byte, 0, 1+len(order)), logID[:])
 	buf := append(w.buf[:0], logMarker)
-	for k := range g.Ends {
+	for _, k := range order {
 		id := &spans[g.First(k)].TraceID
 		buf = append(buf, id[:]...)
 		ids = append(ids, id[:])
 	}
-	ends := append(make([]int, 0, 1+len(g.Ends)), len(buf))
-	for k := range g.Ends {
-		w.group = g.Trace(k, spans, w.group[:0])
-		buf = w.enc.AppendSpans(buf, w.group)
+	ends := append(make([]int, 0, 1+len(order)), len(buf))
+	for _, k := range order {
+		buf = w.enc.AppendSpansOf(buf, spans, g.Indexes(k))
 		ends = append(ends, len(buf))
 	}
 	// A copy: the buffer serves the next write while this one is in flight.
@@ -90,7 +106,6 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	if cap(buf) <= 16<<20 {
 		w.buf = buf[:0]
 	}
-	clear(w.group)
 	buckets := bucketsOf(ids[1:])
 	s.inserts.Add(1) // Close waits for it, then releases the lease
 	var once sync.Once

@@ -64,6 +64,12 @@ func (g *TraceGroups) Trace(k int, spans, dst []graph.Span) []graph.Span {
 	return dst
 }
 
+// Indexes returns the indexes in spans of group k's spans (in arrival
+// order): a view of Order.
+func (g *TraceGroups) Indexes(k int) []int32 {
+	return g.Order[g.start(k):g.Ends[k]]
+}
+
 // start returns where group k starts in Order.
 func (g *TraceGroups) start(k int) int32 {
 	if k == 0 {

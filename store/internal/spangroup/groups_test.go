@@ -31,6 +31,11 @@ func TestTraceGroups(t *testing.T) {
 			t.Fatalf("trace %d starts with %v, want %v", k, first, want[0])
 		}
 	}
+	for k, want := range [][]int32{{0, 2, 5}, {1, 4}, {3}} {
+		if got := g.Indexes(k); !slices.Equal(got, want) {
+			t.Fatalf("trace %d: indexes %v, want %v", k, got, want)
+		}
+	}
 	g.Group(spans[3:5])
 	if !slices.Equal(g.Order, []int32{0, 1}) || !slices.Equal(g.Ends, []int32{1, 2}) {
 		t.Fatalf("reused: order %v ends %v", g.Order, g.Ends)
