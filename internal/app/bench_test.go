@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -191,7 +188,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		}
 		refElapsed += time.Since(t0)
 		b.StartTimer()
-		cpu0, srv0 := processCPU(), serverCPU()
+		cpu0, srv0 := selfCPU(), clickHouseCPU()
 		t1 := time.Now()
 		work := make(chan []byte)
 		var wg sync.WaitGroup
@@ -228,8 +225,8 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		sent += n
 		waitAnalysed(b, rd, sent)
 		elapsed += time.Since(t1)
-		cpu += processCPU() - cpu0
-		srv += serverCPU() - srv0
+		cpu += selfCPU() - cpu0
+		srv += clickHouseCPU() - srv0
 		storedElapsed += stored
 		lag += time.Since(t1) - stored
 		total += n
@@ -243,45 +240,6 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	if srv > 0 {
 		b.ReportMetric(srv.Seconds()/float64(total)*1e6, "server-cpu-s/Mspans")
 	}
-}
-
-// processCPU returns the CPU time (user and system) this process used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// serverCPU returns the CPU time (user and system) the ClickHouse server
-// on this machine used, from /proc (0 when there is none): the process
-// STORMRADIUS_BENCH_SERVER_PID names, else the one called
-// clickhouse-server.
-func serverCPU() time.Duration {
-	pid := os.Getenv("STORMRADIUS_BENCH_SERVER_PID")
-	if pid == "" {
-		procs, _ := filepath.Glob("/proc/[0-9]*/comm")
-		for _, c := range procs {
-			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), "clickhouse-serv") {
-				pid = filepath.Base(filepath.Dir(c))
-				break
-			}
-		}
-	}
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if pid == "" || err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis: utime and
-	// stime are the 12th and 13th, in clock ticks (100 a second).
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // storedSpans returns the spans the stored rollups count.

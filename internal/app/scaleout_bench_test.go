@@ -167,13 +167,29 @@ func openStoreURL(b *testing.B, dsn string) store.Store {
 }
 
 // clickHouseCPU returns the CPU time (user + system) the local ClickHouse
-// server has used, 0 when it does not run here.
+// server has used, 0 when it does not run here: the process
+// STORMRADIUS_BENCH_SERVER_PID names, else the one its pid file names,
+// else the one called clickhouse-server.
 func clickHouseCPU() time.Duration {
-	pid, err := os.ReadFile("/var/lib/clickhouse/clickhouse-server.pid")
-	if err != nil {
+	pid := os.Getenv("STORMRADIUS_BENCH_SERVER_PID")
+	if pid == "" {
+		if b, err := os.ReadFile("/var/lib/clickhouse/clickhouse-server.pid"); err == nil {
+			pid = strings.TrimSpace(string(b))
+		}
+	}
+	if pid == "" {
+		procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+		for _, c := range procs {
+			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), "clickhouse-serv") {
+				pid = filepath.Base(filepath.Dir(c))
+				break
+			}
+		}
+	}
+	if pid == "" {
 		return 0
 	}
-	return statCPU(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+	return statCPU(filepath.Join("/proc", pid, "stat"))
 }
 
 // statCPU returns the CPU time (user + system) of the process whose
