@@ -67,20 +67,7 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 	b = v(b, r.Window)
 	b = uv(b, uint64(r.Spans))
 	b = uv(b, uint64(r.Fragments))
-	var flags byte
-	if r.RootFailed {
-		flags |= flagRootFailed
-	}
-	if r.RemoteParent {
-		flags |= flagRemoteParent
-	}
-	if r.Split {
-		flags |= flagSplit
-	}
-	if len(r.VersionClaims) > 0 {
-		flags |= flagVersionClaims
-	}
-	b = append(b, flags)
+	b = append(b, resultFlags(r))
 	if sampled {
 		b = uv(b, uint64(r.W()))
 		b = append(b, r.SamplingFlags)
@@ -145,6 +132,24 @@ func (e *ResultEncoder) Append(b []byte, r *TraceResult) []byte {
 		}
 	}
 	return b
+}
+
+// resultFlags is the flags byte of r's encoding.
+func resultFlags(r *TraceResult) byte {
+	var flags byte
+	if r.RootFailed {
+		flags |= flagRootFailed
+	}
+	if r.RemoteParent {
+		flags |= flagRemoteParent
+	}
+	if r.Split {
+		flags |= flagSplit
+	}
+	if len(r.VersionClaims) > 0 {
+		flags |= flagVersionClaims
+	}
+	return flags
 }
 
 // nameTable numbers every name r holds, once each, in the order the
