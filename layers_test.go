@@ -52,7 +52,7 @@ var layers = map[string]int{
 	"query":                     7, // the read side
 	"internal/storeurl":         7,
 	"internal/fixture":          7,
-	"internal/corpus":           1, // the benchmark corpora (simulated meshes of every shape)
+	"internal/corpus":           3, // the benchmark corpora (simulated meshes of every shape)
 	"web":                       8,
 
 	// Wiring.

@@ -34,17 +34,7 @@ var (
 	bc         benchCorpus
 )
 
-func benchScenario() sim.Scenario {
-	sc := sim.Mesh(sim.MeshConfig{Seed: 7, APIs: 4, Depth: 25, Fanout: 3, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.002,
-		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
-	sc.Traces = 7000
-	sc.Faults = []sim.Fault{
-		{Service: "svc-20-1", Rate: 0.2, Persistent: true},
-		{Service: "svc-12-2", Rate: 0.1, Persistent: true},
-		{Service: "svc-6-0", Rate: 0.05, Persistent: true},
-	}
-	return sc
-}
+func benchScenario() sim.Scenario { return shapes.MeshScenario(7000) }
 
 func loadCorpus(b *testing.B) *benchCorpus {
 	corpusOnce.Do(func() {
@@ -242,28 +232,19 @@ var (
 	loaded   = map[string]*shapeCorpus{}
 )
 
-// loadShape decodes the shape's protobuf file with the receivers' decoder
-// and groups its spans by trace, once per process.
+// loadShape decodes the shape's protobuf file (corpus.Shape.Decode), once
+// per process.
 func loadShape(b *testing.B, s shapes.Shape) *shapeCorpus {
 	shapesMu.Lock()
 	defer shapesMu.Unlock()
 	if c := loaded[s.Name]; c != nil {
 		return c
 	}
-	var buf bytes.Buffer
-	st, err := s.Write(&buf, sim.Proto)
+	traces, st, err := s.Decode(sim.Proto)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	var spans []graph.Span
-	if _, err := dec.ReadFile(&buf, s.Name, func(s []graph.Span) error {
-		spans = append(spans, s...)
-		return nil
-	}, nil); err != nil {
-		b.Fatal(err)
-	}
-	c := &shapeCorpus{spans: st.Spans, traces: graph.GroupTraces(spans)}
+	c := &shapeCorpus{spans: st.Spans, traces: traces}
 	loaded[s.Name] = c
 	return c
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	shapes "github.com/stormradius/stormradius/internal/corpus"
 	"github.com/stormradius/stormradius/sim"
 )
@@ -51,24 +50,6 @@ func twoPass(traces [][]graph.Span, cfg analysis.Config) *analysis.Document {
 	return doc
 }
 
-// decodeShape writes a corpus shape as protobuf and decodes it as the
-// receivers do, grouped by trace.
-func decodeShape(t testing.TB, s shapes.Shape) [][]graph.Span {
-	var buf bytes.Buffer
-	if _, err := s.Write(&buf, sim.Proto); err != nil {
-		t.Fatal(err)
-	}
-	var spans []graph.Span
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	if _, err := dec.ReadFile(&buf, s.Name, func(s []graph.Span) error {
-		spans = append(spans, s...)
-		return nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	return graph.GroupTraces(spans)
-}
-
 // TestInMemoryOnePass: on the shapes with incidents (many sharing a
 // minute, and a few in a long mesh's traces), InMemory's document —
 // incidents and every figure — is the two-pass one, on one worker and on
@@ -76,7 +57,10 @@ func decodeShape(t testing.TB, s shapes.Shape) [][]graph.Span {
 func TestInMemoryOnePass(t *testing.T) {
 	for _, name := range []string{"incidents", "mesh", "short"} {
 		s, _ := shapes.ByName(name, 40_000)
-		traces := decodeShape(t, s)
+		traces, _, err := s.Decode(sim.Proto)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cfg := analysis.Config{}
 		want, err := json.Marshal(twoPass(traces, cfg))
 		if err != nil {

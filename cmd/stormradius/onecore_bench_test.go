@@ -115,19 +115,9 @@ func pdataUnmarshal(path string) (int, error) {
 	}
 }
 
-// oneCoreScenario is the analysis corpus's mesh (analysis/bench_test.go)
+// oneCoreScenario is the analysis corpus's mesh (corpus.MeshScenario)
 // with traces traces: 2,400 are about 366,000 spans.
-func oneCoreScenario(traces int) sim.Scenario {
-	sc := sim.Mesh(sim.MeshConfig{Seed: 7, APIs: 4, Depth: 25, Fanout: 3, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.002,
-		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
-	sc.Traces = traces
-	sc.Faults = []sim.Fault{
-		{Service: "svc-20-1", Rate: 0.2, Persistent: true},
-		{Service: "svc-12-2", Rate: 0.1, Persistent: true},
-		{Service: "svc-6-0", Rate: 0.05, Persistent: true},
-	}
-	return sc
-}
+func oneCoreScenario(traces int) sim.Scenario { return corpus.MeshScenario(traces) }
 
 // writeCorpus writes the scenario to a file in format f and returns its
 // path and span count.

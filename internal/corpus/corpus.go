@@ -24,6 +24,7 @@ package corpus
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,6 +34,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/stormradius/stormradius/graph"
+	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -79,8 +82,7 @@ func ByName(name string, spans int) (Shape, bool) {
 	per := func(spansPerTrace float64) int { return max(1, int(float64(spans)/spansPerTrace+0.5)) }
 	switch name {
 	case "mesh":
-		sc := meshScenario()
-		sc.Traces = per(152.6)
+		sc := MeshScenario(per(152.6))
 		return Shape{Name: name, Scenario: sc, PerRequest: 1}, true
 	case "short":
 		sc := shortScenario(11)
@@ -119,14 +121,16 @@ func ByName(name string, spans int) (Shape, bool) {
 	return Shape{}, false
 }
 
-// meshScenario is the analysis corpus's mesh (analysis/bench_test.go).
-func meshScenario() sim.Scenario {
+// MeshScenario is the analysis corpus's mesh (the mesh shape; the
+// analysis benchmarks' and BenchmarkAnalyzeOneCore's) with traces traces.
+func MeshScenario(traces int) sim.Scenario {
 	sc := sim.Mesh(sim.MeshConfig{Seed: 7, APIs: 4, Depth: 25, Fanout: 3, GRPC: 0.3, FailOpen: 0.3, ErrorRate: 0.002, Policy: ownership})
 	sc.Faults = []sim.Fault{
 		{Service: "svc-20-1", Rate: 0.2, Persistent: true},
 		{Service: "svc-12-2", Rate: 0.1, Persistent: true},
 		{Service: "svc-6-0", Rate: 0.05, Persistent: true},
 	}
+	sc.Traces = traces
 	return sc
 }
 
@@ -271,6 +275,25 @@ func (s Shape) decorateSpan(a pcommon.Map) {
 			a.PutStr(key, "https://example.internal/r/"+strconv.Itoa(k))
 		}
 	}
+}
+
+// Decode writes the shape in format f and decodes it as the receivers do
+// (ingest.Decoder), grouped by trace (graph.GroupTraces).
+func (s Shape) Decode(f sim.Format) ([][]graph.Span, Stats, error) {
+	var buf bytes.Buffer
+	st, err := s.Write(&buf, f)
+	if err != nil {
+		return nil, st, err
+	}
+	var spans []graph.Span
+	dec := ingest.NewDecoder(ingest.DecoderConfig{})
+	if _, err := dec.ReadFile(&buf, s.Name, func(s []graph.Span) error {
+		spans = append(spans, s...)
+		return nil
+	}, nil); err != nil {
+		return nil, st, fmt.Errorf("corpus %s: %w", s.Name, err)
+	}
+	return graph.GroupTraces(spans), st, nil
 }
 
 // countWriter counts the bytes written.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stormradius/stormradius/analysis"
 	"github.com/stormradius/stormradius/graph"
-	"github.com/stormradius/stormradius/ingest"
 	"github.com/stormradius/stormradius/sim"
 )
 
@@ -122,19 +121,11 @@ func TestShapes(t *testing.T) {
 // minute, and at least ten incidents open in it.
 func TestIncidentsShare(t *testing.T) {
 	s, _ := ByName("incidents", 60_000)
-	var buf bytes.Buffer
-	if _, err := s.Write(&buf, sim.Proto); err != nil {
+	traces, _, err := s.Decode(sim.Proto)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var spans []graph.Span
-	dec := ingest.NewDecoder(ingest.DecoderConfig{})
-	if _, err := dec.ReadFile(&buf, "incidents", func(s []graph.Span) error {
-		spans = append(spans, s...)
-		return nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+	doc, _ := analysis.InMemory(graph.Lists(traces), analysis.Config{}, 1)
 	if len(doc.Incidents) < 10 {
 		t.Fatalf("%d incidents, want 10 or more", len(doc.Incidents))
 	}
@@ -153,19 +144,11 @@ func TestAttrsChangeNothing(t *testing.T) {
 	plain.ExtraAttrs, plain.LongURLs = 0, false
 	docs := make([]*analysis.Document, 2)
 	for i, sh := range []Shape{s, plain} {
-		var buf bytes.Buffer
-		if _, err := sh.Write(&buf, sim.JSONLines); err != nil {
+		traces, _, err := sh.Decode(sim.JSONLines)
+		if err != nil {
 			t.Fatal(err)
 		}
-		var spans []graph.Span
-		dec := ingest.NewDecoder(ingest.DecoderConfig{})
-		if _, err := dec.ReadFile(&buf, "attrs", func(s []graph.Span) error {
-			spans = append(spans, s...)
-			return nil
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
-		docs[i], _ = analysis.InMemory(graph.Lists(graph.GroupTraces(spans)), analysis.Config{}, 1)
+		docs[i], _ = analysis.InMemory(graph.Lists(traces), analysis.Config{}, 1)
 	}
 	if docs[0].Fleet != docs[1].Fleet || len(docs[0].APIs) != len(docs[1].APIs) || docs[0].Fleet.FailedAPIs == 0 {
 		t.Fatalf("with attributes: %+v\nwithout: %+v", docs[0].Fleet, docs[1].Fleet)
