@@ -1,10 +1,8 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -148,10 +146,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 	// then the next poll (every 200 ms) sees it — which 20,000 traces
 	// (~430,000 spans, two seconds of work) made half of the figure. That
 	// latency is reported on its own (lag-s).
-	traces := 100000
-	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_TRACES")); err == nil && v > 0 {
-		traces = v
-	}
+	traces := benchTraces(100000)
 	// 8 clients at a time, or STORMRADIUS_BENCH_CLIENTS: each waits for
 	// its spans to be durable, so with small requests the clients' number
 	// bounds the rate (many SDKs send at once in production).
@@ -197,22 +192,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 			go func() {
 				defer wg.Done()
 				for body := range work {
-					for {
-						resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(body))
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusServiceUnavailable {
-							time.Sleep(20 * time.Millisecond)
-							continue
-						}
-						if resp.StatusCode != 200 {
-							b.Errorf("status %d", resp.StatusCode)
-						}
-						break
-					}
+					postUntilAccepted(b, url, body)
 				}
 			}()
 		}

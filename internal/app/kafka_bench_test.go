@@ -64,10 +64,7 @@ import (
 // or STORMRADIUS_BENCH_TRACES. STORMRADIUS_BENCH_PATHS=kafka (or otlp)
 // runs one path only (for profiles).
 func BenchmarkKafkaVsOTLP(b *testing.B) {
-	traces := 100000
-	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_TRACES")); err == nil && v > 0 {
-		traces = v
-	}
+	traces := benchTraces(100000)
 	paths := os.Getenv("STORMRADIUS_BENCH_PATHS")
 	runOTLP := paths == "" || strings.Contains(paths, "otlp")
 	runKafka := paths == "" || strings.Contains(paths, "kafka")

@@ -33,10 +33,7 @@ import (
 // this machine) per million spans as ch-cpu-s/Mspans. 20,000 traces per
 // iteration (STORMRADIUS_BENCH_TRACES).
 func BenchmarkScaleOutKafka(b *testing.B) {
-	traces := 20000
-	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_TRACES")); err == nil && v > 0 {
-		traces = v
-	}
+	traces := benchTraces(20000)
 	for _, n := range []int{1, 2, 4} {
 		b.Run("consumers="+strconv.Itoa(n), func(b *testing.B) {
 			dsn := benchDatabase(b)
@@ -164,6 +161,15 @@ func openStoreURL(b *testing.B, dsn string) store.Store {
 		b.Fatal(err)
 	}
 	return st
+}
+
+// benchTraces is how many traces an iteration sends:
+// STORMRADIUS_BENCH_TRACES, or def.
+func benchTraces(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("STORMRADIUS_BENCH_TRACES")); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
 
 // clickHouseCPU returns the CPU time (user + system) the local ClickHouse
