@@ -85,6 +85,10 @@ type TraceResult struct {
 	// adds only to Report.TracesSplit. Of its result only TraceID, Start
 	// and Window are set.
 	Split bool
+
+	// ids are the evaluator's slots of the entries of a transient result
+	// (nil otherwise): a report finds their aggregates by them.
+	ids *resultIDs
 }
 
 // W returns the result's weight, at least 1.
@@ -267,6 +271,10 @@ type Evaluator struct {
 	nodeIdx    pairIndex[graph.Node]
 	nodeSlots  []NodeCount
 	versionIdx pairIndex[ServiceVersion]
+	// ids are a transient result's slots; claimSlots those of its
+	// VersionClaims.
+	ids        resultIDs
+	claimSlots []int32
 	// vclaims are the claim counts of the trace's versions, by their
 	// index in its Versions.
 	vclaims []VersionClaims
@@ -378,6 +386,11 @@ func (e *Evaluator) Evaluate(t *graph.Trace, s *State) TraceResult {
 	r.Versions = e.versions(t)
 	r.VersionClaims = e.versionClaims(t, r.Versions)
 	r.Nodes = e.nodes(t, &r)
+	if e.transient {
+		e.ids = resultIDs{services: e.serviceIdx.touched, nodes: e.nodeIdx.touched, versions: e.versionIdx.touched,
+			claims: e.claimSlots, svc: e.serviceIdx.epoch, node: e.nodeIdx.epoch, ver: e.versionIdx.epoch}
+		r.ids = &e.ids
+	}
 	return r
 }
 
@@ -441,6 +454,7 @@ func (e *Evaluator) versions(t *graph.Trace) []ServiceVersion {
 // the calls' classes in e.calls; only the versions with a count, in the
 // order of versions.
 func (e *Evaluator) versionClaims(t *graph.Trace, versions []ServiceVersion) []VersionClaims {
+	e.claimSlots = e.claimSlots[:0]
 	if len(versions) == 0 {
 		return nil
 	}
@@ -515,6 +529,7 @@ func (e *Evaluator) versionClaims(t *graph.Trace, versions []ServiceVersion) []V
 		if v := e.vclaims[i]; !v.zero() {
 			v.ServiceVersion = versions[i]
 			out = append(out, v)
+			e.claimSlots = append(e.claimSlots, e.versionIdx.touched[i])
 		}
 	}
 	return out
@@ -526,6 +541,8 @@ func (e *Evaluator) versionClaims(t *graph.Trace, versions []ServiceVersion) []V
 // per trace, the slots it touched. A stream of ever-new names cannot grow
 // it past maxServiceSlots: it is rebuilt then.
 type pairIndex[K comparable] struct {
+	// epoch is the numbering of the slots: a new one when emptied.
+	epoch   *slotEpoch
 	slot    map[K]int32
 	keys    []K
 	stamp   []uint64
@@ -555,6 +572,7 @@ func (x *pairIndex[K]) begin() bool {
 		return false
 	}
 	x.slot = make(map[K]int32, 64)
+	x.epoch = &slotEpoch{}
 	x.keys, x.stamp = x.keys[:0], x.stamp[:0]
 	x.cache = make([]pairCacheSlot, pairCacheSize)
 	x.ranks.reset()

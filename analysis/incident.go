@@ -221,6 +221,23 @@ func (s IncidentSpan) Figures(rep *Report, graphs map[string]*graph.APIGraph, ru
 	return d
 }
 
+// mergeIncident adds to r what IncidentSpan.Figures reads of o for an
+// incident of owner: the owner's node, its aggregates in every API, and
+// the services.
+func (r *Report) mergeIncident(o *Report, owner graph.Node) {
+	if n := o.Nodes[owner]; n != nil {
+		mergeAgg(ScopeNode, Agg{Node: r.Node(owner)}, Agg{Node: n}, 1)
+	}
+	for k, v := range o.APIs {
+		if c := v.Owners[owner]; c != nil {
+			mergeAgg(ScopeOwner, Agg{Owner: r.API(k).Owner(owner)}, Agg{Owner: c}, 1)
+		}
+	}
+	for k, v := range o.Services {
+		r.Service(k).merge(v, 1)
+	}
+}
+
 // serviceDoc renders one service's aggregate.
 func serviceDoc(s *ServiceResult) ServiceDoc {
 	sd := ServiceDoc{
@@ -454,14 +471,15 @@ func (m MinuteResults) Nodes(out MinuteNodes) {
 }
 
 // AddTo adds the minutes' sums to the incidents of c whose minutes hold
-// them, as c.Add of each of their results would.
+// them: of what c.Add of each of their results would add, what an
+// incident's figures read (mergeIncident).
 func (m MinuteResults) AddTo(c *IncidentCollector) {
 	for k, mr := range m {
 		for i, s := range c.Spans {
 			if k < s.First || k > s.Last {
 				continue
 			}
-			c.Reports[i].Merge(mr.rep, 1)
+			c.Reports[i].mergeIncident(mr.rep, s.Owner)
 			for _, e := range mr.examples[s.Owner] {
 				c.examples[i] = KeepExample(c.examples[i], e.ID, e.Radius)
 			}

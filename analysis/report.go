@@ -58,6 +58,82 @@ type reportCache struct {
 	services graph.AddrCache[*ServiceResult]
 	nodes    graph.AddrCache[*NodeAgg]
 	versions graph.AddrCache[*VersionAgg]
+	// The aggregates by the slots of the evaluator whose results are
+	// added (slots.go); versions by root API.
+	serviceSlots slotTable[*ServiceResult]
+	nodeSlots    slotTable[*NodeAgg]
+	versionSlots map[string]*slotTable[*VersionAgg]
+}
+
+// caches returns r's cache, made if needed.
+func (r *Report) caches() *reportCache {
+	if r.cache == nil {
+		r.cache = &reportCache{}
+	}
+	return r.cache
+}
+
+// serviceOf returns the aggregate of the i-th service of tr.
+func (r *Report) serviceOf(tr *TraceResult, i int) *ServiceResult {
+	if tr.ids == nil {
+		return r.Service(tr.Services[i].Service)
+	}
+	t := &r.caches().serviceSlots
+	slot := tr.ids.services[i]
+	s, ok := t.get(tr.ids.svc, slot)
+	if !ok {
+		s = r.Service(tr.Services[i].Service)
+		t.put(slot, s)
+	}
+	return s
+}
+
+// nodeOf returns the aggregate of the i-th node of tr.
+func (r *Report) nodeOf(tr *TraceResult, i int) *NodeAgg {
+	if tr.ids == nil {
+		return r.Node(tr.Nodes[i].Node)
+	}
+	t := &r.caches().nodeSlots
+	slot := tr.ids.nodes[i]
+	n, ok := t.get(tr.ids.node, slot)
+	if !ok {
+		n = r.Node(tr.Nodes[i].Node)
+		t.put(slot, n)
+	}
+	return n
+}
+
+// versionOf returns the aggregate of a version of tr (of slot, of
+// tr.ids.ver, when tr has ids; vt is its API's table then, from
+// versionTable).
+func (r *Report) versionOf(tr *TraceResult, vt *slotTable[*VersionAgg], slot int32, sv ServiceVersion) *VersionAgg {
+	if vt == nil {
+		return r.Version(VersionKey{API: tr.API, Service: sv.Service, Version: sv.Version})
+	}
+	v, ok := vt.get(tr.ids.ver, slot)
+	if !ok {
+		v = r.Version(VersionKey{API: tr.API, Service: sv.Service, Version: sv.Version})
+		vt.put(slot, v)
+	}
+	return v
+}
+
+// versionTable returns the table of tr's API's versions by slot, nil when
+// tr has no ids.
+func (r *Report) versionTable(tr *TraceResult) *slotTable[*VersionAgg] {
+	if tr.ids == nil {
+		return nil
+	}
+	c := r.caches()
+	t := c.versionSlots[tr.API]
+	if t == nil {
+		if c.versionSlots == nil {
+			c.versionSlots = map[string]*slotTable[*VersionAgg]{}
+		}
+		t = &slotTable[*VersionAgg]{}
+		c.versionSlots[tr.API] = t
+	}
+	return t
 }
 
 // APIAgg aggregates the traces of one root API.
@@ -168,9 +244,7 @@ func (r *Report) API(name string) *APIAgg {
 
 // Service returns the aggregate of a service, created empty if needed.
 func (r *Report) Service(name string) *ServiceResult {
-	if r.cache == nil {
-		r.cache = &reportCache{}
-	}
+	r.caches()
 	k := graph.AddrOf(name, "", "", "")
 	if s, ok := r.cache.services.Get(&k); ok {
 		return s
@@ -196,9 +270,7 @@ func (a *APIAgg) Owner(n graph.Node) *OwnerAgg {
 
 // Node returns the aggregate of a node, created empty if needed.
 func (r *Report) Node(n graph.Node) *NodeAgg {
-	if r.cache == nil {
-		r.cache = &reportCache{}
-	}
+	r.caches()
 	k := graph.AddrOf(n.Service, n.Operation, "", "")
 	if a, ok := r.cache.nodes.Get(&k); ok {
 		return a
@@ -214,9 +286,7 @@ func (r *Report) Node(n graph.Node) *NodeAgg {
 
 // Version returns the aggregate of a version, created empty if needed.
 func (r *Report) Version(k VersionKey) *VersionAgg {
-	if r.cache == nil {
-		r.cache = &reportCache{}
-	}
+	r.caches()
 	a := graph.AddrOf(k.API, k.Service, k.Version, "")
 	if v, ok := r.cache.versions.Get(&a); ok {
 		return v
@@ -263,10 +333,10 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 		r.SamplingUnusable += sign
 	}
 	for i := range tr.Services {
-		r.Service(tr.Services[i].Service).merge(&tr.Services[i], w)
+		r.serviceOf(tr, i).merge(&tr.Services[i], w)
 	}
 	for i := range tr.Nodes {
-		n := r.Node(tr.Nodes[i].Node)
+		n := r.nodeOf(tr, i)
 		n.Requests += w * tr.Nodes[i].Requests
 		n.Owned += w * tr.Nodes[i].Owned
 	}
@@ -336,8 +406,13 @@ func (r *Report) Add(tr *TraceResult, sign int64) {
 // addVersions adds what trace tr (of an API) adds to the aggregates of
 // its services' versions: w its weighted sign, c its variance term.
 func (r *Report) addVersions(tr *TraceResult, sign, w, c int64) {
-	for _, v := range tr.Versions {
-		va := r.Version(VersionKey{API: tr.API, Service: v.Service, Version: v.Version})
+	vt := r.versionTable(tr)
+	for i, v := range tr.Versions {
+		var slot int32
+		if vt != nil {
+			slot = tr.ids.versions[i]
+		}
+		va := r.versionOf(tr, vt, slot, v)
 		va.Traces += w
 		va.Excess += w - sign
 		va.Var += c
@@ -353,7 +428,11 @@ func (r *Report) addVersions(tr *TraceResult, sign, w, c int64) {
 	}
 	for i := range tr.VersionClaims {
 		vc := &tr.VersionClaims[i]
-		va := r.Version(VersionKey{API: tr.API, Service: vc.Service, Version: vc.Version})
+		var slot int32
+		if vt != nil {
+			slot = tr.ids.claims[i]
+		}
+		va := r.versionOf(tr, vt, slot, vc.ServiceVersion)
 		va.FailedHops += w * vc.FailedHops
 		va.ClaimedHops += w * vc.ClaimedHops
 		va.UnclaimedAnswers += w * vc.UnclaimedAnswers
