@@ -663,7 +663,8 @@ func (r *slotRanks) sort(touched []int32, n int, compare func(x, y int32) int) {
 
 // maxServiceSlots bounds the evaluator's service index; past it the index
 // is rebuilt, so that a stream of ever-new service names cannot grow it.
-const maxServiceSlots = 1 << 14
+// A variable for the tests (a small bound rebuilds it often).
+var maxServiceSlots = 1 << 14
 
 // services fills the per-service results of a trace. Services get a slot
 // in a persistent index, so a hop costs one map lookup, and the trace's
