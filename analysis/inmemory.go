@@ -24,9 +24,10 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 	assembled := make([]*graph.Trace, n)
 	parallel(n, workers, func(w, lo, hi int) {
 		var a graph.Assembler
+		var ar graph.Arena // every trace is kept until the end
 		var buf []graph.Span
 		for i := lo; i < hi; i++ {
-			t := a.Assemble(src.Spans(i, buf))
+			t := a.AssembleIn(&ar, src.Spans(i, buf))
 			buf, t.Spans = t.Spans[:0], nil // the buffer is reused: drop the spans
 			assembled[i] = t
 		}

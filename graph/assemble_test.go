@@ -430,3 +430,45 @@ func TestGroupTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestAssembleIn: traces assembled in an arena are those Assemble
+// returns, every one intact once the arena has handed out several blocks
+// (thousands of small traces, then one larger than a block), and growing
+// one trace's slice does not write into the next's.
+func TestAssembleIn(t *testing.T) {
+	var a graph.Assembler
+	var ar graph.Arena
+	var want, got []*graph.Trace
+	add := func(spans []graph.Span) {
+		want = append(want, assemble(spans))
+		got = append(got, a.AssembleIn(&ar, append([]graph.Span(nil), spans...)))
+	}
+	for n := range 3000 {
+		b := New(byte(n))
+		r := b.Root("api", "GET /", 0, 100)
+		for k := range n % 7 {
+			b.Call(r, "api", "svc", "op", int64(k), int64(k)+1, C(Failed), Failed)
+		}
+		add(b.Spans)
+	}
+	b := New(1)
+	p := b.Root("A", "op", 0, 1)
+	for i := 0; i < 5000; i++ {
+		p = b.Call(p, "S", "S", "op", int64(i), int64(i)+1, nil)
+	}
+	add(b.Spans)
+	add(nil)
+	for i := range want {
+		w, g := want[i], got[i]
+		if !slices.Equal(w.Hops, g.Hops) || !slices.Equal(w.Calls, g.Calls) || !slices.Equal(w.Attempts, g.Attempts) ||
+			!slices.Equal(w.Roots, g.Roots) || w.Root != g.Root || w.APIName != g.APIName || w.SpanCount != g.SpanCount {
+			t.Fatalf("trace %d: assembled in the arena differs from Assemble's", i)
+		}
+	}
+	first, second := got[5], got[6]
+	keep := slices.Clone(second.Hops)
+	first.Hops = append(first.Hops, first.Hops[0])
+	if !slices.Equal(second.Hops, keep) {
+		t.Fatal("appending to a trace's hops wrote into the next trace's")
+	}
+}
