@@ -32,6 +32,11 @@ type Assembler struct {
 	callOf   []int32
 	calls    []pendingCall
 	open     []int32
+	// trace is the trace AssembleTransient returns; apis the root APIs'
+	// names by where their service's and operation's bytes are.
+	trace Trace
+	apis  AddrCache[string]
+	napis int
 }
 
 // pending is an attempt collected for a hop, before it is grouped into calls.
@@ -61,7 +66,8 @@ type pendingCall struct {
 // self-parents, missing parents and duplicate ids produce fragments, never a
 // panic or a loop.
 func (a *Assembler) Assemble(spans []Span) *Trace {
-	t := a.AssembleTransient(spans)
+	t := new(Trace)
+	*t = *a.AssembleTransient(spans)
 	// The forest was built in scratch memory: hand the trace exact-size
 	// copies, so a trace costs one allocation per kind of record.
 	t.Hops = slices.Clone(t.Hops)
@@ -119,12 +125,14 @@ func (a *Assembler) AssembleIn(ar *Arena, spans []Span) *Trace {
 	return out
 }
 
-// AssembleTransient is Assemble without the copies: the trace's hops,
-// calls, attempts and roots are the assembler's scratch memory, valid
-// until its next call. For callers that are done with a trace before
-// they assemble the next (adding it to a window, encoding its facts).
+// AssembleTransient is Assemble without the copies: the trace and its
+// hops, calls, attempts and roots are the assembler's scratch memory,
+// valid until its next call. For callers that are done with a trace
+// before they assemble the next (adding it to a window, encoding its
+// facts).
 func (a *Assembler) AssembleTransient(spans []Span) *Trace {
-	t := &Trace{Root: -1, AdjustedCount: 1, Weight: 1}
+	t := &a.trace
+	*t = Trace{Root: -1, AdjustedCount: 1, Weight: 1}
 	if len(spans) == 0 {
 		return t
 	}
@@ -137,10 +145,24 @@ func (a *Assembler) AssembleTransient(spans []Span) *Trace {
 	a.buildHops(t)
 	a.finish(t)
 	if t.Root >= 0 {
-		t.APIName = t.Hops[t.Root].Key().String()
+		t.APIName = a.apiName(&t.Hops[t.Root])
 	}
 	resolveSampling(t)
 	return t
+}
+
+// apiName returns the root API of root hop h (Node.String), one string
+// per API while the assembler's cache holds it: names are interned, so
+// where their bytes are finds it without building it again.
+func (a *Assembler) apiName(h *Hop) string {
+	k := AddrOf(h.Service, h.Operation, "", "")
+	if name, ok := a.apis.Get(&k); ok {
+		return name
+	}
+	name := h.Key().String()
+	a.napis++
+	a.apis.Put(&k, name, a.napis)
+	return name
 }
 
 // dedup drops spans whose id was already seen, keeping, whatever the input
