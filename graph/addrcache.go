@@ -45,8 +45,8 @@ const (
 	maxAddrSlots = 4096
 )
 
-// AddrCache is a direct-mapped cache of a map's values by the Addr of
-// their keys' names, standing before a map whose entries are only added
+// AddrCache is a two-way set-associative cache of a map's values by the
+// Addr of their keys' names, standing before a map whose entries are only added
 // (whoever deletes from the map drops the cache). Its zero value is empty
 // and ready.
 type AddrCache[V any] struct {
@@ -59,10 +59,15 @@ type addrSlot[V any] struct {
 	ok bool
 }
 
-// Get returns the value cached for k.
+// Get returns the value cached for k. The cache is two-way: k may be in
+// either slot of its pair (the one used last first).
 func (c *AddrCache[V]) Get(k *Addr) (V, bool) {
 	if len(c.slots) > 0 {
-		if s := &c.slots[k.hash()&uint64(len(c.slots)-1)]; s.ok && s.k.equal(k) {
+		i := k.hash() & uint64(len(c.slots)-2)
+		if s := &c.slots[i]; s.ok && s.k.equal(k) {
+			return s.v, true
+		}
+		if s := &c.slots[i+1]; s.ok && s.k.equal(k) {
 			return s.v, true
 		}
 	}
@@ -79,5 +84,9 @@ func (c *AddrCache[V]) Put(k *Addr, v V, entries int) {
 	case 2*entries > n && n < maxAddrSlots:
 		c.slots = make([]addrSlot[V], 4*n)
 	}
-	c.slots[k.hash()&uint64(len(c.slots)-1)] = addrSlot[V]{k: *k, v: v, ok: true}
+	i := k.hash() & uint64(len(c.slots)-2)
+	if c.slots[i].ok {
+		c.slots[i+1] = c.slots[i] // the older of the pair goes
+	}
+	c.slots[i] = addrSlot[V]{k: *k, v: v, ok: true}
 }
