@@ -559,18 +559,26 @@ func DetectIncidentsIn(minutes MinuteNodes, rules IncidentRules) []IncidentSpan 
 }
 
 // SummaryGraphs returns, for an incident, the call graphs of the windows
-// among sums that its minutes belong to.
+// among sums that its minutes belong to (to be read, not changed: the
+// incidents of the same windows share them). Not for concurrent use.
 func SummaryGraphs(sums []*WindowSummary, window time.Duration) func(IncidentSpan) map[string]*graph.APIGraph {
+	type windows struct{ lo, hi int64 }
+	merged := map[windows]map[string]*graph.APIGraph{}
 	return func(s IncidentSpan) map[string]*graph.APIGraph {
 		lo := WindowOf(s.First*int64(time.Minute), window)
 		hi := WindowOf((s.Last+1)*int64(time.Minute)-1, window)
+		if g, ok := merged[windows{lo, hi}]; ok {
+			return g
+		}
 		var in []*WindowSummary
 		for _, sum := range sums {
 			if sum.Window >= lo && sum.Window <= hi {
 				in = append(in, sum)
 			}
 		}
-		return MergeSummaries(in).APIs
+		g := MergeSummaries(in).APIs
+		merged[windows{lo, hi}] = g
+		return g
 	}
 }
 
