@@ -587,11 +587,19 @@ func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
 	h := uint64(uintptr(unsafe.Pointer(ap)))*0x9e3779b97f4a7c15 ^ uint64(uintptr(unsafe.Pointer(bp)))*0xc2b2ae3d27d4eb4f ^
 		uint64(len(a))<<32 ^ uint64(len(b))
 	h ^= h >> 29
-	c := &x.cache[(h*0xbf58476d1ce4e5b9>>32)&(pairCacheSize-1)]
-	var i int32
-	if c.a == ap && c.b == bp && c.aN == len(a) && c.bN == len(b) && (ap != nil || bp != nil) {
-		i = c.idx
-	} else {
+	// Two-way: a key is in either slot of its pair, the one put last
+	// first.
+	pair := x.cache[(h*0xbf58476d1ce4e5b9>>32)&(pairCacheSize-2):][:2]
+	i := int32(-1)
+	if ap != nil || bp != nil {
+		for j := range pair {
+			if c := &pair[j]; c.a == ap && c.b == bp && c.aN == len(a) && c.bN == len(b) {
+				i = c.idx
+				break
+			}
+		}
+	}
+	if i < 0 {
 		var ok bool
 		if i, ok = x.slot[k]; !ok {
 			i = int32(len(x.keys))
@@ -599,7 +607,8 @@ func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
 			x.keys = append(x.keys, k)
 			x.stamp = append(x.stamp, 0)
 		}
-		*c = pairCacheSlot{a: ap, b: bp, aN: len(a), bN: len(b), idx: i}
+		pair[1] = pair[0]
+		pair[0] = pairCacheSlot{a: ap, b: bp, aN: len(a), bN: len(b), idx: i}
 	}
 	if x.stamp[i] == x.gen {
 		return i, false
