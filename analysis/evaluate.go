@@ -552,9 +552,14 @@ type pairIndex[K comparable] struct {
 	ranks   slotRanks
 }
 
-// pairCacheSize is the size of a pairIndex's cache of slots by where
-// their names are (a power of two).
-const pairCacheSize = 1024
+// A pairIndex's cache of slots by where their names are starts at
+// pairCacheSize slots and grows (emptied) to four times its size when
+// the index holds more than half as many keys, up to maxPairCache (powers
+// of two).
+const (
+	pairCacheSize = 1024
+	maxPairCache  = 8192
+)
 
 // pairCacheSlot is a key's slot, by where its names' bytes are.
 type pairCacheSlot struct {
@@ -589,7 +594,7 @@ func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
 	h ^= h >> 29
 	// Two-way: a key is in either slot of its pair, the one put last
 	// first.
-	pair := x.cache[(h*0xbf58476d1ce4e5b9>>32)&(pairCacheSize-2):][:2]
+	pair := x.cache[(h*0xbf58476d1ce4e5b9>>32)&uint64(len(x.cache)-2):][:2]
 	i := int32(-1)
 	if ap != nil || bp != nil {
 		for j := range pair {
@@ -606,6 +611,10 @@ func (x *pairIndex[K]) touch(k K, a, b string) (int32, bool) {
 			x.slot[k] = i
 			x.keys = append(x.keys, k)
 			x.stamp = append(x.stamp, 0)
+			if n := len(x.cache); 2*len(x.keys) > n && n < maxPairCache {
+				x.cache = make([]pairCacheSlot, 4*n)
+				pair = x.cache[(h*0xbf58476d1ce4e5b9>>32)&uint64(len(x.cache)-2):][:2]
+			}
 		}
 		pair[1] = pair[0]
 		pair[0] = pairCacheSlot{a: ap, b: bp, aN: len(a), bN: len(b), idx: i}
