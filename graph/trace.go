@@ -54,7 +54,8 @@ type Trace struct {
 // Hop is one service handling one request: a SERVER span, the root span of
 // a tree (of any kind), or a virtual node (an uninstrumented callee).
 type Hop struct {
-	Span      int32 // index in Trace.Spans; for a virtual node, its CLIENT span
+	// The fields are laid out for size: names first, then the numbers,
+	// then the flags (96 bytes, the names' pointers together).
 	Service   string
 	Operation string
 	// Version is the service.version of the hop's service ("" for a
@@ -62,6 +63,13 @@ type Hop struct {
 	Version string
 	Start   int64
 	End     int64
+
+	Span int32 // index in Trace.Spans; for a virtual node, its CLIENT span
+	// In is the attempt that reached this hop, -1 for roots and detached hops.
+	In    int32
+	Depth int32
+	// CallStart and CallEnd delimit the hop's calls in Trace.Calls.
+	CallStart, CallEnd int32
 
 	Failed  bool
 	Virtual bool // uninstrumented callee seen only through a CLIENT span
@@ -79,16 +87,9 @@ type Hop struct {
 	Root     bool
 	Fragment bool
 	Detached bool
-
-	// In is the attempt that reached this hop, -1 for roots and detached hops.
-	In int32
 	// First reports the hop was reached through first attempts only at
 	// every level from its root.
 	First bool
-	Depth int32
-
-	// CallStart and CallEnd delimit the hop's calls in Trace.Calls.
-	CallStart, CallEnd int32
 }
 
 // Key returns the hop's node identity in call graphs.
