@@ -644,6 +644,7 @@ type slotRanks struct {
 	since int // traces since the index last changed size
 	seen  int // its size then
 	order []int32
+	keys  []uint64 // sort's scratch
 }
 
 // rankAfter is how many traces an index must keep its size before it is
@@ -673,7 +674,17 @@ func (r *slotRanks) sort(touched []int32, n int, compare func(x, y int32) int) {
 		r.n = n
 	}
 	if r.n == n {
-		slices.SortFunc(touched, func(x, y int32) int { return cmp.Compare(r.rank[x], r.rank[y]) })
+		// By rank then slot, packed in one integer: a sort of integers,
+		// no comparison function (ranks are distinct).
+		keys := r.keys[:0]
+		for _, s := range touched {
+			keys = append(keys, uint64(r.rank[s])<<32|uint64(uint32(s)))
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			touched[i] = int32(uint32(k))
+		}
+		r.keys = keys
 	} else {
 		slices.SortFunc(touched, compare)
 	}
