@@ -78,14 +78,7 @@ func (r *Report) serviceOf(tr *TraceResult, i int) *ServiceResult {
 	if tr.ids == nil {
 		return r.Service(tr.Services[i].Service)
 	}
-	t := &r.caches().serviceSlots
-	slot := tr.ids.services[i]
-	s, ok := t.get(tr.ids.svc, slot)
-	if !ok {
-		s = r.Service(tr.Services[i].Service)
-		t.put(slot, s)
-	}
-	return s
+	return bySlot(&r.caches().serviceSlots, tr.ids.svc, tr.ids.services[i], tr.Services[i].Service, r.Service)
 }
 
 // nodeOf returns the aggregate of the i-th node of tr.
@@ -93,27 +86,27 @@ func (r *Report) nodeOf(tr *TraceResult, i int) *NodeAgg {
 	if tr.ids == nil {
 		return r.Node(tr.Nodes[i].Node)
 	}
-	t := &r.caches().nodeSlots
-	slot := tr.ids.nodes[i]
-	n, ok := t.get(tr.ids.node, slot)
-	if !ok {
-		n = r.Node(tr.Nodes[i].Node)
-		t.put(slot, n)
-	}
-	return n
+	return bySlot(&r.caches().nodeSlots, tr.ids.node, tr.ids.nodes[i], tr.Nodes[i].Node, r.Node)
 }
 
 // versionOf returns the aggregate of a version of tr (of slot, of
 // tr.ids.ver, when tr has ids; vt is its API's table then, from
 // versionTable).
 func (r *Report) versionOf(tr *TraceResult, vt *slotTable[*VersionAgg], slot int32, sv ServiceVersion) *VersionAgg {
+	k := VersionKey{API: tr.API, Service: sv.Service, Version: sv.Version}
 	if vt == nil {
-		return r.Version(VersionKey{API: tr.API, Service: sv.Service, Version: sv.Version})
+		return r.Version(k)
 	}
-	v, ok := vt.get(tr.ids.ver, slot)
+	return bySlot(vt, tr.ids.ver, slot, k, r.Version)
+}
+
+// bySlot returns the aggregate t holds for slot of epoch ep, else finds
+// it by its key (find) and keeps it.
+func bySlot[K any, V comparable](t *slotTable[V], ep *slotEpoch, slot int32, k K, find func(K) V) V {
+	v, ok := t.get(ep, slot)
 	if !ok {
-		v = r.Version(VersionKey{API: tr.API, Service: sv.Service, Version: sv.Version})
-		vt.put(slot, v)
+		v = find(k)
+		t.put(slot, v)
 	}
 	return v
 }
