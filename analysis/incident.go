@@ -456,17 +456,11 @@ func (m MinuteResults) MergeInto(rep *Report) {
 // every result would.
 func (m MinuteResults) Nodes(out MinuteNodes) {
 	for k, mr := range m {
+		nodes := make(map[graph.Node]NodeAgg, len(mr.rep.Nodes))
 		for n, a := range mr.rep.Nodes {
-			nodes := out[k]
-			if nodes == nil {
-				nodes = map[graph.Node]NodeAgg{}
-				out[k] = nodes
-			}
-			b := nodes[n]
-			b.Requests += a.Requests
-			b.Owned += a.Owned
-			nodes[n] = b
+			nodes[n] = *a
 		}
+		out.Merge(MinuteNodes{k: nodes})
 	}
 }
 

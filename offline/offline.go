@@ -145,7 +145,6 @@ type engine struct {
 	windows  *analysis.Windows
 	adm      *analysis.Admissions // what each window admitted, in trace id order
 	stats    Stats
-	folded   bool // a name was folded in the first pass
 	workers  int
 	spans    spanStore
 	runs     []*spill // the spilled runs, each sorted by trace id
@@ -221,7 +220,6 @@ func (e *engine) addToWindows(ctx context.Context) error {
 	for w := range windows {
 		e.stats.Traces += traces[w]
 		e.stats.Folded.Merge(folded[w])
-		e.folded = e.folded || folded[w] != (analysis.FoldCounts{})
 		if w == 0 {
 			e.windows = windows[0]
 		} else {
@@ -268,7 +266,7 @@ func (e *engine) evaluate(ctx context.Context) (*analysis.Document, error) {
 		// The same names as the first time: a window's admitted names
 		// only grew since, and a name refused was refused for a full set
 		// (when none was refused, there is nothing to fold).
-		if e.folded {
+		if e.stats.Folded != (analysis.FoldCounts{}) { // a name was folded in the first pass
 			e.adm.Fold(t)
 		}
 		r := evs[w].Evaluate(t, e.windows.State(e.windows.Of(t)))
