@@ -66,7 +66,7 @@ type Decoder struct {
 	cfg         DecoderConfig // as given: ReadFile's workers are configured alike
 	claimHeader string
 	strs        map[string]string
-	recent      *[256]string // a cache in front of strs (see intern)
+	recent      *[recentSize]string // a cache in front of strs (see intern)
 	buf         []byte
 	attrs       attrSet
 
@@ -136,7 +136,7 @@ func (d *Decoder) init(cfg DecoderConfig) {
 	}
 	d.claimHeader = string(b)
 	d.strs = make(map[string]string, 256)
-	d.recent = new([256]string)
+	d.recent = new([recentSize]string)
 	d.buf = make([]byte, 0, 256)
 
 	switch key := strings.TrimSpace(cfg.AdjustedCountKey); key {
@@ -952,9 +952,14 @@ func (d *Decoder) internName(s string) string {
 	return v
 }
 
+// recentSize is how many names the cache in front of the intern table
+// holds: the names of a mesh of a thousand services (their operations,
+// versions and peers) find their slots there.
+const recentSize = 4096
+
 // recentIndex hashes the length of s, and its first and last 8 bytes (or
 // three of its bytes when it is shorter).
-func recentIndex(s string) uint8 {
+func recentIndex(s string) uint16 {
 	n := len(s)
 	var h uint64
 	switch {
@@ -964,7 +969,7 @@ func recentIndex(s string) uint8 {
 	case n > 0:
 		h = uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
 	}
-	return uint8(((h ^ uint64(n)) * 0x9e3779b97f4a7c15) >> 56)
+	return uint16(((h ^ uint64(n)) * 0x9e3779b97f4a7c15) >> 52)
 }
 
 // internBytes returns the shared string equal to b; it allocates only the
