@@ -47,6 +47,29 @@ type State struct {
 type stateCache struct {
 	edges graph.AddrCache[*graph.EdgeStats]
 	nodes graph.NodeCache
+	// memos remember what the last trace of each root API found, by
+	// position (graph.Memo).
+	memos map[string]*stateMemo
+}
+
+// stateMemo is what the last trace of a root API found: its calls'
+// edges and its hops' nodes.
+type stateMemo struct {
+	calls graph.Memo[*graph.EdgeStats]
+	hops  graph.Memo[*graph.NodeStats]
+}
+
+// memo returns the memo of api's traces.
+func (c *stateCache) memo(api string) *stateMemo {
+	m := c.memos[api]
+	if m == nil {
+		if c.memos == nil {
+			c.memos = map[string]*stateMemo{}
+		}
+		m = &stateMemo{}
+		c.memos[api] = m
+	}
+	return m
 }
 
 // edge returns the stats of edge k in s, created when new.
@@ -81,12 +104,21 @@ func NewState() *State {
 func (s *State) Add(t *graph.Trace, sign int64) {
 	sign *= t.W()
 	s.Traces += sign
+	var memo *stateMemo
+	if s.cache != nil && sign > 0 {
+		memo = s.cache.memo(t.API())
+	}
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		k := graph.Edge{Caller: t.Hops[c.Caller].Service, Callee: graph.Node{Service: c.CalleeService, Operation: c.CalleeOperation}}
 		var es *graph.EdgeStats
-		if s.cache != nil && sign > 0 {
-			es = s.cache.edge(s, k)
+		if memo != nil {
+			a := graph.AddrOf(k.Caller, k.Callee.Service, k.Callee.Operation, "")
+			var ok bool
+			if es, ok = memo.calls.Get(i, &a); !ok {
+				es = s.cache.edge(s, k)
+				memo.calls.Put(i, &a, es)
+			}
 		} else if es = s.Edges[k]; es == nil {
 			es = &graph.EdgeStats{}
 			s.Edges[k] = es
@@ -97,8 +129,13 @@ func (s *State) Add(t *graph.Trace, sign int64) {
 		h := &t.Hops[i]
 		key := h.Key()
 		var ns *graph.NodeStats
-		if s.cache != nil && sign > 0 {
-			ns = s.cache.nodes.Stats(s.Nodes, key)
+		if memo != nil {
+			a := graph.AddrOf(h.Service, h.Operation, "", "")
+			var ok bool
+			if ns, ok = memo.hops.Get(i, &a); !ok {
+				ns = s.cache.nodes.Stats(s.Nodes, key)
+				memo.hops.Put(i, &a, ns)
+			}
 		} else if ns = s.Nodes[key]; ns == nil {
 			ns = &graph.NodeStats{}
 			s.Nodes[key] = ns

@@ -90,3 +90,44 @@ func (c *AddrCache[V]) Put(k *Addr, v V, entries int) {
 	}
 	c.slots[i] = addrSlot[V]{k: *k, v: v, ok: true}
 }
+
+// Memo remembers, position by position, what the lookups of the last
+// trace of one kind found (the stats of its hops' nodes, of its calls'
+// edges): the traces of one root API are mostly the same tree, so the
+// hop at a position is mostly the same node as in the last one — found
+// by comparing where its names are, with no hashing and no cache slot to
+// load, the memo read in order. It covers a trace's first maxMemo
+// positions. Its zero value is empty and ready.
+type Memo[V any] struct {
+	slots []memoSlot[V]
+}
+
+type memoSlot[V any] struct {
+	k Addr
+	v V
+}
+
+// maxMemo bounds the positions a Memo remembers.
+const maxMemo = 512
+
+// Get returns what position i found last, if its key was k.
+func (m *Memo[V]) Get(i int, k *Addr) (V, bool) {
+	if i < len(m.slots) {
+		if s := &m.slots[i]; s.k.equal(k) {
+			return s.v, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// Put remembers v, found for key k at position i.
+func (m *Memo[V]) Put(i int, k *Addr, v V) {
+	if i >= maxMemo {
+		return
+	}
+	if i >= len(m.slots) {
+		m.slots = append(m.slots, make([]memoSlot[V], i+1-len(m.slots))...)
+	}
+	m.slots[i] = memoSlot[V]{k: *k, v: v}
+}

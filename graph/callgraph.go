@@ -162,6 +162,9 @@ func (g *APIGraph) Growing() {
 type graphCache struct {
 	nodes NodeCache
 	edges AddrCache[*EdgeStats]
+	// What the last trace's hops and calls found, by position.
+	hops  Memo[*NodeStats]
+	calls Memo[*EdgeStats]
 }
 
 // NodeCache finds the stats of nodes in a map by where their names are
@@ -215,7 +218,12 @@ func (g *APIGraph) Add(t *Trace, sign int64) {
 		h := &t.Hops[i]
 		var ns *NodeStats
 		if cache != nil {
-			ns = cache.nodes.Stats(g.Nodes, h.Key())
+			k := AddrOf(h.Service, h.Operation, "", "")
+			var ok bool
+			if ns, ok = cache.hops.Get(i, &k); !ok {
+				ns = cache.nodes.Stats(g.Nodes, h.Key())
+				cache.hops.Put(i, &k, ns)
+			}
 		} else if ns = g.Nodes[h.Key()]; ns == nil {
 			ns = &NodeStats{}
 			g.Nodes[h.Key()] = ns
@@ -231,7 +239,12 @@ func (g *APIGraph) Add(t *Trace, sign int64) {
 		p := Pair{From: t.Hops[c.Caller].Key(), To: Node{c.CalleeService, c.CalleeOperation}}
 		var es *EdgeStats
 		if cache != nil {
-			es = cache.edge(g, p)
+			k := AddrOf(p.From.Service, p.From.Operation, p.To.Service, p.To.Operation)
+			var ok bool
+			if es, ok = cache.calls.Get(i, &k); !ok {
+				es = cache.edge(g, p)
+				cache.calls.Put(i, &k, es)
+			}
 		} else if es = g.Edges[p]; es == nil {
 			es = &EdgeStats{}
 			g.Edges[p] = es
