@@ -29,7 +29,7 @@ func TestEachTraceStopsOnFailure(t *testing.T) {
 	if err := e.add(spans); err != nil {
 		t.Fatal(err)
 	}
-	e.spans.group()
+	e.spans.group(true)
 	boom := errors.New("boom")
 	done := make(chan error, 1)
 	go func() {

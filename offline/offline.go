@@ -8,8 +8,10 @@
 // the memory budget (Config.MemoryBudget) never touches the disk; past
 // it, the spans held are sorted by trace id and written to a spill file
 // (a run), and the store starts empty again. Once the input ends, the
-// traces are visited in trace id order, the runs merged with what the
-// store holds (a trace whose spans are in several runs is whole again):
+// traces are visited — in the order the store first saw them when
+// nothing was spilled, else in trace id order, the runs merged with what
+// the store holds (a trace whose spans are in several runs is whole
+// again):
 // each trace is assembled and added to its window's state; then, every
 // window's state being final (an evaluation needs it: docs/SPEC.md §4.3),
 // visited again, assembled again and evaluated. Assembling twice costs
@@ -85,10 +87,10 @@ type Stats struct {
 
 // Analyze analyses the spans read pulls from a finite input (`analyze`): the
 // same analysis as the service, on a finite input, with the same caps on the
-// names a window admits (cfg.Analysis.Limits: names are admitted in the
-// order of trace ids on one core, as analysis.InMemory admits those of a
-// graph.Grouper's traces; on several, in the order the workers reach
-// them). See the package doc for how: one pass over the input, spans
+// names a window admits (cfg.Analysis.Limits: past them, names are
+// admitted in the order of trace ids on one core, as analysis.InMemory
+// admits those of a graph.Grouper's traces; on several, in the order the
+// workers reach them). See the package doc for how: one pass over the input, spans
 // spilled only past cfg.MemoryBudget.
 //
 // read calls emit with the spans of each request it decodes; the slice is
@@ -120,12 +122,23 @@ func Analyze(ctx context.Context, read func(emit func([]graph.Span) error) error
 	if e.spillErr != nil {
 		return nil, nil, e.stats, e.spillErr
 	}
-	e.spans.group()
-	if e.spans.size() <= e.cfg.MemoryBudget/2 {
-		e.spans.sortSpans() // both passes then read the store in order
-	}
-	if err := e.addToWindows(ctx); err != nil {
+	// With every span in memory, traces are visited in the order the
+	// store first saw them (the input's: read in order) and names are
+	// admitted in that order, which changes nothing unless a window has
+	// more names than its caps. When the first visit folded a name, it
+	// is done again in trace id order (the order runs are merged in):
+	// which names a window admits does not depend on how the input was
+	// batched.
+	inputOrder := len(e.runs) == 0
+	if err := e.firstPass(ctx, inputOrder); err != nil {
 		return nil, nil, e.stats, err
+	}
+	if inputOrder && e.stats.Folded != (analysis.FoldCounts{}) {
+		e.adm = analysis.NewAdmissions(cfg.Analysis)
+		e.stats.Traces, e.stats.Folded = 0, analysis.FoldCounts{}
+		if err := e.firstPass(ctx, false); err != nil {
+			return nil, nil, e.stats, err
+		}
 	}
 	// A read error after some input still gives the report of what was
 	// read (the caller reports the error).
@@ -181,7 +194,7 @@ func (e *engine) spill() error {
 	}
 	e.runs = append(e.runs, sp)
 	s := &e.spans
-	s.group()
+	s.group(true)
 	var buf []graph.Span
 	for r := range s.order {
 		buf = s.gather(r, buf[:0])
@@ -198,6 +211,18 @@ func (e *engine) spill() error {
 	e.stats.SpillBytes += sp.size
 	s.reset()
 	return nil
+}
+
+// firstPass orders the store's traces (by trace id, or in the order the
+// store first saw them: inputOrder), copies its spans into that order
+// when worth it and within half the budget (sortSpans: both visits then
+// read them in order), and adds every trace to its window's state.
+func (e *engine) firstPass(ctx context.Context, inputOrder bool) error {
+	e.spans.group(!inputOrder)
+	if e.spans.size() <= e.cfg.MemoryBudget/2 {
+		e.spans.sortSpans()
+	}
+	return e.addToWindows(ctx)
 }
 
 // addToWindows assembles every trace and adds it to its window's state.
@@ -806,14 +831,17 @@ func (s *spanStore) adjustedCount(a float64) uint32 {
 	return i
 }
 
-// group orders the store's traces by id and their spans by trace (each
-// trace's in input order), without moving them.
-func (s *spanStore) group() {
+// group orders the store's traces — by id, or in the order they were
+// first seen — and their spans by trace (each trace's in input order),
+// without moving them.
+func (s *spanStore) group(byID bool) {
 	s.order = s.order[:0]
 	for i := range s.ids {
 		s.order = append(s.order, int32(i))
 	}
-	slices.SortFunc(s.order, func(x, y int32) int { return compareIDs(s.ids[x], s.ids[y]) })
+	if byID {
+		slices.SortFunc(s.order, func(x, y int32) int { return compareIDs(s.ids[x], s.ids[y]) })
+	}
 	// next[t]: where trace t's next span goes in perm.
 	next := slices.Grow(s.next[:0], len(s.ids))[:len(s.ids)]
 	s.next = next
@@ -886,14 +914,12 @@ var minRunSpans = 16
 // runs counts the stretches of spans that lie one after the other in the
 // chunks in the order gather reads them (after group).
 func (s *spanStore) runs() int {
-	runs := 0
-	for r := range s.order {
-		idx := s.perm[s.off[r]:s.off[r+1]]
-		for i := range idx {
-			if i == 0 || idx[i] != idx[i-1]+1 {
-				runs++
-			}
+	runs, prev := 0, int32(-2)
+	for _, k := range s.perm[:s.off[len(s.order)]] {
+		if k != prev+1 {
+			runs++
 		}
+		prev = k
 	}
 	return runs
 }
