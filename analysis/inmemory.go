@@ -26,10 +26,18 @@ func InMemory(src graph.Source, cfg Config, workers int) (*Document, *Windows) {
 		var a graph.Assembler
 		var ar graph.Arena // every trace is kept until the end
 		var buf []graph.Span
+		view, _ := src.(graph.Viewer)
 		for i := lo; i < hi; i++ {
-			t := a.AssembleIn(&ar, src.Spans(i, buf))
-			buf, t.Spans = t.Spans[:0], nil // the buffer is reused: drop the spans
-			assembled[i] = t
+			// AssembleIn reads the spans: a source that can lend them is
+			// not copied from.
+			var spans []graph.Span
+			if view != nil {
+				spans = view.View(i)
+			} else {
+				buf = src.Spans(i, buf)
+				spans = buf
+			}
+			assembled[i] = a.AssembleIn(&ar, spans)
 		}
 	})
 	// Names are admitted in input order, on one goroutine: the same input

@@ -37,6 +37,8 @@ type Assembler struct {
 	trace Trace
 	apis  AddrCache[string]
 	napis int
+	// copied holds the spans AssembleIn mends.
+	copied []Span
 }
 
 // pending is an attempt collected for a hop, before it is grouped into calls.
@@ -109,9 +111,13 @@ func take[T any](block *[]T, src []T) []T {
 	return out
 }
 
-// AssembleIn is Assemble with the trace and its records in ar.
+// AssembleIn is Assemble with the trace and its records in ar, of spans
+// it reads but neither modifies nor keeps (the trace's Spans is nil):
+// spans with duplicate ids or ends before their starts are mended in a
+// copy of the assembler's.
 func (a *Assembler) AssembleIn(ar *Arena, spans []Span) *Trace {
-	t := a.AssembleTransient(spans)
+	t := a.assemble(spans, true)
+	t.Spans = nil
 	if len(ar.traces) == 0 {
 		ar.traces = make([]Trace, arenaBlock/8)
 	}
@@ -130,13 +136,21 @@ func (a *Assembler) AssembleIn(ar *Arena, spans []Span) *Trace {
 // valid until its next call. For callers that are done with a trace
 // before they assemble the next (adding it to a window, encoding its
 // facts).
-func (a *Assembler) AssembleTransient(spans []Span) *Trace {
+func (a *Assembler) AssembleTransient(spans []Span) *Trace { return a.assemble(spans, false) }
+
+// assemble assembles spans, modified in place (deduplicated, mended)
+// unless readOnly.
+func (a *Assembler) assemble(spans []Span, readOnly bool) *Trace {
 	t := &a.trace
 	*t = Trace{Root: -1, AdjustedCount: 1, Weight: 1}
 	if len(spans) == 0 {
 		return t
 	}
 	t.ID = spans[0].TraceID
+	if readOnly && !a.clean(spans) {
+		a.copied = append(a.copied[:0], spans...)
+		spans = a.copied
+	}
 	spans = a.dedup(t, spans)
 	t.Spans, t.SpanCount = spans, len(spans)
 	a.link(spans)
@@ -163,6 +177,24 @@ func (a *Assembler) apiName(h *Hop) string {
 	a.napis++
 	a.apis.Put(&k, name, a.napis)
 	return name
+}
+
+// clean reports whether dedup would leave spans as they are: no end
+// before its start, no span id twice.
+func (a *Assembler) clean(spans []Span) bool {
+	a.index.reset(len(spans))
+	for i := range spans {
+		s := &spans[i]
+		if s.End < s.Start {
+			return false
+		}
+		if !s.SpanID.IsZero() {
+			if _, dup := a.index.put(s.SpanID, int32(i)); dup {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dedup drops spans whose id was already seen, keeping, whatever the input

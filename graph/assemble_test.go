@@ -433,15 +433,20 @@ func TestGroupTraces(t *testing.T) {
 
 // TestAssembleIn: traces assembled in an arena are those Assemble
 // returns, every one intact once the arena has handed out several blocks
-// (thousands of small traces, then one larger than a block), and growing
-// one trace's slice does not write into the next's.
+// (thousands of small traces, then one larger than a block, then one
+// whose spans need mending), the spans lent are left as they were, and
+// growing one trace's slice does not write into the next's.
 func TestAssembleIn(t *testing.T) {
 	var a graph.Assembler
 	var ar graph.Arena
 	var want, got []*graph.Trace
 	add := func(spans []graph.Span) {
 		want = append(want, assemble(spans))
-		got = append(got, a.AssembleIn(&ar, append([]graph.Span(nil), spans...)))
+		keep := slices.Clone(spans)
+		got = append(got, a.AssembleIn(&ar, spans))
+		if !slices.Equal(spans, keep) {
+			t.Fatalf("trace %d: AssembleIn modified the spans it was lent", len(got)-1)
+		}
 	}
 	for n := range 3000 {
 		b := New(byte(n))
@@ -458,10 +463,19 @@ func TestAssembleIn(t *testing.T) {
 	}
 	add(b.Spans)
 	add(nil)
+	// Spans to mend: a duplicate span id (the later, failed copy
+	// preferred or not) and an end before its start.
+	b = New(2)
+	r := b.Root("api", "GET /", 0, 100)
+	b.Call(r, "api", "svc", "op", 10, 5, C(Failed), Failed)
+	b.Call(r, "api", "svc", "op", 20, 30, nil)
+	dup := append(slices.Clone(b.Spans), b.Spans[len(b.Spans)-1])
+	dup[len(dup)-1].Failed = true
+	add(dup)
 	for i := range want {
 		w, g := want[i], got[i]
 		if !slices.Equal(w.Hops, g.Hops) || !slices.Equal(w.Calls, g.Calls) || !slices.Equal(w.Attempts, g.Attempts) ||
-			!slices.Equal(w.Roots, g.Roots) || w.Root != g.Root || w.APIName != g.APIName || w.SpanCount != g.SpanCount {
+			!slices.Equal(w.Roots, g.Roots) || w.Root != g.Root || w.APIName != g.APIName || w.SpanCount != g.SpanCount || w.Duplicates != g.Duplicates {
 			t.Fatalf("trace %d: assembled in the arena differs from Assemble's", i)
 		}
 	}

@@ -122,6 +122,16 @@ func (l Lists) Len() int { return len(l) }
 // Spans returns a copy of trace i's spans in buf.
 func (l Lists) Spans(i int, buf []Span) []Span { return append(buf[:0], l[i]...) }
 
+// View returns the spans of trace i themselves, to be read, not modified
+// or kept (Viewer).
+func (l Lists) View(i int) []Span { return l[i] }
+
+// Viewer is a Source that can lend a trace's spans without copying them,
+// to be read, not modified or kept.
+type Viewer interface {
+	View(i int) []Span
+}
+
 // Grouped is the result of a Grouper: spans by trace, ordered by trace id,
 // still packed. It is a Source.
 type Grouped struct {
