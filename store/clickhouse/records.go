@@ -96,16 +96,6 @@ func views(buf []byte, ends []int) []string {
 	return out
 }
 
-// substrings cuts one copy of buf at ends: no allocation per row.
-func substrings(buf []byte, ends []int) []string {
-	all, lo := string(buf), 0
-	out := make([]string, len(ends))
-	for i, e := range ends {
-		out[i], lo = all[lo:e], e
-	}
-	return out
-}
-
 // decodeResult decodes a stored result (analysis.ResultEncoder's form).
 func decodeResult(b []byte, intern func([]byte) string) (*analysis.TraceResult, error) {
 	return analysis.DecodeResult(b, intern)

@@ -22,12 +22,38 @@ import (
 var spanColumns = []string{"day", "trace_id", "seq", "data", "part"}
 
 // spanWriter is the span encoder and its buffers, reused from write to
-// write (under spanMu).
+// write (under spanMu), and the buffers of the writes' data, each back in
+// free once its insert returned (the driver copies what it is given):
+// a write's rows are views of its buffer, not a copy.
 type spanWriter struct {
 	enc    graph.TraceEncoder
 	groups spangroup.TraceGroups
-	buf    []byte
 	order  []int
+
+	freeMu sync.Mutex // not spanMu: Close holds it while inserts end
+	free   [][]byte
+}
+
+// take returns a buffer for a write's data.
+func (w *spanWriter) take() []byte {
+	w.freeMu.Lock()
+	defer w.freeMu.Unlock()
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b[:0]
+	}
+	return nil
+}
+
+// give takes back a write's buffer, its insert returned; a few are kept,
+// none huge.
+func (w *spanWriter) give(b []byte) {
+	w.freeMu.Lock()
+	defer w.freeMu.Unlock()
+	if cap(b) <= 16<<20 && len(w.free) < 4 {
+		w.free = append(w.free, b)
+	}
 }
 
 // byTraceID returns the groups of the write (w.groups, of spans) in the
@@ -90,7 +116,7 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 	g.Group(spans)
 	order := w.byTraceID(spans)
 	ids := append(make([][]byte, 0, 1+len(order)), logID[:])
-	buf := append(w.buf[:0], logMarker)
+	buf := append(w.take(), logMarker)
 	for _, k := range order {
 		id := &spans[g.First(k)].TraceID
 		buf = append(buf, id[:]...)
@@ -101,11 +127,8 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 		buf = w.enc.AppendSpansOf(buf, spans, g.Indexes(k))
 		ends = append(ends, len(buf))
 	}
-	// A copy: the buffer serves the next write while this one is in flight.
-	data, n := substrings(buf, ends), len(ids)
-	if cap(buf) <= 16<<20 {
-		w.buf = buf[:0]
-	}
+	// Views of buf, the write's own until its insert returned.
+	data, n := views(buf, ends), len(ids)
 	buckets := bucketsOf(ids[1:])
 	s.inserts.Add(1) // Close waits for it, then releases the lease
 	var once sync.Once
@@ -115,6 +138,8 @@ func (s *Store) StartSpans(ctx context.Context, spans []graph.Span) (uint64, fun
 			defer s.inserts.Done()
 			err = s.insert(ctx, "write spans", "trace_spans", spanColumns, slices.Repeat([]time.Time{day}, n), ids,
 				slices.Repeat([]uint64{seq}, n), data, slices.Repeat([]string{s.name}, n))
+			clear(data)
+			w.give(buf)
 			// Even when it failed: its rows may be stored.
 			s.watch.move(buckets)
 			s.spansWritten(buckets)
