@@ -147,11 +147,15 @@ func (a *Assembler) assemble(spans []Span, readOnly bool) *Trace {
 		return t
 	}
 	t.ID = spans[0].TraceID
-	if readOnly && !a.clean(spans) {
+	// Spans lent read-only and clean are as dedup would leave them, and
+	// so is the span index clean built: they are not deduplicated again.
+	switch {
+	case !readOnly:
+		spans = a.dedup(t, spans)
+	case !a.clean(spans):
 		a.copied = append(a.copied[:0], spans...)
-		spans = a.copied
+		spans = a.dedup(t, a.copied)
 	}
-	spans = a.dedup(t, spans)
 	t.Spans, t.SpanCount = spans, len(spans)
 	a.link(spans)
 	a.breakCycles(spans)
@@ -180,7 +184,8 @@ func (a *Assembler) apiName(h *Hop) string {
 }
 
 // clean reports whether dedup would leave spans as they are: no end
-// before its start, no span id twice.
+// before its start, no span id twice. It indexes the span ids as dedup
+// does (a clean trace's index is dedup's).
 func (a *Assembler) clean(spans []Span) bool {
 	a.index.reset(len(spans))
 	for i := range spans {

@@ -872,7 +872,7 @@ func (s *spanStore) group(byID bool) {
 // sortSpans copies the spans, after group, into the order of their
 // traces' ranks, so that gathering the traces one after the other reads
 // them in order (a trace's spans, in input order, are scattered among
-// other traces', and the traces are visited by id, not by arrival): one
+// other traces', or the traces are visited by id, not by arrival): one
 // pass of scattered reads instead of one per visit. The store takes
 // twice its memory meanwhile; the caller checks it has the room. It
 // takes no more spans after.
