@@ -185,22 +185,7 @@ func benchEndToEnd(b *testing.B, opts storeurl.Options, scale int) {
 		b.StartTimer()
 		cpu0, srv0 := selfCPU(), clickHouseCPU()
 		t1 := time.Now()
-		work := make(chan []byte)
-		var wg sync.WaitGroup
-		for w := 0; w < clients; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for body := range work {
-					postUntilAccepted(b, url, body)
-				}
-			}()
-		}
-		for _, body := range bodies {
-			work <- body
-		}
-		close(work)
-		wg.Wait()
+		postAll(b, url, bodies, clients)
 		stored := time.Since(t1)
 		sent += n
 		waitAnalysed(b, rd, sent)

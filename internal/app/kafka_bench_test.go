@@ -252,9 +252,16 @@ func measureOTLP(b *testing.B, dsn string, batches []ptrace.Traces, spans int) p
 	}()
 	url := "http://" + svc.addrs.OTLPHTTP.String() + "/v1/traces"
 	c := startClock(0)
+	postAll(b, url, bodies, 8)
+	waitAnalysed(b, rd, base+spans)
+	return c.stop(spans)
+}
+
+// postAll posts every body (postUntilAccepted) from clients clients.
+func postAll(b *testing.B, url string, bodies [][]byte, clients int) {
 	work := make(chan []byte)
 	var wg sync.WaitGroup
-	for range 8 {
+	for range clients {
 		wg.Go(func() {
 			for body := range work {
 				postUntilAccepted(b, url, body)
@@ -266,8 +273,6 @@ func measureOTLP(b *testing.B, dsn string, batches []ptrace.Traces, spans int) p
 	}
 	close(work)
 	wg.Wait()
-	waitAnalysed(b, rd, base+spans)
-	return c.stop(spans)
 }
 
 // postUntilAccepted posts body, again after 20 ms while the service

@@ -123,15 +123,7 @@ func filledTopic(b *testing.B, records []*kgo.Record) (*kfake.Cluster, []string)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic(kafka.DefaultTopic),
-		kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(context.Background(), records...).FirstErr(); err != nil {
-		b.Fatal(err)
-	}
+	fillTopic(b, cluster.ListenAddrs(), records)
 	return cluster, cluster.ListenAddrs()
 }
 
