@@ -14,7 +14,6 @@ import (
 
 	"github.com/stormradius/stormradius/internal/chtest"
 	"github.com/stormradius/stormradius/internal/storeurl"
-	"github.com/stormradius/stormradius/sim"
 	"github.com/stormradius/stormradius/store"
 )
 
@@ -22,13 +21,7 @@ import (
 // and returns them as OTLP/HTTP protobuf bodies of about 600 spans times
 // scale (pieces of 64 concurrent traces, exported service by service).
 func benchRequests(b *testing.B, n int, start time.Time, scale int) (bodies [][]byte, spans int) {
-	sc := sim.Mesh(sim.MeshConfig{Seed: 3, APIs: 3, Depth: 6, Fanout: 2, GRPC: 0.3, FailOpen: 0.2, ErrorRate: 0.01,
-		Policy: sim.Policy{Retry: sim.RetryOwnership, Retries: 1, Claims: sim.ClaimsHonest, CriteriaAttr: true, ResendAttr: true}})
-	sc.Traces, sc.Start, sc.Spacing = n, start, time.Millisecond
-	res, err := sim.Run(sc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	res := benchSim(b, n, start)
 	perTrace := max(1, res.Stats.Spans/n)
 	for _, td := range res.Exports(1, max(1, 1000/perTrace)*4*scale, 64) {
 		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
